@@ -1,0 +1,323 @@
+/*
+ * hurray.h - the normative C ABI of libhurray.
+ *
+ * A Hurray buffer handle (hurray_buffer) describes tensor memory with DLPack's
+ * vocabulary and carries one release callback that its holder calls exactly
+ * once. The handle layout and its contract are specified in
+ * docs/spec/buffer-protocol.md; every function below is specified in
+ * docs/impl/c-ffi.md. Section references ("spec §N", "c-ffi §N") point there.
+ *
+ * This header is self-contained: it compiles as C11 and C++17 and needs no
+ * dlpack.h (the DLPack structs appear only as incomplete types).
+ *
+ * Conventions that hold for every function here unless its comment says
+ * otherwise:
+ *  - It returns a hurray_status. HURRAY_OK is 0; on any other value a message
+ *    naming the problem is stored for the calling thread (hurray_last_error).
+ *  - It never throws, aborts or prints.
+ *  - A failed call consumes nothing: every handle or tensor passed in stays
+ *    owned by the caller, unchanged, and output arguments are left untouched.
+ *  - It is safe to call from any thread; calls on distinct objects never race.
+ *    Two threads must not pass the same hurray_buffer object to functions
+ *    that consume or clear it at the same time.
+ */
+#ifndef HURRAY_HURRAY_H_
+#define HURRAY_HURRAY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define HURRAY_API
+#elif defined(HURRAY_BUILDING_LIBRARY)
+#define HURRAY_API __attribute__((visibility("default")))
+#else
+#define HURRAY_API
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define HURRAY_NODISCARD __attribute__((warn_unused_result))
+#else
+#define HURRAY_NODISCARD
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Versions (c-ffi §1)
+ * ------------------------------------------------------------------------- */
+
+/* Library release version this header belongs to. The minor number grows when
+ * functions are added; the major number when anything existing changes. */
+#define HURRAY_VERSION_MAJOR 0
+#define HURRAY_VERSION_MINOR 1
+#define HURRAY_VERSION_PATCH 0
+/* The three numbers packed as (major << 16) | (minor << 8) | patch. */
+#define HURRAY_VERSION                                                    \
+  ((uint32_t)((HURRAY_VERSION_MAJOR << 16) | (HURRAY_VERSION_MINOR << 8) | \
+              HURRAY_VERSION_PATCH))
+
+/* Layout version of hurray_buffer written in its `version` field (spec §2). */
+#define HURRAY_BUFFER_VERSION 1u
+
+/* DLPack version libhurray writes into the tensors it exports (spec §6). */
+#define HURRAY_DLPACK_MAJOR 1u
+#define HURRAY_DLPACK_MINOR 3u
+
+/* Largest ndim accepted anywhere (spec §3). */
+#define HURRAY_MAX_NDIM 64
+
+/* Runtime version of the loaded library, packed like HURRAY_VERSION.
+ * Thread-safe; cannot fail. (c-ffi §1) */
+HURRAY_API uint32_t hurray_version(void);
+
+/* Checks that the loaded library can serve a caller compiled against header
+ * version `header_version` (pass HURRAY_VERSION): the major numbers must be
+ * equal and the library's minor.patch must be at least the header's.
+ * Returns HURRAY_OK, or HURRAY_ERR_UNSUPPORTED_VERSION with a message that
+ * names both versions. Thread-safe. (c-ffi §1) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_version(uint32_t header_version);
+
+/* ---------------------------------------------------------------------------
+ * Status codes and errors (c-ffi §2)
+ * ------------------------------------------------------------------------- */
+
+typedef enum hurray_status {
+  HURRAY_OK = 0,
+  HURRAY_ERR_INVALID_ARGUMENT = 1,     /* NULL pointer, bad ndim/shape/strides */
+  HURRAY_ERR_UNSUPPORTED_VERSION = 2,  /* DLPack major != 1, handle layout, library */
+  HURRAY_ERR_UNSUPPORTED_DTYPE = 3,    /* unknown code, bits not valid for code, lanes 0 */
+  HURRAY_ERR_UNSUPPORTED_DEVICE = 4,   /* device type unknown or not served, device unavailable */
+  HURRAY_ERR_OUT_OF_MEMORY = 5,        /* host or device allocation failed */
+  HURRAY_ERR_OVERFLOW = 6,             /* element count or byte extent beyond 64-bit range */
+  HURRAY_ERR_DEVICE = 7,               /* a device runtime call failed */
+  HURRAY_ERR_INTERNAL = 8              /* a bug in libhurray; please report it */
+} hurray_status;
+
+/* Message describing the last failed call made by this thread, or "" if none
+ * failed yet. The pointer stays valid until this thread's next libhurray call.
+ * Never NULL. Thread-safe (the message is thread-local). (c-ffi §2) */
+HURRAY_API const char *hurray_last_error(void);
+
+/* Short constant name of a status code ("HURRAY_ERR_OVERFLOW"), or
+ * "HURRAY_UNKNOWN_STATUS". Never NULL; static storage. Thread-safe. (c-ffi §2) */
+HURRAY_API const char *hurray_status_name(int32_t status);
+
+/* ---------------------------------------------------------------------------
+ * The buffer handle (spec §2-§5)
+ * ------------------------------------------------------------------------- */
+
+/* Flag bits of hurray_buffer::flags. The first three have DLPack's bit values
+ * and meanings; bits 3..63 are reserved, must be 0 when produced, and are
+ * carried through conversions unchanged. (spec §2.3) */
+#define HURRAY_FLAG_READ_ONLY ((uint64_t)1 << 0)      /* no writes through data */
+#define HURRAY_FLAG_IS_COPIED ((uint64_t)1 << 1)      /* a private copy for this holder */
+#define HURRAY_FLAG_SUBBYTE_PADDED ((uint64_t)1 << 2) /* sub-byte elements take a byte each */
+
+/* DLPack device type values (DLDeviceType) used in hurray_device. */
+#define HURRAY_DEVICE_CPU 1
+#define HURRAY_DEVICE_CUDA 2
+#define HURRAY_DEVICE_CUDA_HOST 3
+#define HURRAY_DEVICE_ROCM 10
+#define HURRAY_DEVICE_ROCM_HOST 11
+#define HURRAY_DEVICE_CUDA_MANAGED 13
+
+/* Device of the memory: DLPack's device type value and device ordinal
+ * (0 for CPU, pinned host and managed memory). 8 bytes. (spec §2.2) */
+typedef struct hurray_device {
+  int32_t device_type;
+  int32_t device_id;
+} hurray_device;
+
+/* Element type with DLPack's DLDataType meaning: `code` is a DLDataTypeCode
+ * value, `bits` the width of one lane, `lanes` the vector width (1 for
+ * scalars). 4 bytes. (spec §2.2) */
+typedef struct hurray_dtype {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} hurray_dtype;
+
+/* Release callback: frees whatever the handle keeps alive. Called exactly once
+ * per handle, from any thread, with the handle's user_data. (spec §4) */
+typedef void (*hurray_release_fn)(void *user_data);
+
+/* A Hurray buffer handle. 80 bytes on 64-bit targets; see spec §2 for the
+ * exact offsets. It is a plain value: it may be copied or moved with memcpy,
+ * because release_fn receives user_data and never the handle's address. Of
+ * all copies of one handle exactly one release is made.
+ *
+ * Frozen forever (same offset and meaning in every layout version): version,
+ * release_fn, user_data. A consumer that does not know `version` must read
+ * nothing else and must still call release_fn(user_data).
+ *
+ * A live handle has release_fn != NULL. An empty (or released) handle has
+ * release_fn == NULL and describes nothing. */
+typedef struct hurray_buffer {
+  uint32_t version;         /* HURRAY_BUFFER_VERSION                     @0  */
+  uint32_t reserved;        /* 0                                         @4  */
+  hurray_release_fn release_fn; /* see spec §4; NULL when empty          @8  */
+  void *user_data;          /* passed to release_fn                      @16 */
+  uint64_t flags;           /* HURRAY_FLAG_* bits                        @24 */
+  void *data;               /* base address; may be NULL if no elements  @32 */
+  uint64_t byte_offset;     /* bytes from data to element (0,...,0)      @40 */
+  hurray_device device;     /*                                           @48 */
+  hurray_dtype dtype;       /*                                           @56 */
+  int32_t ndim;             /* 0..HURRAY_MAX_NDIM                        @60 */
+  const int64_t *shape;     /* ndim extents; NULL allowed when ndim == 0 @64 */
+  const int64_t *strides;   /* ndim strides in elements; non-NULL when
+                               ndim > 0; NULL allowed when ndim == 0     @72 */
+} hurray_buffer;
+
+/* Calls h->release_fn(h->user_data) if h is live, then zeroes *h (so it reads
+ * as empty). Releasing an empty handle does nothing and returns HURRAY_OK.
+ * Ownership: consumes the handle's reference. Errors: HURRAY_ERR_INVALID_ARGUMENT
+ * if h is NULL. Thread-safe for distinct handles. (spec §4, c-ffi §3) */
+HURRAY_API int32_t hurray_buffer_release(hurray_buffer *h);
+
+/* Checks that *h is a live, well-formed handle (spec §3): known version,
+ * ndim in range, shape/strides present when ndim > 0, no negative extent,
+ * dtype valid for DLPack 1.3, known device type with device_id >= 0, data
+ * non-NULL unless it has no elements, and element count and byte extent
+ * within 64-bit range. Reads only; consumes nothing. Errors:
+ * INVALID_ARGUMENT, UNSUPPORTED_VERSION, UNSUPPORTED_DTYPE,
+ * UNSUPPORTED_DEVICE, OVERFLOW; the message names the field. (c-ffi §3) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_validate(const hurray_buffer *h);
+
+/* Size facts of a valid handle. `numel` is the product of shape (1 for
+ * ndim 0); `itemsize_bits` is bits*lanes per element (rounded up to a whole
+ * number of bytes when HURRAY_FLAG_SUBBYTE_PADDED is set); `lowest`/`highest`
+ * bound the bytes touched, relative to `data` (highest is one past the last
+ * byte; both 0 when numel is 0); `contiguous` is 1 when the elements are in
+ * compact row-major order. (spec §3.3) */
+typedef struct hurray_extent {
+  int64_t numel;
+  int64_t itemsize_bits;
+  int64_t lowest;
+  int64_t highest;
+  int32_t contiguous;
+  int32_t reserved;
+} hurray_extent;
+
+/* Fills *out with the size facts of *h after validating it like
+ * hurray_buffer_validate. Reads only. Errors: those of hurray_buffer_validate,
+ * INVALID_ARGUMENT if out is NULL. (c-ffi §3) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
+                                                         hurray_extent *out);
+
+/* ---------------------------------------------------------------------------
+ * Fan-out (spec §5, c-ffi §4)
+ * ------------------------------------------------------------------------- */
+
+/* Turns one handle into `n` independent handles for n consumers.
+ * On success: *src is consumed and zeroed; out[0..n-1] are live handles that
+ * describe the same memory as *src did; the release of the source runs exactly
+ * once, when the last of all handles sharing it is released, on the thread
+ * that releases last. Sharing a handle that came from hurray_share adds to the
+ * same count (no nesting). n == 1 moves *src to out[0].
+ * On failure: nothing consumed, out untouched.
+ * Errors: INVALID_ARGUMENT (NULL src/out, n == 0, src empty or invalid, n too
+ * large for the count), OUT_OF_MEMORY (the one control block), and the
+ * validation errors of hurray_buffer_validate.
+ * Cost: one allocation the first time a handle is shared, none afterwards.
+ * Thread-safe; the out handles may be released from any threads. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
+                                                 hurray_buffer *out);
+
+/* ---------------------------------------------------------------------------
+ * DLPack conversion (spec §6, c-ffi §5)
+ * ------------------------------------------------------------------------- */
+
+struct DLManagedTensor;
+struct DLManagedTensorVersioned;
+
+/* Exports a handle as a DLManagedTensorVersioned (version 1.3; flags carried
+ * over; strides always given when ndim > 0; shape/strides/byte_offset kept
+ * exactly). On success *src is consumed and zeroed and *out receives a tensor
+ * whose deleter calls the handle's release exactly once. A handle that
+ * libhurray imported from a DLManagedTensorVersioned and that still describes
+ * that tensor exactly is unwrapped: *out is the original tensor itself.
+ * On failure: nothing consumed, *out untouched.
+ * Errors: INVALID_ARGUMENT (NULL, empty or malformed src), the validation
+ * errors of hurray_buffer_validate, OUT_OF_MEMORY.
+ * Cost: at most one heap allocation. Thread-safe. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned(
+    hurray_buffer *src, struct DLManagedTensorVersioned **out);
+
+/* Same as hurray_to_dlpack_versioned for the legacy (unversioned)
+ * DLManagedTensor. Flags cannot be expressed there and are dropped
+ * (READ_ONLY included: prefer the versioned form for read-only memory). */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack(hurray_buffer *src,
+                                                     struct DLManagedTensor **out);
+
+/* Options for the import functions (bit set). */
+#define HURRAY_IMPORT_DEFAULT 0u
+
+/* Imports a DLManagedTensorVersioned as a handle.
+ * On success the caller no longer owns `t`: out's release calls t->deleter(t)
+ * exactly once with the very pointer passed here (a NULL deleter is legal and
+ * means nothing to free). shape/strides of *out point into `t` (no copy) when
+ * `t` gives strides; a tensor older than 1.2 with NULL strides is read as
+ * compact row-major and costs one allocation. A tensor that libhurray itself
+ * exported and that still describes its handle exactly is unwrapped: *out is
+ * the original handle and the wrapper is freed.
+ * On failure the caller still owns `t` (nothing was called on it).
+ * Errors: INVALID_ARGUMENT (NULL t/out, bad ndim/shape/strides/data),
+ * UNSUPPORTED_VERSION (major != 1), UNSUPPORTED_DTYPE, UNSUPPORTED_DEVICE,
+ * OVERFLOW, OUT_OF_MEMORY; the message names the field at fault.
+ * `options` must be HURRAY_IMPORT_DEFAULT. Thread-safe. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(
+    struct DLManagedTensorVersioned *t, uint32_t options, hurray_buffer *out);
+
+/* Same as hurray_from_dlpack_versioned for the legacy DLManagedTensor
+ * (flags are 0; NULL strides read as compact row-major at any ndim). */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t,
+                                                       uint32_t options,
+                                                       hurray_buffer *out);
+
+/* Calls t->deleter(t) if t and its deleter are non-NULL: the standard way to
+ * drop a DLPack tensor nobody will consume. Always returns HURRAY_OK.
+ * Thread-safe. (c-ffi §5) */
+HURRAY_API int32_t hurray_dlpack_versioned_delete(struct DLManagedTensorVersioned *t);
+HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
+
+/* ---------------------------------------------------------------------------
+ * Allocation and copies (spec §7, c-ffi §6)
+ * ------------------------------------------------------------------------- */
+
+/* Byte alignment of memory from hurray_alloc on the CPU. */
+#define HURRAY_CPU_ALIGNMENT 64
+
+/* Allocates uninitialised memory for a (dtype, shape) tensor on `device`
+ * with compact row-major strides and byte_offset 0, as one live handle whose
+ * release frees it. `shape` has `ndim` entries (may be NULL when ndim is 0);
+ * zero extents are allowed. CPU data is aligned to HURRAY_CPU_ALIGNMENT
+ * bytes, metadata and data in one allocation. Sub-byte dtypes are packed
+ * unless `flags` has HURRAY_FLAG_SUBBYTE_PADDED. `flags` is copied into the
+ * handle. On failure *out is untouched.
+ * Errors: INVALID_ARGUMENT, UNSUPPORTED_DTYPE, UNSUPPORTED_DEVICE (device not
+ * served by this build or unavailable), OVERFLOW, OUT_OF_MEMORY.
+ * Thread-safe. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dtype dtype,
+                                                 int32_t ndim, const int64_t *shape,
+                                                 uint64_t flags, hurray_buffer *out);
+
+/* Copies the elements of *src into new compact row-major memory on `device`
+ * (same dtype and shape), returning a new live handle in *out whose flags are
+ * HURRAY_FLAG_IS_COPIED plus src's HURRAY_FLAG_SUBBYTE_PADDED (the copy is
+ * private, hence writable). *src is only read (not consumed). On failure
+ * *out is untouched.
+ * Errors: those of hurray_alloc and hurray_buffer_validate; UNSUPPORTED_DTYPE
+ * for non-contiguous packed sub-byte tensors; UNSUPPORTED_DEVICE for a device
+ * pair this build cannot copy between. Thread-safe. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
+                                                hurray_device device,
+                                                hurray_buffer *out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HURRAY_HURRAY_H_ */

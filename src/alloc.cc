@@ -1,0 +1,107 @@
+// hurray_alloc: checks the request, then CPU fast path or a device allocator.
+#include "alloc.h"
+
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+
+#include "alloc/allocator.h"
+#include "error.h"
+#include "layout.h"
+
+namespace hurray {
+namespace {
+
+// Host bookkeeping of device memory: what to free, where, and the dims.
+struct DeviceBlock {
+  const DeviceAllocator *allocator;
+  hurray_device device;
+  void *ptr;
+  void *stream;
+  int64_t dims[1];  // shape then strides, 2 * ndim entries (flexible tail)
+};
+
+void device_release(void *block) {
+  auto *b = static_cast<DeviceBlock *>(block);
+  if (b->ptr != nullptr) b->allocator->deallocate(b->device, b->ptr, b->stream);
+  std::free(b);
+}
+
+constexpr uint64_t kKnownFlags =
+    HURRAY_FLAG_READ_ONLY | HURRAY_FLAG_IS_COPIED | HURRAY_FLAG_SUBBYTE_PADDED;
+
+}  // namespace
+
+int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
+                 uint64_t flags, void *stream, hurray_buffer *out) {
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if ((flags & ~kKnownFlags) != 0) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "flags 0x%" PRIx64 " has reserved bits set", flags);
+  }
+  // Check the request as the compact tensor it will become; any non-NULL
+  // data pointer stands in for the memory not yet allocated.
+  static char placeholder;
+  Desc d{&placeholder, 0, device.device_type, device.device_id, dtype, ndim, shape, nullptr,
+         flags};
+  hurray_extent e;
+  int32_t st = check_desc(d, "request", false, &e);
+  if (st != HURRAY_OK) return st;
+  const uint64_t nbytes = static_cast<uint64_t>(e.highest);
+
+  if (device.device_type == HURRAY_DEVICE_CPU) {
+    if (device.device_id != 0) {
+      return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "CPU memory has device_id 0, not %" PRId32,
+                  device.device_id);
+    }
+    return cpu_alloc(dtype, ndim, shape, flags, nbytes, out);
+  }
+
+  const DeviceAllocator *a = find_device_allocator(device.device_type);
+  if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  const size_t meta = sizeof(DeviceBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(ndim));
+  auto *b = static_cast<DeviceBlock *>(std::malloc(meta));
+  if (b == nullptr) {
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
+  }
+  void *ptr = nullptr;
+  if (nbytes > 0) {
+    st = a->allocate(device, nbytes, stream, &ptr);
+    if (st != HURRAY_OK) {
+      std::free(b);
+      return st;
+    }
+  }
+  b->allocator = a;
+  b->device = device;
+  b->ptr = ptr;
+  b->stream = stream;
+  if (ndim > 0) {
+    std::memcpy(b->dims, shape, sizeof(int64_t) * static_cast<size_t>(ndim));
+    compact_strides(ndim, shape, b->dims + ndim);
+  }
+  hurray_buffer h;
+  std::memset(&h, 0, sizeof h);
+  h.version = HURRAY_BUFFER_VERSION;
+  h.release_fn = &device_release;
+  h.user_data = b;
+  h.flags = flags;
+  h.data = ptr;
+  h.device = device;
+  h.dtype = dtype;
+  h.ndim = ndim;
+  h.shape = ndim > 0 ? b->dims : nullptr;
+  h.strides = ndim > 0 ? b->dims + ndim : nullptr;
+  *out = h;
+  return HURRAY_OK;
+}
+
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_t ndim,
+                                const int64_t *shape, uint64_t flags, hurray_buffer *out) {
+  return hurray::alloc_on(device, dtype, ndim, shape, flags, nullptr, out);
+}
+
+}  // extern "C"

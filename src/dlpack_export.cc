@@ -1,0 +1,130 @@
+// hurray_buffer -> DLManagedTensorVersioned / DLManagedTensor (spec §6.2).
+#include <cstdlib>
+
+#include "dlpack_wrappers.h"
+#include "error.h"
+#include "handle.h"
+
+namespace hurray {
+
+DLTensor dltensor_of(const hurray_buffer &h) {
+  DLTensor t;
+  t.data = h.data;
+  t.device.device_type = static_cast<DLDeviceType>(h.device.device_type);
+  t.device.device_id = h.device.device_id;
+  t.ndim = h.ndim;
+  t.dtype.code = h.dtype.code;
+  t.dtype.bits = h.dtype.bits;
+  t.dtype.lanes = h.dtype.lanes;
+  // DLPack declares these non-const; consumers must not write them (spec §6.2).
+  t.shape = const_cast<int64_t *>(h.shape);
+  t.strides = const_cast<int64_t *>(h.strides);
+  t.byte_offset = h.byte_offset;
+  return t;
+}
+
+bool same_tensor(const DLTensor &a, const DLTensor &b) {
+  return a.data == b.data && a.device.device_type == b.device.device_type &&
+         a.device.device_id == b.device.device_id && a.ndim == b.ndim &&
+         a.dtype.code == b.dtype.code && a.dtype.bits == b.dtype.bits &&
+         a.dtype.lanes == b.dtype.lanes && a.byte_offset == b.byte_offset &&
+         (a.ndim == 0 || (a.shape == b.shape && a.strides == b.strides));
+}
+
+void exported_versioned_deleter(DLManagedTensorVersioned *t) {
+  auto *block = reinterpret_cast<ExportedVersioned *>(t);
+  hurray_buffer h = block->handle;
+  std::free(block);
+  h.release_fn(h.user_data);
+}
+
+void exported_legacy_deleter(DLManagedTensor *t) {
+  auto *block = reinterpret_cast<ExportedLegacy *>(t);
+  hurray_buffer h = block->handle;
+  std::free(block);
+  h.release_fn(h.user_data);
+}
+
+namespace {
+
+// Allocates the block, fills the DLPack struct from the handle and takes the
+// handle over. Returns nullptr (message set) when allocation fails.
+template <typename Block>
+Block *wrap(hurray_buffer *src) {
+  void *mem = std::malloc(sizeof(Block));
+  if (mem == nullptr) {
+    fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte DLPack export block failed",
+         sizeof(Block));
+    return nullptr;
+  }
+  auto *block = static_cast<Block *>(mem);
+  block->handle = *src;
+  block->tensor.dl_tensor = dltensor_of(block->handle);
+  block->tensor.manager_ctx = block;
+  clear(src);
+  return block;
+}
+
+}  // namespace
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTensorVersioned **out) {
+  using namespace hurray;
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  int32_t st = check_handle(src, "src", nullptr);
+  if (st != HURRAY_OK) return st;
+
+  if (src->release_fn == &imported_versioned_release) {
+    // The handle came from a DLManagedTensorVersioned: hand that back as it is.
+    auto *orig = static_cast<DLManagedTensorVersioned *>(src->user_data);
+    if (orig->flags == src->flags && same_tensor(orig->dl_tensor, dltensor_of(*src))) {
+      clear(src);
+      *out = orig;
+      return HURRAY_OK;
+    }
+  }
+  auto *block = wrap<ExportedVersioned>(src);
+  if (block == nullptr) return HURRAY_ERR_OUT_OF_MEMORY;
+  block->tensor.version.major = HURRAY_DLPACK_MAJOR;
+  block->tensor.version.minor = HURRAY_DLPACK_MINOR;
+  block->tensor.deleter = &exported_versioned_deleter;
+  block->tensor.flags = block->handle.flags;
+  *out = &block->tensor;
+  return HURRAY_OK;
+}
+
+HURRAY_API int32_t hurray_to_dlpack(hurray_buffer *src, DLManagedTensor **out) {
+  using namespace hurray;
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  int32_t st = check_handle(src, "src", nullptr);
+  if (st != HURRAY_OK) return st;
+
+  if (src->release_fn == &imported_legacy_release) {
+    auto *orig = static_cast<DLManagedTensor *>(src->user_data);
+    if (same_tensor(orig->dl_tensor, dltensor_of(*src))) {
+      clear(src);
+      *out = orig;
+      return HURRAY_OK;
+    }
+  }
+  auto *block = wrap<ExportedLegacy>(src);
+  if (block == nullptr) return HURRAY_ERR_OUT_OF_MEMORY;
+  block->tensor.deleter = &exported_legacy_deleter;
+  *out = &block->tensor;
+  return HURRAY_OK;
+}
+
+HURRAY_API int32_t hurray_dlpack_versioned_delete(DLManagedTensorVersioned *t) {
+  if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+  return HURRAY_OK;
+}
+
+HURRAY_API int32_t hurray_dlpack_delete(DLManagedTensor *t) {
+  if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+  return HURRAY_OK;
+}
+
+}  // extern "C"
+

@@ -1,0 +1,144 @@
+// DLManagedTensorVersioned / DLManagedTensor -> hurray_buffer (spec §6.3),
+// recognising libhurray's own exports so round trips never nest (§6.4).
+#include <cinttypes>
+#include <cstdlib>
+
+#include "dlpack_wrappers.h"
+#include "error.h"
+#include "handle.h"
+
+namespace hurray {
+
+void imported_versioned_release(void *tensor) {
+  auto *t = static_cast<DLManagedTensorVersioned *>(tensor);
+  if (t->deleter != nullptr) t->deleter(t);
+}
+
+void imported_legacy_release(void *tensor) {
+  auto *t = static_cast<DLManagedTensor *>(tensor);
+  if (t->deleter != nullptr) t->deleter(t);
+}
+
+namespace {
+
+// Imports that had to synthesise strides keep them here, with the tensor.
+struct StridesBlock {
+  void (*release)(void *tensor);  // one of the imported_*_release functions
+  void *tensor;
+  int64_t strides[1];  // ndim entries (flexible tail)
+};
+
+void strides_block_release(void *block) {
+  auto *b = static_cast<StridesBlock *>(block);
+  void (*release)(void *) = b->release;
+  void *tensor = b->tensor;
+  std::free(b);
+  release(tensor);
+}
+
+Desc desc_of(const DLTensor &t, uint64_t flags) {
+  return Desc{t.data,       t.byte_offset, static_cast<int32_t>(t.device.device_type),
+              t.device.device_id, hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes},
+              t.ndim,       t.shape,       t.strides,
+              flags};
+}
+
+// Shared tail of both imports once the tensor has been checked.
+int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
+                    hurray_buffer *out) {
+  hurray_buffer h;
+  h.version = HURRAY_BUFFER_VERSION;
+  h.reserved = 0;
+  h.flags = flags;
+  h.data = t.data;
+  h.byte_offset = t.byte_offset;
+  h.device.device_type = static_cast<int32_t>(t.device.device_type);
+  h.device.device_id = t.device.device_id;
+  h.dtype = hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
+  h.ndim = t.ndim;
+  h.shape = t.ndim > 0 ? t.shape : nullptr;
+  if (t.ndim > 0 && t.strides == nullptr) {
+    size_t bytes = sizeof(StridesBlock) + sizeof(int64_t) * (static_cast<size_t>(t.ndim) - 1);
+    auto *b = static_cast<StridesBlock *>(std::malloc(bytes));
+    if (b == nullptr) {
+      return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes for compact strides failed",
+                  bytes);
+    }
+    b->release = release;
+    b->tensor = tensor;
+    compact_strides(t.ndim, t.shape, b->strides);
+    h.strides = b->strides;
+    h.release_fn = &strides_block_release;
+    h.user_data = b;
+  } else {
+    h.strides = t.ndim > 0 ? t.strides : nullptr;
+    h.release_fn = release;
+    h.user_data = tensor;
+  }
+  *out = h;
+  return HURRAY_OK;
+}
+
+// If `t` is one of libhurray's own export blocks that still describes its
+// handle exactly, frees the block and gives the handle back. The legacy form
+// cannot carry flags, so there the handle's own flags come back unchanged.
+template <typename Block, typename Tensor>
+bool unwrap(Tensor *t, const uint64_t *flags, hurray_buffer *out) {
+  auto *block = reinterpret_cast<Block *>(t);
+  if (t->manager_ctx != block || (flags != nullptr && block->handle.flags != *flags) ||
+      !same_tensor(t->dl_tensor, dltensor_of(block->handle))) {
+    return false;
+  }
+  *out = block->handle;
+  std::free(block);
+  return true;
+}
+
+}  // namespace
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uint32_t options,
+                                                hurray_buffer *out) {
+  using namespace hurray;
+  if (t == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "tensor is NULL");
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (options != HURRAY_IMPORT_DEFAULT) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
+  }
+  if (t->version.major != 1) {
+    return fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+                "tensor.version is %" PRIu32 ".%" PRIu32
+                "; only DLPack major version 1 can be read (the caller still owns the tensor "
+                "and should call its deleter)",
+                t->version.major, t->version.minor);
+  }
+  // From 1.2 on, strides are mandatory when ndim != 0.
+  const bool strides_required = t->version.minor >= 2;
+  int32_t st = check_desc(desc_of(t->dl_tensor, t->flags), "tensor.dl_tensor", strides_required,
+                          nullptr);
+  if (st != HURRAY_OK) return st;
+  if (t->deleter == &exported_versioned_deleter &&
+      unwrap<ExportedVersioned>(t, &t->flags, out)) {
+    return HURRAY_OK;
+  }
+  return make_handle(t->dl_tensor, t->flags, &imported_versioned_release, t, out);
+}
+
+HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
+  using namespace hurray;
+  if (t == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "tensor is NULL");
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (options != HURRAY_IMPORT_DEFAULT) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
+  }
+  int32_t st = check_desc(desc_of(t->dl_tensor, 0), "tensor.dl_tensor", false, nullptr);
+  if (st != HURRAY_OK) return st;
+  if (t->deleter == &exported_legacy_deleter && unwrap<ExportedLegacy>(t, nullptr, out)) {
+    return HURRAY_OK;
+  }
+  return make_handle(t->dl_tensor, 0, &imported_legacy_release, t, out);
+}
+
+}  // extern "C"

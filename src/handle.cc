@@ -1,0 +1,48 @@
+// hurray_buffer_release / _validate / _extent and the handle check.
+#include "handle.h"
+
+#include <cinttypes>
+
+#include "error.h"
+
+namespace hurray {
+
+int32_t check_handle(const hurray_buffer *h, const char *what, hurray_extent *extent) {
+  if (h == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  if (h->version != HURRAY_BUFFER_VERSION) {
+    return fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+                "%s.version is %" PRIu32 "; this library reads handle layout version %u", what,
+                h->version, HURRAY_BUFFER_VERSION);
+  }
+  if (h->release_fn == nullptr) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s is empty (release_fn is NULL)", what);
+  }
+  return check_desc(desc_of(*h), what, /*strides_required=*/true, extent);
+}
+
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_buffer_release(hurray_buffer *h) {
+  if (h == nullptr) return hurray::fail(HURRAY_ERR_INVALID_ARGUMENT, "handle is NULL");
+  hurray_release_fn fn = h->release_fn;
+  void *user_data = h->user_data;
+  hurray::clear(h);  // before the call: the callback may free memory h points into
+  if (fn != nullptr) fn(user_data);
+  return HURRAY_OK;
+}
+
+HURRAY_API int32_t hurray_buffer_validate(const hurray_buffer *h) {
+  return hurray::check_handle(h, "buffer", nullptr);
+}
+
+HURRAY_API int32_t hurray_buffer_extent(const hurray_buffer *h, hurray_extent *out) {
+  if (out == nullptr) return hurray::fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  hurray_extent e;
+  int32_t st = hurray::check_handle(h, "buffer", &e);
+  if (st == HURRAY_OK) *out = e;
+  return st;
+}
+
+}  // extern "C"

@@ -1,0 +1,75 @@
+// hurray_share: one control block per shared source, one count for all.
+//
+// Every consumer handle carries the same user_data (the block) and one
+// reference; a handle is a value, so the reference travels with whichever
+// copy is finally released. Re-sharing a shared handle adds to the same count.
+#include "share.h"
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdlib>
+#include <new>
+
+#include "error.h"
+#include "handle.h"
+
+namespace hurray {
+namespace {
+
+struct ShareBlock {
+  std::atomic<uint64_t> refs;
+  hurray_buffer source;  // released when refs drops to 0
+};
+
+// Far below 2^64 so that no sequence of legal calls can wrap the count.
+constexpr uint64_t kMaxShare = uint64_t{1} << 32;
+
+}  // namespace
+
+void share_release(void *block) {
+  auto *b = static_cast<ShareBlock *>(block);
+  // acq_rel: every consumer's use of the memory happens-before the source's
+  // release, which runs on the thread that drops the last reference.
+  if (b->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  hurray_buffer source = b->source;
+  b->~ShareBlock();
+  std::free(b);
+  source.release_fn(source.user_data);
+}
+
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out) {
+  using namespace hurray;
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (n == 0) return fail(HURRAY_ERR_INVALID_ARGUMENT, "n is 0 (at least one consumer)");
+  if (n > kMaxShare) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "n is %zu (at most 2^32 per call)", n);
+  }
+  int32_t st = check_handle(src, "src", nullptr);
+  if (st != HURRAY_OK) return st;
+
+  hurray_buffer h = *src;  // out may alias src
+  if (n > 1) {
+    if (h.release_fn == &share_release) {
+      // Already shared: the source's reference becomes the first of n.
+      static_cast<ShareBlock *>(h.user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
+    } else {
+      void *mem = std::malloc(sizeof(ShareBlock));
+      if (mem == nullptr) {
+        return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte share block failed",
+                    sizeof(ShareBlock));
+      }
+      auto *b = new (mem) ShareBlock{{n}, h};
+      h.release_fn = &share_release;
+      h.user_data = b;
+    }
+  }
+  clear(src);
+  for (size_t i = 0; i < n; ++i) out[i] = h;
+  return HURRAY_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,24 @@
+// Runtime version query and header/library compatibility check (c-ffi §1).
+#include <cinttypes>
+
+#include "error.h"
+#include "hurray/hurray.h"
+
+extern "C" {
+
+HURRAY_API uint32_t hurray_version(void) { return HURRAY_VERSION; }
+
+HURRAY_API int32_t hurray_check_version(uint32_t header_version) {
+  const uint32_t lib = HURRAY_VERSION;
+  if ((header_version >> 16) == (lib >> 16) && (header_version & 0xFFFFu) <= (lib & 0xFFFFu)) {
+    return HURRAY_OK;
+  }
+  return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+                      "caller was built against libhurray %" PRIu32 ".%" PRIu32 ".%" PRIu32
+                      " but the loaded library is %" PRIu32 ".%" PRIu32 ".%" PRIu32
+                      " (needs the same major and a minor.patch at least as new)",
+                      header_version >> 16, (header_version >> 8) & 0xFFu, header_version & 0xFFu,
+                      lib >> 16, (lib >> 8) & 0xFFu, lib & 0xFFu);
+}
+
+}  // extern "C"
