@@ -9,13 +9,13 @@ namespace hurray {
 
 int32_t check_handle(const hurray_buffer *h, const char *what, hurray_extent *extent) {
   if (h == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s is NULL", what);
+  if (h->release_fn == nullptr) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s is empty (release_fn is NULL)", what);
+  }
   if (h->version != HURRAY_BUFFER_VERSION) {
     return fail(HURRAY_ERR_UNSUPPORTED_VERSION,
                 "%s.version is %" PRIu32 "; this library reads handle layout version %u", what,
                 h->version, HURRAY_BUFFER_VERSION);
-  }
-  if (h->release_fn == nullptr) {
-    return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s is empty (release_fn is NULL)", what);
   }
   return check_desc(desc_of(*h), what, /*strides_required=*/true, extent);
 }
