@@ -1,0 +1,159 @@
+// hurray.hpp - header-only C++17 layer over hurray.h (and nothing else).
+//
+// hurray::Buffer owns one hurray_buffer and releases it in its destructor
+// (move-only). Failed C calls become hurray::Error exceptions carrying the
+// status and libhurray's message; exceptions exist only on this side of the
+// ABI. Ownership follows the C functions exactly (docs/impl/c-ffi.md): an
+// operation that consumes the handle leaves the Buffer empty on success and
+// untouched when it throws.
+#ifndef HURRAY_HURRAY_HPP_
+#define HURRAY_HURRAY_HPP_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hurray/hurray.h"
+
+namespace hurray {
+
+// A failed libhurray call: status() is the hurray_status, what() the message.
+class Error : public std::runtime_error {
+ public:
+  Error(int32_t status, const std::string &message)
+      : std::runtime_error(std::string(hurray_status_name(status)) + ": " + message),
+        status_(status) {}
+  int32_t status() const noexcept { return status_; }
+
+ private:
+  int32_t status_;
+};
+
+// Throws hurray::Error for any status other than HURRAY_OK.
+inline void check(int32_t status) {
+  if (status != HURRAY_OK) throw Error(status, hurray_last_error());
+}
+
+// Owning pointers to DLPack tensors: the deleter calls the tensor's own
+// DLPack deleter (through hurray_dlpack[_versioned]_delete).
+struct DLPackVersionedDeleter {
+  void operator()(DLManagedTensorVersioned *t) const noexcept {
+    (void)hurray_dlpack_versioned_delete(t);
+  }
+};
+struct DLPackDeleter {
+  void operator()(DLManagedTensor *t) const noexcept { (void)hurray_dlpack_delete(t); }
+};
+using DLPackVersionedPtr = std::unique_ptr<DLManagedTensorVersioned, DLPackVersionedDeleter>;
+using DLPackPtr = std::unique_ptr<DLManagedTensor, DLPackDeleter>;
+
+class Buffer {
+ public:
+  Buffer() noexcept : h_() {}
+  // Adopts a live (or empty) handle; the Buffer releases it.
+  explicit Buffer(const hurray_buffer &adopt) noexcept : h_(adopt) {}
+  Buffer(Buffer &&other) noexcept : h_(other.h_) { other.h_ = hurray_buffer(); }
+  Buffer &operator=(Buffer &&other) noexcept {
+    if (this != &other) {
+      reset();
+      h_ = other.h_;
+      other.h_ = hurray_buffer();
+    }
+    return *this;
+  }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer() { reset(); }
+
+  // New compact memory on `device` (hurray_alloc).
+  static Buffer alloc(hurray_device device, hurray_dtype dtype, const std::vector<int64_t> &shape,
+                      uint64_t flags = 0) {
+    hurray_buffer h;
+    check(hurray_alloc(device, dtype, static_cast<int32_t>(shape.size()), shape.data(), flags, &h));
+    return Buffer(h);
+  }
+
+  // Takes a DLPack tensor over (hurray_from_dlpack[_versioned]). On success
+  // `t` is left empty; if this throws, `t` still owns the tensor.
+  static Buffer from_dlpack(DLPackVersionedPtr &t) {
+    hurray_buffer h;
+    check(hurray_from_dlpack_versioned(t.get(), HURRAY_IMPORT_DEFAULT, &h));
+    (void)t.release();
+    return Buffer(h);
+  }
+  static Buffer from_dlpack(DLPackPtr &t) {
+    hurray_buffer h;
+    check(hurray_from_dlpack(t.get(), HURRAY_IMPORT_DEFAULT, &h));
+    (void)t.release();
+    return Buffer(h);
+  }
+
+  // Hands the memory to DLPack (hurray_to_dlpack[_versioned]); the Buffer is
+  // empty afterwards. If this throws, the Buffer still owns its handle.
+  DLPackVersionedPtr to_dlpack_versioned() {
+    DLManagedTensorVersioned *t = nullptr;
+    check(hurray_to_dlpack_versioned(&h_, &t));
+    return DLPackVersionedPtr(t);
+  }
+  DLPackPtr to_dlpack() {
+    DLManagedTensor *t = nullptr;
+    check(hurray_to_dlpack(&h_, &t));
+    return DLPackPtr(t);
+  }
+
+  // n Buffers sharing this memory (hurray_share); this Buffer is empty
+  // afterwards. If this throws, this Buffer still owns its handle.
+  std::vector<Buffer> share(std::size_t n) {
+    std::vector<hurray_buffer> raw(n);
+    std::vector<Buffer> result;
+    result.reserve(n);  // every allocation happens before the handle moves
+    check(hurray_share(&h_, n, raw.data()));
+    for (const hurray_buffer &h : raw) result.emplace_back(h);
+    return result;
+  }
+
+  // A private copy on `device` (hurray_copy); this Buffer is only read.
+  Buffer copy_to(hurray_device device) const {
+    hurray_buffer h;
+    check(hurray_copy(&h_, device, &h));
+    return Buffer(h);
+  }
+
+  // Size facts (hurray_buffer_extent).
+  hurray_extent extent() const {
+    hurray_extent e;
+    check(hurray_buffer_extent(&h_, &e));
+    return e;
+  }
+
+  // Releases now; the Buffer becomes empty.
+  void reset() noexcept { (void)hurray_buffer_release(&h_); }
+  // Gives the handle up without releasing it; the caller now owns it.
+  hurray_buffer detach() noexcept {
+    hurray_buffer h = h_;
+    h_ = hurray_buffer();
+    return h;
+  }
+
+  explicit operator bool() const noexcept { return h_.release_fn != nullptr; }
+  const hurray_buffer &get() const noexcept { return h_; }
+  void *data() const noexcept { return h_.data; }
+  uint64_t byte_offset() const noexcept { return h_.byte_offset; }
+  int32_t ndim() const noexcept { return h_.ndim; }
+  int64_t shape(int32_t k) const noexcept { return h_.shape[k]; }
+  int64_t stride(int32_t k) const noexcept { return h_.strides[k]; }
+  hurray_dtype dtype() const noexcept { return h_.dtype; }
+  hurray_device device() const noexcept { return h_.device; }
+  uint64_t flags() const noexcept { return h_.flags; }
+
+ private:
+  hurray_buffer h_;
+};
+
+}  // namespace hurray
+
+#endif  // HURRAY_HURRAY_HPP_
