@@ -1,0 +1,126 @@
+// Core costs: export + deleter, import + release, fan-out per consumer, and
+// release contended from two threads. Results go to docs/performance.md.
+#include <benchmark/benchmark.h>
+#include <dlpack/dlpack.h>
+
+#include <cstdlib>
+
+#include "hurray/hurray.h"
+
+namespace {
+
+int64_t g_shape[2] = {1024, 1024};
+int64_t g_strides[2] = {1024, 1};
+float g_storage[4];
+
+void noop_release(void *) {}
+void noop_deleter(DLManagedTensorVersioned *) {}
+
+// A foreign producer's handle: describing memory costs nothing to create.
+hurray_buffer foreign_handle() {
+  hurray_buffer h{};
+  h.version = HURRAY_BUFFER_VERSION;
+  h.release_fn = &noop_release;
+  h.user_data = g_storage;
+  h.data = g_storage;
+  h.device = {HURRAY_DEVICE_CPU, 0};
+  h.dtype = {2, 32, 1};
+  h.ndim = 2;
+  h.shape = g_shape;
+  h.strides = g_strides;
+  return h;
+}
+
+void BM_ExportVersionedAndDelete(benchmark::State &state) {
+  for (auto _ : state) {
+    hurray_buffer h = foreign_handle();
+    DLManagedTensorVersioned *t = nullptr;
+    if (hurray_to_dlpack_versioned(&h, &t) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(t);
+    t->deleter(t);
+  }
+}
+BENCHMARK(BM_ExportVersionedAndDelete);
+
+void BM_ImportVersionedAndRelease(benchmark::State &state) {
+  DLManagedTensorVersioned t{};
+  t.version = {1, 3};
+  t.deleter = &noop_deleter;
+  t.dl_tensor.data = g_storage;
+  t.dl_tensor.device = {kDLCPU, 0};
+  t.dl_tensor.ndim = 2;
+  t.dl_tensor.dtype = {kDLFloat, 32, 1};
+  t.dl_tensor.shape = g_shape;
+  t.dl_tensor.strides = g_strides;
+  for (auto _ : state) {
+    hurray_buffer h;
+    if (hurray_from_dlpack_versioned(&t, HURRAY_IMPORT_DEFAULT, &h) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(h);
+    hurray_buffer_release(&h);
+  }
+}
+BENCHMARK(BM_ImportVersionedAndRelease);
+
+// share(n) of an unshared handle plus the release of all n handles; the
+// "per_consumer" counter divides the iteration time by n.
+void BM_FanOutAndReleaseAll(benchmark::State &state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  hurray_buffer out[64];
+  for (auto _ : state) {
+    hurray_buffer h = foreign_handle();
+    if (hurray_share(&h, n, out) != HURRAY_OK) std::abort();
+    for (size_t i = 0; i < n; ++i) hurray_buffer_release(&out[i]);
+  }
+  state.counters["per_consumer"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(n),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_FanOutAndReleaseAll)->Arg(1)->Arg(8)->Arg(64);
+
+// Re-sharing an already shared handle (no allocation, one atomic add) and
+// releasing all but one of the results (one atomic sub each).
+void BM_ReshareAndRelease(benchmark::State &state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  hurray_buffer h = foreign_handle();
+  hurray_buffer seed[2];
+  if (hurray_share(&h, 2, seed) != HURRAY_OK) std::abort();
+  hurray_buffer out[64];
+  for (auto _ : state) {
+    if (hurray_share(&seed[0], n, out) != HURRAY_OK) std::abort();
+    for (size_t i = 1; i < n; ++i) hurray_buffer_release(&out[i]);
+    seed[0] = out[0];
+  }
+  state.counters["per_consumer"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(n),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  hurray_buffer_release(&seed[0]);
+  hurray_buffer_release(&seed[1]);
+}
+BENCHMARK(BM_ReshareAndRelease)->Arg(64);
+
+// Two threads share and release handles of one control block at once: the
+// count's cache line moves between cores on every operation.
+hurray_buffer g_contended[2];
+
+void BM_ConcurrentRelease(benchmark::State &state) {
+  if (state.thread_index() == 0) {
+    hurray_buffer h = foreign_handle();
+    if (hurray_share(&h, 2, g_contended) != HURRAY_OK) std::abort();
+  }
+  // The first pass of the loop is a barrier for all threads, so thread 0's
+  // setup is visible once inside it.
+  hurray_buffer mine{};
+  for (auto _ : state) {
+    if (mine.release_fn == nullptr) mine = g_contended[state.thread_index()];
+    hurray_buffer pair[2];
+    if (hurray_share(&mine, 2, pair) != HURRAY_OK) std::abort();
+    mine = pair[0];
+    hurray_buffer_release(&pair[1]);
+  }
+  hurray_buffer_release(&mine);
+}
+BENCHMARK(BM_ConcurrentRelease)->Threads(2)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
