@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# The project's test command: `bash tests/run_all.sh` (README; .ci/run runs it).
+#
+# On a fresh Debian 12 machine, as root, it installs what is missing and runs:
+#   deps            apt packages (only the missing ones) and a venv in build/venv
+#   dev             cmake --workflow --preset dev   (Debug; tests, examples, benches built)
+#   asan            cmake --workflow --preset asan  (ASan + UBSan, any report fails)
+#   tsan            cmake --workflow --preset tsan
+#   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
+#                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
+#   python          bash python/run_tests.sh, when python/tests and that script exist
+# Name stages to run only those (deps always runs first), e.g.
+#   bash tests/run_all.sh dev tsan
+# `release` is a further stage, not run by default.
+#
+# Every stage runs even if an earlier one failed; the summary at the end says
+# which failed, and the exit status is non-zero if any did.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+ROOT=$(pwd)
+JOBS=${HURRAY_JOBS:-2}
+export CMAKE_BUILD_PARALLEL_LEVEL=$JOBS
+export CTEST_PARALLEL_LEVEL=$JOBS
+export CTEST_OUTPUT_ON_FAILURE=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+export DEBIAN_FRONTEND=noninteractive
+VENV=$ROOT/build/venv
+LOGS=$ROOT/build/logs
+
+DEFAULT_STAGES=(dev asan tsan external-dlpack python)
+if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
+
+declare -a SUMMARY=()
+N_PASSED=0
+N_FAILED=0
+
+say() { printf '\n=== %s\n' "$*"; }
+
+# Runs one stage function, timing it and recording its outcome. The stage's
+# output goes to the terminal and to build/logs/<stage>.log; a stage may write
+# a short note for the summary to $STAGE_NOTE.
+run_stage() {
+  local name=$1 fn=$2 start rc secs detail note
+  say "stage $name"
+  start=$(date +%s)
+  mkdir -p "$LOGS"
+  STAGE_NOTE=$LOGS/$name.note
+  rm -f "$STAGE_NOTE"
+  "$fn" 2>&1 | tee "$LOGS/$name.log"
+  rc=${PIPESTATUS[0]}
+  secs=$(( $(date +%s) - start ))
+  detail=$(tests_line "$LOGS/$name.log")
+  if [ -s "$STAGE_NOTE" ]; then
+    note=$(cat "$STAGE_NOTE")
+    detail="$note${detail:+; $detail}"
+  fi
+  if [ "$rc" -eq 0 ]; then
+    N_PASSED=$((N_PASSED + 1))
+    SUMMARY+=("$(printf '%-16s PASS %5ss  %s' "$name" "$secs" "$detail")")
+  else
+    N_FAILED=$((N_FAILED + 1))
+    SUMMARY+=("$(printf '%-16s FAIL %5ss  %s (exit %s; log: build/logs/%s.log)' \
+      "$name" "$secs" "$detail" "$rc" "$name")")
+  fi
+  return "$rc"
+}
+
+# The ctest totals of a log ("8 tests, 0 failed"), summed over its ctest runs.
+tests_line() {
+  awk '/tests passed, [0-9]+ tests? failed out of [0-9]+/ {
+         for (i = 1; i <= NF; i++) if ($i == "out") { t += $(i + 2); }
+         for (i = 1; i <= NF; i++) if ($i == "failed" && $(i - 1) ~ /tests?/) { f += $(i - 2); }
+         n++ }
+       END { if (n) printf "%d tests, %d failed", t, f }' "$1"
+}
+
+# --------------------------------------------------------------------------
+# deps: Debian packages (installed only when missing) and the venv.
+# --------------------------------------------------------------------------
+APT_PACKAGES=(cmake ninja-build gcc g++ clang binutils pkg-config
+              libgtest-dev libgmock-dev libbenchmark-dev
+              python3 python3-venv python3-pip)
+
+stage_deps() {
+  local missing=() p
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "apt: all ${#APT_PACKAGES[@]} packages present"
+  else
+    echo "apt: installing ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+      if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+        sudo=(sudo -n)
+      else
+        echo "not root and no password-less sudo: install ${missing[*]} first" >&2
+        return 1
+      fi
+    fi
+    "${sudo[@]}" apt-get update -q || return 1
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" || return 1
+  fi
+  cmake --version | head -n 1
+  g++ --version | head -n 1
+
+  if [ ! -x "$VENV/bin/python" ]; then
+    local py
+    for py in python3 /usr/bin/python3; do
+      if "$py" -m venv "$VENV"; then break; fi
+      rm -rf "$VENV"
+    done
+    [ -x "$VENV/bin/python" ] || { echo "could not create a venv in $VENV" >&2; return 1; }
+  fi
+  "$VENV/bin/python" --version
+}
+
+# --------------------------------------------------------------------------
+# Preset workflows: configure, build, ctest.
+# --------------------------------------------------------------------------
+workflow() { cmake --workflow --preset "$1"; }
+stage_dev() { workflow dev; }
+stage_asan() { workflow asan; }
+stage_tsan() { workflow tsan; }
+stage_release() { workflow release; }
+
+# --------------------------------------------------------------------------
+# external-dlpack: build against the upstream header apache-tvm-ffi installs.
+# --------------------------------------------------------------------------
+find_upstream_dlpack() {
+  local pkg_dir h
+  pkg_dir=$("$VENV/bin/python" -c 'import os, tvm_ffi; print(os.path.dirname(tvm_ffi.__file__))' 2>/dev/null)
+  if [ -z "$pkg_dir" ]; then
+    # The module would not import here; its files are still in site-packages.
+    pkg_dir=$(ls -d "$VENV"/lib/python3*/site-packages/tvm_ffi 2>/dev/null | head -n 1)
+  fi
+  [ -n "$pkg_dir" ] || return 1
+  # Prefer the header tvm_ffi exposes to users over its vendored copy.
+  h=$pkg_dir/include/dlpack/dlpack.h
+  [ -f "$h" ] || h=$(find "$pkg_dir" -path '*/dlpack/dlpack.h' | sort | head -n 1)
+  [ -n "$h" ] && [ -f "$h" ] || return 1
+  dirname "$(dirname "$h")"
+}
+
+stage_external_dlpack() {
+  local spec=${HURRAY_TVM_FFI_SPEC:-apache-tvm-ffi} dir header major minor build=build/external-dlpack
+  "$VENV/bin/pip" install -q "$spec" || return 1
+  "$VENV/bin/pip" show apache-tvm-ffi | sed -n 's/^Version: /apache-tvm-ffi /p'
+  dir=$(find_upstream_dlpack) || { echo "no dlpack/dlpack.h in the apache-tvm-ffi install" >&2; return 1; }
+  header=$dir/dlpack/dlpack.h
+  major=$(sed -n 's/^#define DLPACK_MAJOR_VERSION \([0-9]*\).*/\1/p' "$header")
+  minor=$(sed -n 's/^#define DLPACK_MINOR_VERSION \([0-9]*\).*/\1/p' "$header")
+  echo "upstream header: $header (DLPack $major.$minor)"
+  echo "DLPack $major.$minor" > "$STAGE_NOTE"
+  if [ "$major" != 1 ] || [ "${minor:-0}" -lt 3 ]; then
+    echo "expected DLPack 1.3 (or a later 1.x) from apache-tvm-ffi, found '$major.$minor'" >&2
+    return 1
+  fi
+  [ "$minor" = 3 ] || echo "note: upstream header is newer than 1.3 (1.$minor)"
+
+  cmake --preset dev -B "$build" \
+    -DHURRAY_DLPACK_INCLUDE_DIR="$dir" \
+    -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_BUILD_EXAMPLES=OFF || return 1
+  # Make sure the external header really is the one compiled against.
+  if ! grep -q -- "-I$dir" "$build/compile_commands.json"; then
+    echo "$build does not compile with -I$dir" >&2
+    return 1
+  fi
+  cmake --build "$build" -j "$JOBS" || return 1
+  ctest --test-dir "$build" -j "$JOBS" --output-on-failure --no-tests=error
+}
+
+# --------------------------------------------------------------------------
+# python: the bindings' own test script, once it exists.
+# --------------------------------------------------------------------------
+stage_python() {
+  if [ ! -d python/tests ] || [ ! -f python/run_tests.sh ]; then
+    echo "skipped: python/tests or python/run_tests.sh is not there yet"
+    echo "skipped (no python/tests or python/run_tests.sh)" > "$STAGE_NOTE"
+    return 0
+  fi
+  HURRAY_VENV=$VENV HURRAY_BUILD_DIR=$ROOT/build/dev bash python/run_tests.sh
+}
+
+# --------------------------------------------------------------------------
+total_start=$(date +%s)
+overall=0
+run_stage deps stage_deps || {
+  echo "dependencies could not be installed; not running the stages" >&2
+  overall=1
+  STAGES=()
+}
+for s in "${STAGES[@]}"; do
+  case "$s" in
+    dev|asan|tsan|release|python) fn=stage_$s ;;
+    external-dlpack) fn=stage_external_dlpack ;;
+    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python)" >&2
+       N_FAILED=$((N_FAILED + 1)); SUMMARY+=("$(printf '%-16s FAIL  unknown stage' "$s")")
+       overall=1; continue ;;
+  esac
+  run_stage "$s" "$fn" || overall=1
+done
+
+say "summary ($(( $(date +%s) - total_start ))s in all)"
+for line in "${SUMMARY[@]}"; do echo "  $line"; done
+echo "stages: $N_PASSED passed, $N_FAILED failed"
+exit $overall
