@@ -1,0 +1,28 @@
+"""hurray: hand tensor memory between Python frameworks with zero copies.
+
+A :class:`Buffer` is one consumer's hold on tensor memory, backed by a
+libhurray handle. Take memory from any DLPack producer with
+:func:`from_dlpack`, fan it out with :meth:`Buffer.share`, and give each
+Buffer to a framework through the DLPack protocol (``np.from_dlpack(buf)``,
+``jax.numpy.from_dlpack(buf)``, ``tvm_ffi.from_dlpack(buf)``, ...). The
+producer's memory is released exactly once, after the last holder lets go.
+
+    >>> import numpy as np, hurray
+    >>> a = np.arange(6, dtype=np.float32)
+    >>> b1, b2 = hurray.from_dlpack(a).share(2)
+    >>> np.from_dlpack(b1).ctypes.data == a.ctypes.data
+    True
+
+Ownership, threading and shutdown rules: docs/impl/python.md.
+"""
+from ._native import (  # noqa: F401
+    DLPACK_MAJOR,
+    DLPACK_MINOR,
+    Buffer,
+    empty,
+    from_dlpack,
+    libhurray_version,
+)
+
+__version__ = "0.1.0"
+__all__ = ["Buffer", "from_dlpack", "empty", "libhurray_version", "__version__"]

@@ -1,0 +1,141 @@
+"""Shared helpers for the hurray Python tests.
+
+`ctypes` is used to look inside capsules (name, version, flags) and to build
+a DLPack producer whose deleter counts its calls, so that "released exactly
+once" is observed directly rather than inferred.
+"""
+import ctypes
+import gc
+import threading
+
+import pytest
+
+_api = ctypes.pythonapi
+_api.PyCapsule_GetName.restype = ctypes.c_char_p
+_api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+def capsule_name(cap):
+    name = _api.PyCapsule_GetName(cap)
+    return name.decode() if name is not None else None
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+VERSIONED_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [
+    ("version", DLPackVersion),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", VERSIONED_DELETER),
+    ("flags", ctypes.c_uint64),
+    ("dl_tensor", DLTensor),
+]
+assert ctypes.sizeof(DLManagedTensorVersioned) == 80
+
+CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# PyCapsule_New keeps the name pointer, not a copy: the bytes must outlive it.
+_VERSIONED_NAME = b"dltensor_versioned"
+
+
+def versioned_tensor_of(cap):
+    """The DLManagedTensorVersioned inside an unused 'dltensor_versioned' capsule."""
+    ptr = _api.PyCapsule_GetPointer(cap, b"dltensor_versioned")
+    return DLManagedTensorVersioned.from_address(ptr)
+
+
+class CountingProducer:
+    """A DLPack producer written with ctypes: a float64 vector whose deleter
+    counts its calls (from any thread; ctypes takes the GIL for the callback).
+
+    Each capsule() call makes a fresh tensor over the same memory; the
+    capsule has the standard destructor (delete if still unused)."""
+
+    def __init__(self, n=8, version=(1, 3), flags=0):
+        self.memory = (ctypes.c_double * n)(*range(n))
+        self.shape = (ctypes.c_int64 * 1)(n)
+        self.strides = (ctypes.c_int64 * 1)(1)
+        self.version = version
+        self.flags = flags
+        self.deleted = 0
+        self.deleter_threads = []
+        self._lock = threading.Lock()
+        self._tensors = []  # keep the ctypes structs alive
+
+        def _deleter(ptr):
+            with self._lock:
+                self.deleted += 1
+                self.deleter_threads.append(threading.get_ident())
+
+        self._deleter = VERSIONED_DELETER(_deleter)
+
+        def _destructor(cap_ptr):
+            if _api.PyCapsule_IsValid(cap_ptr, b"dltensor_versioned"):
+                _deleter(None)
+
+        self._destructor = CAPSULE_DESTRUCTOR(_destructor)
+
+    @property
+    def address(self):
+        return ctypes.addressof(self.memory)
+
+    def capsule(self):
+        t = DLManagedTensorVersioned()
+        t.version = DLPackVersion(*self.version)
+        t.deleter = self._deleter
+        t.flags = self.flags
+        t.dl_tensor.data = ctypes.addressof(self.memory)
+        t.dl_tensor.device = DLDevice(1, 0)
+        t.dl_tensor.ndim = 1
+        t.dl_tensor.dtype = DLDataType(2, 64, 1)
+        t.dl_tensor.shape = self.shape
+        t.dl_tensor.strides = self.strides
+        t.dl_tensor.byte_offset = 0
+        self._tensors.append(t)
+        return _api.PyCapsule_New(
+            ctypes.addressof(t),
+            _VERSIONED_NAME,
+            ctypes.cast(self._destructor, ctypes.c_void_p),
+        )
+
+
+@pytest.fixture
+def counting_producer():
+    return CountingProducer
+
+
+@pytest.fixture(autouse=True)
+def _collect():
+    yield
+    gc.collect()

@@ -1,0 +1,117 @@
+"""Every failure is an ordinary Python exception (BufferError, TypeError,
+ValueError, MemoryError, OverflowError) carrying a useful message: never a
+SystemError (an error returned without an exception set, or an exception
+set on success), never a crash."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import hurray
+from conftest import _api
+
+
+class Producer:
+    def __init__(self, result=None, exc=None):
+        self.result, self.exc = result, exc
+
+    def __dlpack__(self, **kwargs):
+        if self.exc is not None:
+            raise self.exc
+        return self.result
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def released():
+    b = hurray.from_dlpack(np.arange(3.0))
+    b.release()
+    return b
+
+
+def used_capsule():
+    cap = np.arange(3.0).__dlpack__(max_version=(1, 3))
+    hurray.from_dlpack(cap)
+    return cap
+
+
+def nameless_capsule():
+    return _api.PyCapsule_New(ctypes.addressof(ctypes.c_int(0)), None, None)
+
+
+def live():
+    return hurray.from_dlpack(np.arange(3.0))
+
+
+CASES = [
+    ("from_dlpack(int)", lambda: hurray.from_dlpack(1), TypeError, "DLPack"),
+    ("from_dlpack()", lambda: hurray.from_dlpack(), TypeError, None),
+    ("from_dlpack(a, b)", lambda: hurray.from_dlpack(1, 2), TypeError, None),
+    ("from_dlpack(foo=)", lambda: hurray.from_dlpack(np.arange(3.0), foo=1), TypeError, "foo"),
+    ("producer returns int", lambda: hurray.from_dlpack(Producer(result=3)), TypeError, "capsule"),
+    ("producer raises RuntimeError", lambda: hurray.from_dlpack(Producer(exc=RuntimeError("boom"))),
+     RuntimeError, "boom"),
+    ("producer raises AttributeError", lambda: hurray.from_dlpack(Producer(exc=AttributeError("inner"))),
+     AttributeError, "inner"),
+    ("producer raises TypeError twice", lambda: hurray.from_dlpack(Producer(exc=TypeError("nope"))),
+     TypeError, "nope"),
+    ("producer raises BufferError", lambda: hurray.from_dlpack(Producer(exc=BufferError("no"))),
+     BufferError, "no"),
+    ("used capsule", lambda: hurray.from_dlpack(used_capsule()), ValueError, "already consumed"),
+    ("foreign capsule", lambda: hurray.from_dlpack(_api.PyCapsule_New(1, b"other", None)), TypeError,
+     "other"),
+    ("nameless capsule", lambda: hurray.from_dlpack(nameless_capsule()), TypeError, "NULL"),
+    ("device=5", lambda: hurray.from_dlpack(np.arange(3.0), device=5), TypeError, "device"),
+    ("device='gpu'", lambda: hurray.from_dlpack(np.arange(3.0), device="gpu"), ValueError, "gpu"),
+    ("device=(1,)", lambda: hurray.from_dlpack(np.arange(3.0), device=(1,)), ValueError, "2 items"),
+    ("device=(2**40,0)", lambda: hurray.from_dlpack(np.arange(3.0), device=(2**40, 0)), ValueError,
+     "range"),
+    ("released shape", lambda: released().shape, ValueError, "released"),
+    ("released __dlpack__", lambda: released().__dlpack__(), ValueError, "released"),
+    ("released share", lambda: released().share(2), ValueError, "released"),
+    ("share(2**62)", lambda: live().share(2**62), (ValueError, MemoryError), None),
+    ("share(2**70)", lambda: live().share(2**70), OverflowError, None),
+    ("share(2**33)", lambda: live().share(2**33), (ValueError, MemoryError), None),
+    ("stream=2**100", lambda: live().__dlpack__(stream=2**100), ValueError, "stream"),
+    ("stream=1.5", lambda: live().__dlpack__(stream=1.5), TypeError, "stream"),
+    ("dl_device=(2**40,0)", lambda: live().__dlpack__(dl_device=(2**40, 0)), ValueError, "range"),
+    ("dl_device=('a',0)", lambda: live().__dlpack__(dl_device=("a", 0)), TypeError, "ints"),
+    ("max_version=[1,3]", lambda: live().__dlpack__(max_version=[1, 3]), TypeError, "max_version"),
+    ("empty negative", lambda: hurray.empty((2, -1)), ValueError, "HURRAY_ERR_INVALID_ARGUMENT"),
+    ("empty overflow", lambda: hurray.empty((2**62, 2**62)), ValueError, "HURRAY_ERR_OVERFLOW"),
+    ("empty ndim 65", lambda: hurray.empty((1,) * 65), ValueError, "dimensions"),
+    ("empty int7", lambda: hurray.empty(3, "int7"), BufferError, "HURRAY_ERR_UNSUPPORTED_DTYPE"),
+    ("empty bad dtype", lambda: hurray.empty(3, "nonsense"), ValueError, "unknown dtype"),
+    ("empty bad shape", lambda: hurray.empty("x"), TypeError, None),
+    ("empty huge", lambda: hurray.empty((2**40, 2**20)), (MemoryError, ValueError), None),
+]
+
+
+@pytest.mark.parametrize("what,call,exc,match", CASES, ids=[c[0] for c in CASES])
+def test_errors_are_ordinary_exceptions(what, call, exc, match):
+    with pytest.raises(Exception) as info:
+        call()
+    assert not isinstance(info.value, SystemError), f"{what}: {info.value!r}"
+    assert isinstance(info.value, exc), f"{what}: {info.value!r}"
+    if match is not None:
+        assert match in str(info.value), f"{what}: {info.value!r}"
+
+
+def test_libhurray_message_is_carried():
+    with pytest.raises(ValueError) as info:
+        hurray.empty((2, -1))
+    msg = str(info.value)
+    assert msg.startswith("hurray.empty: ")
+    assert msg.endswith("[HURRAY_ERR_INVALID_ARGUMENT]")
+    assert len(msg) > len("hurray.empty: [HURRAY_ERR_INVALID_ARGUMENT]") + 5
+
+
+def test_errors_leave_the_buffer_usable():
+    a = np.arange(4.0)
+    b = hurray.from_dlpack(a)
+    for bad in (dict(stream=3), dict(max_version=1), dict(dl_device=(2, 0), copy=False)):
+        with pytest.raises(Exception) as info:
+            b.__dlpack__(**bad)
+        assert not isinstance(info.value, SystemError)
+    assert np.from_dlpack(b).ctypes.data == a.ctypes.data
