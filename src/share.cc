@@ -43,8 +43,8 @@ extern "C" {
 
 HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out) {
   using namespace hurray;
-  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (n == 0) return fail(HURRAY_ERR_INVALID_ARGUMENT, "n is 0 (at least one consumer)");
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (n > kMaxShare) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "n is %zu (at most 2^32 per call)", n);
   }
