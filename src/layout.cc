@@ -136,6 +136,10 @@ int32_t check_desc(const Desc &d, const char *who, bool strides_required,
     }
     if (numel != 0) expected *= n;  // cannot overflow: bounded by numel
   }
+  // Without elements there is nothing out of order: a zero-size tensor is
+  // contiguous whatever its strides (hurray_alloc's own zero-size tensors
+  // included), as in NumPy and PyTorch.
+  if (numel == 0) contiguous = 1;
 
   int64_t lowest = 0, highest = 0;
   if (numel != 0) {
@@ -172,7 +176,10 @@ void compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
   int64_t s = 1;
   for (int32_t k = ndim - 1; k >= 0; --k) {
     strides[k] = s;
-    s *= shape[k] > 1 ? shape[k] : 1;
+    // The product only exceeds 64 bits when some extent is 0 (otherwise it
+    // is bounded by the checked element count); such a tensor addresses
+    // nothing, so the pattern saturates instead of overflowing.
+    if (__builtin_mul_overflow(s, shape[k] > 1 ? shape[k] : 1, &s)) s = INT64_MAX;
   }
 }
 

@@ -48,7 +48,8 @@ inline int64_t element_bits(hurray_dtype dtype, uint64_t flags) {
 
 // Writes compact row-major strides for `shape` into `strides` (ndim entries).
 // Shape must already be checked; with a zero extent the result is still the
-// row-major pattern of max(extent, 1).
+// row-major pattern of max(extent, 1), saturated at INT64_MAX where that
+// pattern exceeds 64 bits (possible only when some extent is 0).
 void compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides);
 
 // Host-addressable device types (CPU and pinned host memory).
