@@ -242,28 +242,9 @@ PyObject *dtype_name(hurray_dtype d) {
   return PyUnicode_FromString(base);
 }
 
-// Parses "float32", "bfloat16", "float8_e4m3fn", "int8x4", ... Returns false
-// (ValueError set) for an unknown name.
-bool parse_dtype_name(PyObject *obj, hurray_dtype *out) {
-  if (!PyUnicode_Check(obj)) {
-    PyErr_Format(PyExc_TypeError, "dtype must be a str such as 'float32', not %.100s",
-                 Py_TYPE(obj)->tp_name);
-    return false;
-  }
-  const char *s = PyUnicode_AsUTF8(obj);
-  if (s == nullptr) return false;
-  char name[64];
-  std::snprintf(name, sizeof name, "%s", s);
-  unsigned long lanes = 1;
-  if (char *x = std::strrchr(name, 'x')) {
-    char *end = nullptr;
-    unsigned long v = std::strtoul(x + 1, &end, 10);
-    if (x[1] != '\0' && *end == '\0' && v >= 1 && v <= 65535) {
-      lanes = v;
-      *x = '\0';
-    }
-  }
-  // Longest prefix first so "float8_e4m3fn" does not match "float8_e4m3".
+// Matches a scalar dtype name ("float32", "float8_e4m3fn", "bool") exactly.
+// Longest prefix wins, so "float8_e4m3fn" does not match "float8_e4m3".
+bool parse_scalar_dtype(const char *name, hurray_dtype *out) {
   const NamedCode *best = nullptr;
   size_t best_len = 0;
   unsigned long bits = 0;
@@ -277,21 +258,45 @@ bool parse_dtype_name(PyObject *obj, hurray_dtype *out) {
     } else {
       char *end = nullptr;
       unsigned long v = std::strtoul(rest, &end, 10);
-      if (*rest == '\0' || *end != '\0' || v == 0 || v > 255) continue;
+      if (*rest < '0' || *rest > '9' || *end != '\0' || v == 0 || v > 255) continue;
       best = &n, best_len = len, bits = v;
     }
   }
-  if (best == nullptr) {
-    PyErr_Format(PyExc_ValueError,
-                 "unknown dtype name %R (expected names like 'float32', 'bfloat16', "
-                 "'float8_e4m3fn', 'bool', 'complex64')",
-                 obj);
+  if (best == nullptr) return false;
+  *out = hurray_dtype{best->code, static_cast<uint8_t>(bits), 1};
+  return true;
+}
+
+// Parses "float32", "bfloat16", "float8_e4m3fn", "complex64", and vector
+// types "float32x4". Returns false (exception set) for an unknown name.
+bool parse_dtype_name(PyObject *obj, hurray_dtype *out) {
+  if (!PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "dtype must be a str such as 'float32', not %.100s",
+                 Py_TYPE(obj)->tp_name);
     return false;
   }
-  out->code = best->code;
-  out->bits = static_cast<uint8_t>(bits);
-  out->lanes = static_cast<uint16_t>(lanes);
-  return true;
+  const char *s = PyUnicode_AsUTF8(obj);
+  if (s == nullptr) return false;
+  char name[64];
+  if (std::strlen(s) < sizeof name) {
+    std::snprintf(name, sizeof name, "%s", s);
+    if (parse_scalar_dtype(name, out)) return true;
+    char *x = std::strrchr(name, 'x');
+    if (x != nullptr && x[1] >= '0' && x[1] <= '9') {
+      char *end = nullptr;
+      unsigned long lanes = std::strtoul(x + 1, &end, 10);
+      *x = '\0';
+      if (*end == '\0' && lanes >= 1 && lanes <= 65535 && parse_scalar_dtype(name, out)) {
+        out->lanes = static_cast<uint16_t>(lanes);
+        return true;
+      }
+    }
+  }
+  PyErr_Format(PyExc_ValueError,
+               "unknown dtype name %R (expected names like 'float32', 'bfloat16', "
+               "'float8_e4m3fn', 'bool', 'complex64', 'float32x4')",
+               obj);
+  return false;
 }
 
 const char *device_name(int32_t type) {

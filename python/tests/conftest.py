@@ -130,6 +130,19 @@ class CountingProducer:
         )
 
 
+def pytest_report_header(config):
+    import hurray
+
+    lines = [f"hurray {hurray.__version__} from {hurray.__file__} (libhurray {hurray.libhurray_version})"]
+    for mod in ("numpy", "tvm_ffi", "jax"):
+        try:
+            m = __import__(mod)
+            lines.append(f"{mod} {getattr(m, '__version__', '?')}")
+        except ImportError:
+            lines.append(f"{mod}: not installed (its tests skip)")
+    return lines
+
+
 @pytest.fixture
 def counting_producer():
     return CountingProducer

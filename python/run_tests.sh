@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Python tests of hurray with real frameworks from PyPI.
+#
+#   bash python/run_tests.sh [pytest args...]
+#
+# Uses (or creates) the venv in $HURRAY_VENV (default: <repo>/.venv),
+# installs pytest, NumPy >= 2.1, apache-tvm-ffi and jax[cpu] (a failed jax
+# install is tolerated: its tests then skip with the reason), builds and
+# installs ./python, and runs pytest. Exits non-zero on any failure, and
+# also when no test ran.
+#
+# HURRAY_PY_FROM_BUILD=1 tests a plain CMake build instead of the installed
+# package: `cmake -S python -B build/python` (or $HURRAY_PY_BUILD_DIR), with
+# PYTHONPATH pointing at its hurray-pkg/ folder.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+venv="${HURRAY_VENV:-$repo/.venv}"
+# shellcheck source=scripts/env.sh
+. "$here/scripts/env.sh"
+
+hurray_py_env "$venv" || { echo "python/run_tests.sh: could not set up Python" >&2; exit 1; }
+hurray_py_log "installing test requirements into $venv"
+"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi >&2 \
+  || { echo "python/run_tests.sh: pip install of the test requirements failed" >&2; exit 1; }
+if ! "$HURRAY_PY" -c 'import jax' >/dev/null 2>&1; then
+  timeout 900 "$HURRAY_PY" -m pip install -q "jax[cpu]" >&2 \
+    || hurray_py_log "jax[cpu] did not install: its tests will be skipped"
+fi
+if [ "${HURRAY_PY_FROM_BUILD:-0}" = 1 ]; then
+  bdir="${HURRAY_PY_BUILD_DIR:-$repo/build/python}"
+  hurray_py_log "plain CMake build in $bdir"
+  { cmake -S "$repo/python" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$HURRAY_PY" >&2 \
+    && cmake --build "$bdir" >&2; } || { echo "python/run_tests.sh: CMake build failed" >&2; exit 1; }
+  export PYTHONPATH="$bdir/hurray-pkg${PYTHONPATH:+:$PYTHONPATH}"
+else
+  hurray_py_install_module "$repo" || { echo "python/run_tests.sh: building the module failed" >&2; exit 1; }
+fi
+
+cd "$repo"
+"$HURRAY_PY" -m pytest -c python/pyproject.toml -p no:cacheprovider -ra python/tests "$@"
+rc=$?
+if [ "$rc" = 5 ]; then
+  echo "python/run_tests.sh: pytest collected no tests" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,54 @@
+# Sourced by python/run_tests.sh and examples/run_demo.sh (bash).
+#
+# hurray_py_env VENV: makes sure a C/C++ toolchain, CMake and a Python with
+# venv support and headers are present (installing the missing ones with
+# apt-get when run as root on Debian), then creates VENV if needed, and sets
+# HURRAY_PY to its python. Nothing is installed that is already there.
+
+hurray_py_log() { printf '[hurray] %s\n' "$*" >&2; }
+
+_hurray_apt_updated=0
+hurray_apt_install() {
+  if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
+    hurray_py_log "missing: $* (install them, or run as root on Debian/Ubuntu to have them installed)"
+    return 1
+  fi
+  if [ "$_hurray_apt_updated" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || return 1
+    _hurray_apt_updated=1
+  fi
+  hurray_py_log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+hurray_py_env() {
+  local venv="$1" need=()
+  command -v cmake >/dev/null 2>&1 || need+=(cmake)
+  command -v g++ >/dev/null 2>&1 || need+=(g++)
+  command -v python3 >/dev/null 2>&1 || need+=(python3)
+  if [ ${#need[@]} -gt 0 ]; then hurray_apt_install "${need[@]}" || return 1; fi
+
+  local py=python3
+  # The extension needs Python.h; Debian's python3 keeps it in python3-dev.
+  if ! "$py" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+    hurray_apt_install python3-dev || return 1
+  fi
+  if [ ! -x "$venv/bin/python" ]; then
+    if ! "$py" -m venv "$venv" >/dev/null 2>&1; then
+      rm -rf "$venv"
+      hurray_apt_install python3-venv || return 1
+      "$py" -m venv "$venv" || return 1
+    fi
+    "$venv/bin/python" -m pip install -q --upgrade pip >&2 || true
+  fi
+  HURRAY_PY="$venv/bin/python"
+  export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+}
+
+# hurray_py_install_module REPO: builds libhurray and the extension and
+# installs the `hurray` package into the venv (pip + scikit-build-core).
+hurray_py_install_module() {
+  local repo="$1"
+  hurray_py_log "building libhurray and hurray._native (pip install ./python)"
+  "$HURRAY_PY" -m pip install -q --force-reinstall --no-deps "$repo/python" >&2
+}
