@@ -1,0 +1,128 @@
+// hurray.hpp: RAII release, move-only ownership, exceptions on the C++ side
+// only, and "a throwing call leaves ownership where it was".
+#include <hurray/hurray.hpp>
+
+#include <thread>
+#include <type_traits>
+
+#include "hurray_test_support.h"
+
+namespace {
+
+using hurray_test::DeleterLog;
+using hurray_test::HandleSource;
+
+static_assert(!std::is_copy_constructible<hurray::Buffer>::value, "Buffer is move-only");
+static_assert(std::is_nothrow_move_constructible<hurray::Buffer>::value, "noexcept move");
+
+TEST(CppLayer, DestructorReleasesExactlyOnce) {
+  HandleSource src;
+  {
+    hurray::Buffer b(src.handle(hurray_test::dense({2, 3})));
+    EXPECT_TRUE(static_cast<bool>(b));
+    EXPECT_EQ(src.log.calls.load(), 0);
+  }
+  EXPECT_EQ(src.log.calls.load(), 1);
+}
+
+TEST(CppLayer, MoveTransfersOwnership) {
+  HandleSource src;
+  hurray::Buffer a(src.handle(hurray_test::dense({4})));
+  hurray::Buffer b(std::move(a));
+  EXPECT_FALSE(static_cast<bool>(a));
+  hurray::Buffer c;
+  c = std::move(b);
+  EXPECT_FALSE(static_cast<bool>(b));
+  EXPECT_EQ(src.log.calls.load(), 0);
+  c.reset();
+  EXPECT_EQ(src.log.calls.load(), 1);
+  c.reset();  // empty: nothing more
+  EXPECT_EQ(src.log.calls.load(), 1);
+}
+
+TEST(CppLayer, ShareGivesIndependentOwnersReleasedOnAnyThread) {
+  HandleSource src;
+  hurray::Buffer b(src.handle(hurray_test::dense({8})));
+  std::vector<hurray::Buffer> parts = b.share(4);
+  ASSERT_EQ(parts.size(), 4u);
+  EXPECT_FALSE(static_cast<bool>(b));
+  for (const auto &p : parts) EXPECT_EQ(p.data(), src.bytes);
+  std::thread t([moved = std::move(parts[3])]() mutable { moved.reset(); });
+  t.join();
+  parts.resize(1);
+  EXPECT_EQ(src.log.calls.load(), 0);
+  parts.clear();
+  EXPECT_EQ(src.log.calls.load(), 1);
+}
+
+TEST(CppLayer, ThrowingShareKeepsTheHandle) {
+  HandleSource src;
+  hurray::Buffer b(src.handle(hurray_test::dense({8})));
+  try {
+    (void)b.share(0);
+    FAIL() << "share(0) did not throw";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("n is 0"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(static_cast<bool>(b));
+  EXPECT_EQ(src.log.calls.load(), 0);
+}
+
+TEST(CppLayer, DLPackRoundTripUnwrapsAndReleasesOnce) {
+  HandleSource src;
+  const hurray_buffer original = src.handle(hurray_test::dense({2, 2}));
+  hurray::Buffer b(original);
+  hurray::DLPackVersionedPtr t = b.to_dlpack_versioned();
+  EXPECT_FALSE(static_cast<bool>(b));
+  ASSERT_NE(t, nullptr);
+  hurray::Buffer back = hurray::Buffer::from_dlpack(t);
+  EXPECT_EQ(t, nullptr);
+  EXPECT_EQ(back.get().release_fn, original.release_fn);
+  EXPECT_EQ(back.get().user_data, original.user_data);
+  hurray::DLPackPtr legacy = back.to_dlpack();
+  legacy.reset();  // the owning pointer calls the DLPack deleter
+  EXPECT_EQ(src.log.calls.load(), 1);
+}
+
+TEST(CppLayer, FailedImportLeavesTheTensorWithTheCaller) {
+  DeleterLog log;
+  hurray::DLPackVersionedPtr t(
+      hurray_test::make_versioned(log, hurray_test::dense({2}), /*major=*/2, /*minor=*/0));
+  try {
+    (void)hurray::Buffer::from_dlpack(t);
+    FAIL() << "major 2 was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_UNSUPPORTED_VERSION);
+  }
+  EXPECT_NE(t, nullptr);
+  EXPECT_EQ(log.calls.load(), 0);
+  t.reset();
+  EXPECT_EQ(log.calls.load(), 1);
+}
+
+TEST(CppLayer, AllocCopyAndExtent) {
+  hurray::Buffer a = hurray::Buffer::alloc({HURRAY_DEVICE_CPU, 0}, {2, 32, 1}, {3, 5});
+  auto *p = static_cast<float *>(a.data());
+  for (int i = 0; i < 15; ++i) p[i] = static_cast<float>(i);
+  hurray::Buffer c = a.copy_to({HURRAY_DEVICE_CPU, 0});
+  EXPECT_NE(c.data(), a.data());
+  EXPECT_EQ(static_cast<float *>(c.data())[14], 14.0f);
+  EXPECT_EQ(c.flags() & HURRAY_FLAG_IS_COPIED, HURRAY_FLAG_IS_COPIED);
+  const hurray_extent e = a.extent();
+  EXPECT_EQ(e.numel, 15);
+  EXPECT_EQ(e.highest, 60);
+  EXPECT_THROW(hurray::Buffer::alloc({HURRAY_DEVICE_CPU, 0}, {2, 33, 1}, {1}), hurray::Error);
+}
+
+TEST(CppLayer, DetachHandsOwnershipBack) {
+  HandleSource src;
+  hurray::Buffer b(src.handle(hurray_test::dense({1})));
+  hurray_buffer raw = b.detach();
+  EXPECT_FALSE(static_cast<bool>(b));
+  EXPECT_EQ(src.log.calls.load(), 0);
+  EXPECT_OK(hurray_buffer_release(&raw));
+  EXPECT_EQ(src.log.calls.load(), 1);
+}
+
+}  // namespace
