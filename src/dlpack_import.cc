@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdlib>
 
+#include "alloc/gpu.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
@@ -41,6 +42,17 @@ Desc desc_of(const DLTensor &t, uint64_t flags) {
               t.device.device_id, hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes},
               t.ndim,       t.shape,       t.strides,
               flags};
+}
+
+constexpr uint32_t kImportOptions = HURRAY_IMPORT_CHECK_DEVICE_POINTER;
+
+// HURRAY_IMPORT_CHECK_DEVICE_POINTER on a checked tensor (docs/impl/gpu.md §5).
+int32_t check_import_pointer(const DLTensor &t) {
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) return HURRAY_OK;  // no elements, nothing to check
+  }
+  return check_device_pointer(
+      hurray_device{static_cast<int32_t>(t.device.device_type), t.device.device_id}, t.data);
 }
 
 // Shared tail of both imports once the tensor has been checked.
@@ -104,7 +116,7 @@ HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uin
   using namespace hurray;
   if (t == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (options != HURRAY_IMPORT_DEFAULT) {
+  if ((options & ~kImportOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
   if (t->version.major != 1) {
@@ -119,6 +131,10 @@ HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uin
   int32_t st = check_desc(desc_of(t->dl_tensor, t->flags), "tensor.dl_tensor", strides_required,
                           nullptr);
   if (st != HURRAY_OK) return st;
+  if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
+    st = check_import_pointer(t->dl_tensor);
+    if (st != HURRAY_OK) return st;
+  }
   if (t->deleter == &exported_versioned_deleter &&
       unwrap<ExportedVersioned>(t, &t->flags, out)) {
     return HURRAY_OK;
@@ -130,11 +146,15 @@ HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurr
   using namespace hurray;
   if (t == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (options != HURRAY_IMPORT_DEFAULT) {
+  if ((options & ~kImportOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
   int32_t st = check_desc(desc_of(t->dl_tensor, 0), "tensor.dl_tensor", false, nullptr);
   if (st != HURRAY_OK) return st;
+  if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
+    st = check_import_pointer(t->dl_tensor);
+    if (st != HURRAY_OK) return st;
+  }
   if (t->deleter == &exported_legacy_deleter && unwrap<ExportedLegacy>(t, nullptr, out)) {
     return HURRAY_OK;
   }

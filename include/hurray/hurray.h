@@ -316,6 +316,139 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
                                                 hurray_device device,
                                                 hurray_buffer *out);
 
+/* ===========================================================================
+ * GPU memory: stream-ordered allocation, copies between devices, stream
+ * ordering, release diagnostics, import checks (docs/impl/gpu.md)
+ *
+ * CUDA (kDLCUDA, kDLCUDAHost, kDLCUDAManaged) and ROCm/HIP (kDLROCM,
+ * kDLROCMHost) memory is served by the vendor library, loaded with dlopen on
+ * the first GPU request (never at link time): libcuda.so.1 (or the file named
+ * by the environment variable HURRAY_CUDA_DRIVER_PATH) and libamdhip64.so.7,
+ * .6, .5, libamdhip64.so (or HURRAY_HIP_LIBRARY_PATH). The variables are read
+ * once, at that first request. When the library is missing or cannot work
+ * (the CUDA toolkit's stub, no device, driver too old) every GPU request
+ * fails with HURRAY_ERR_UNSUPPORTED_DEVICE and a message naming what was
+ * looked for and what went wrong; CPU paths are unaffected. (gpu §1)
+ *
+ * Release of GPU memory (through hurray_buffer_release or a DLPack deleter)
+ * may happen on any thread: the owning device is made current around the
+ * free and the thread's own current context/device is restored (a thread
+ * that had no CUDA context is left with none). Releases never fail loudly:
+ * after the driver was torn down (process exit), or in a child process after
+ * fork(), the memory is left alone and counted; a free the driver refuses is
+ * counted and passed to the diagnostic hook. (gpu §3)
+ * ======================================================================== */
+
+/* Option bit for hurray_from_dlpack_versioned and hurray_from_dlpack: before
+ * taking the tensor, ask the GPU runtime whether `data` really is memory of
+ * the claimed device type and device_id (cuPointerGetAttributes /
+ * hipPointerGetAttributes). Only GPU device types are checked (kDLCPU and
+ * other types pass unchecked) and tensors with no elements are not checked.
+ * The check loads the vendor library if needed and costs one driver call.
+ * Errors added: UNSUPPORTED_DEVICE (runtime unavailable), INVALID_ARGUMENT
+ * (the pointer belongs elsewhere; the message says what the runtime reports).
+ * On failure the caller still owns the tensor. (gpu §5) */
+#define HURRAY_IMPORT_CHECK_DEVICE_POINTER (1u << 0)
+
+/* Stream-ordered allocation: like hurray_alloc, but the memory is allocated
+ * on `stream` (cuMemAllocAsync / hipMallocAsync) and the handle's release
+ * frees it on that same stream (cuMemFreeAsync / hipFreeAsync), from
+ * whichever thread releases, without blocking the host or the device.
+ * `stream` is a CUstream (kDLCUDA) or hipStream_t (kDLROCM) of `device`,
+ * including the special handles CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD
+ * / hipStreamPerThread (2). It must stay valid until the handle (and every
+ * handle shared from it) has been released. The memory is usable by work
+ * queued on `stream` after this call; other streams must be ordered after it
+ * (hurray_stream_wait).
+ * stream == NULL: exactly hurray_alloc (synchronous, any device type).
+ * Ownership: on success *out is a new live handle owned by the caller; on
+ * failure *out is untouched and nothing was allocated.
+ * Errors: those of hurray_alloc; UNSUPPORTED_DEVICE when stream != NULL and
+ * the device type is not kDLCUDA or kDLROCM, or the runtime lacks
+ * stream-ordered allocation; OUT_OF_MEMORY when the device pool is
+ * exhausted; DEVICE for other runtime failures.
+ * Thread-safe. (gpu §2) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype,
+                                                       int32_t ndim, const int64_t *shape,
+                                                       uint64_t flags, void *stream,
+                                                       hurray_buffer *out);
+
+/* hurray_copy ordered on a stream. Copies the elements of *src into new
+ * compact row-major memory on `device` (same dtype and shape) and returns a
+ * new live handle in *out with flags HURRAY_FLAG_IS_COPIED plus src's
+ * HURRAY_FLAG_SUBBYTE_PADDED. Device pairs: CPU <-> CUDA kinds, CPU <-> ROCm
+ * kinds, and any two kinds of the same vendor (including two device
+ * ordinals); CPU -> CPU is a host copy. `stream` belongs to the GPU side
+ * (the source's device when both sides are GPU memory); NULL means the
+ * default stream and a copy that is complete on return (what hurray_copy
+ * does).
+ * With a stream: the destination, when it is kDLCUDA/kDLROCM memory, is
+ * allocated stream-ordered on `stream` (its release frees on `stream`, see
+ * hurray_alloc_async), the copy is queued on `stream` and may still be
+ * running on return: the source must stay alive and unchanged until then.
+ * A kDLCPU destination is always complete on return (the stream is
+ * synchronised). A source that is not compact row-major is staged through
+ * host memory and the call then completes before returning.
+ * *src is only read, never consumed. On failure *out is untouched and
+ * nothing stays allocated.
+ * Errors: those of hurray_copy; UNSUPPORTED_DEVICE for CUDA <-> ROCm or any
+ * pair involving another device type; DEVICE when the runtime fails the copy.
+ * Thread-safe. (gpu §4) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
+                                                      hurray_device device, void *stream,
+                                                      hurray_buffer *out);
+
+/* Makes `consumer_stream` wait, on the device, for all work queued so far on
+ * `producer_stream`: an event is recorded on the producer and waited on by
+ * the consumer; the host never blocks. This is the synchronisation of the
+ * DLPack Python protocol's __dlpack__(stream=...). `device` selects the
+ * runtime and the device whose context is current during the calls (device
+ * type kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM or kDLROCMHost; pinned
+ * and managed memory use ordinal 0); both streams must belong to it. NULL is
+ * the default stream. Equal streams: nothing to do, HURRAY_OK.
+ * Errors: UNSUPPORTED_DEVICE (not a GPU type, runtime unavailable, no such
+ * device ordinal), DEVICE (the runtime refused, e.g. an invalid stream).
+ * Thread-safe. (gpu §4.3) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
+                                                       void *producer_stream,
+                                                       void *consumer_stream);
+
+/* Counters of GPU releases that did not free, since the process started.
+ * Cumulative, never reset; a forked child starts with its parent's values. */
+typedef struct hurray_diagnostics {
+  uint32_t struct_size;           /* in: sizeof(hurray_diagnostics) as compiled */
+  uint32_t reserved;              /* 0 */
+  uint64_t failed_releases;       /* the runtime's free returned an error (the
+                                     memory may be leaked); also sent to the hook */
+  uint64_t teardown_leaks;        /* skipped: the driver was already torn down
+                                     (CUDA_ERROR_DEINITIALIZED/hipErrorDeinitialized) */
+  uint64_t fork_skipped_releases; /* skipped: released in a child after fork() */
+} hurray_diagnostics;
+
+/* Fills *out with the counters. The caller sets out->struct_size to
+ * sizeof(hurray_diagnostics); fields beyond that size are not written, so
+ * older callers stay compatible when fields are added.
+ * Errors: INVALID_ARGUMENT (out NULL, struct_size smaller than the first
+ * counter's end). Thread-safe; the counters are read one by one (relaxed),
+ * not as one snapshot. (gpu §3.4) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *out);
+
+/* Diagnostic hook: receives each failed GPU release as a status
+ * (HURRAY_ERR_DEVICE) and a message naming the runtime call, its error and
+ * the memory ("cuMemFree_v2 failed with CUDA_ERROR_ILLEGAL_ADDRESS (700) on
+ * 0x7f.. of CUDA device 1"). The message lives only during the call.
+ * Called on the releasing thread, possibly inside a DLPack deleter or during
+ * process exit; calls are serialised (never two at once). The hook must not
+ * call hurray_set_diagnostic_hook and must not block on other releases.
+ * Teardown leaks and fork skips are counted only, never sent. */
+typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, void *user);
+
+/* Installs `hook` (NULL removes it; default: none, failures are only
+ * counted and nothing is printed). `user` is passed to every call. When this
+ * returns, the previous hook is no longer running and will not be called
+ * again. Always returns HURRAY_OK. Thread-safe. (gpu §3.4) */
+HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

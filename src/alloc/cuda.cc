@@ -1,0 +1,279 @@
+// CUDA memory: device (kDLCUDA), pinned host (kDLCUDAHost) and managed
+// (kDLCUDAManaged) allocators, stream-ordered allocation, and the copy,
+// stream and pointer operations of the CUDA vendor (docs/impl/gpu.md).
+//
+// Every driver call runs with the primary context of the owning device
+// current: pushed when the calling thread has another context (or none) and
+// popped afterwards, so the thread ends as it began.
+#if defined(HURRAY_WITH_CUDA)
+
+#include <atomic>
+#include <cinttypes>
+#include <mutex>
+
+#include "../error.h"
+#include "allocator.h"
+#include "cuda_driver.h"
+#include "gpu.h"
+
+namespace hurray {
+namespace {
+
+// Set once a call reports CUDA_ERROR_DEINITIALIZED (process exit): later
+// releases leak without calling into the driver at all.
+std::atomic<bool> g_torn_down{false};
+std::mutex g_retain_mutex;
+
+inline CUdeviceptr dptr(const void *p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+inline void *hptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
+
+// Makes a context current for the scope's lifetime unless it already is;
+// the destructor restores what the thread had (possibly no context).
+class ContextScope {
+ public:
+  explicit ContextScope(const CudaDriver &d) : d_(d) {}
+  ContextScope(const ContextScope &) = delete;
+  ContextScope &operator=(const ContextScope &) = delete;
+  ~ContextScope() {
+    if (pushed_) {
+      CUcontext popped;
+      d_.ctx_pop_current(&popped);
+    }
+  }
+  CUresult enter(CUcontext ctx) {
+    CUcontext current = nullptr;
+    CUresult r = d_.ctx_get_current(&current);
+    if (r != CUDA_SUCCESS || current == ctx) return r;
+    r = d_.ctx_push_current(ctx);
+    pushed_ = r == CUDA_SUCCESS;
+    return r;
+  }
+
+ private:
+  const CudaDriver &d_;
+  bool pushed_ = false;
+};
+
+// The retained primary context of `ordinal` (checked by the caller),
+// retaining it on first use. The reference is kept for the life of the
+// process, so the context outlives every allocation made in it.
+CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out) {
+  CUcontext c = d.primary[ordinal].load(std::memory_order_acquire);
+  if (c == nullptr) {
+    std::lock_guard<std::mutex> lock(g_retain_mutex);
+    c = d.primary[ordinal].load(std::memory_order_relaxed);
+    if (c == nullptr) {
+      CUdevice dev;
+      CUresult r = d.device_get(&dev, ordinal);
+      if (r == CUDA_SUCCESS) r = d.primary_ctx_retain(&c, dev);
+      if (r != CUDA_SUCCESS) return r;
+      d.primary[ordinal].store(c, std::memory_order_release);
+    }
+  }
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+// Checks the ordinal of `device` (any CUDA type); message set on failure.
+int32_t check_ordinal(const CudaDriver &d, int32_t device_type, int32_t device_id) {
+  if (device_type == HURRAY_DEVICE_CUDA) {
+    if (device_id < 0 || device_id >= d.device_count) {
+      return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                  "CUDA device %" PRId32 " does not exist (the driver sees %d device%s)",
+                  device_id, d.device_count, d.device_count == 1 ? "" : "s");
+    }
+  } else if (device_id != 0) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s memory has device_id 0, not %" PRId32,
+                device_type_name(device_type), device_id);
+  }
+  return HURRAY_OK;
+}
+
+int32_t driver_failure(CUresult r, const char *call, int32_t device_id) {
+  return fail(r == CUDA_ERROR_OUT_OF_MEMORY ? HURRAY_ERR_OUT_OF_MEMORY : HURRAY_ERR_DEVICE,
+              "%s failed with %s (%d) on CUDA device %" PRId32, call, cuda_error_name(r),
+              static_cast<int>(r), device_id);
+}
+
+// Runs `op(driver)` with the primary context of `device_id` current, after
+// loading the driver and checking the ordinal. *call names the operation for
+// messages; `op` may update it as it goes.
+template <typename Op>
+int32_t with_context(int32_t device_type, int32_t device_id, const char **call, Op op) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = check_ordinal(*d, device_type, device_id);
+  if (st != HURRAY_OK) return st;
+  CUcontext ctx;
+  CUresult r = primary_context(*d, device_id, &ctx);
+  if (r != CUDA_SUCCESS) return driver_failure(r, "cuDevicePrimaryCtxRetain", device_id);
+  ContextScope scope(*d);
+  r = scope.enter(ctx);
+  if (r != CUDA_SUCCESS) return driver_failure(r, "cuCtxPushCurrent", device_id);
+  r = op(*d);
+  if (r != CUDA_SUCCESS) return driver_failure(r, *call, device_id);
+  return HURRAY_OK;
+}
+
+int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, void **ptr) {
+  const int32_t type = device.device_type;
+  const size_t n = static_cast<size_t>(nbytes);
+  void *p = nullptr;
+  const char *call = type == HURRAY_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
+                     : type == HURRAY_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
+                     : stream != nullptr                  ? "cuMemAllocAsync"
+                                                          : "cuMemAlloc";
+  int32_t st = with_context(type, device.device_id, &call, [&](const CudaDriver &d) {
+    CUdeviceptr dp = 0;
+    CUresult r;
+    if (type == HURRAY_DEVICE_CUDA_HOST) {
+      // Portable: pinned for every context, not only device 0's.
+      return d.mem_host_alloc(&p, n, CU_MEMHOSTALLOC_PORTABLE);
+    } else if (type == HURRAY_DEVICE_CUDA_MANAGED) {
+      r = d.mem_alloc_managed(&dp, n, CU_MEM_ATTACH_GLOBAL);
+    } else if (stream != nullptr) {
+      r = d.mem_alloc_async(&dp, n, static_cast<CUstream>(stream));
+    } else {
+      r = d.mem_alloc(&dp, n);
+    }
+    p = hptr(dp);
+    return r;
+  });
+  if (st != HURRAY_OK) return st;
+  *ptr = p;
+  return HURRAY_OK;
+}
+
+// Release path: never sets the thread's message, never prints.
+void cuda_deallocate(hurray_device device, void *ptr, void *stream) {
+  if (cuda_forked_child()) return count_fork_skip();
+  if (g_torn_down.load(std::memory_order_relaxed)) return count_teardown_leak();
+  const CudaDriver *d = loaded_cuda_driver();  // loaded: it allocated ptr
+  const int32_t type = device.device_type;
+  CUcontext ctx = d->primary[device.device_id].load(std::memory_order_acquire);
+  const char *call = "cuCtxPushCurrent";
+  CUresult r;
+  {
+    ContextScope scope(*d);
+    r = scope.enter(ctx);
+    if (r == CUDA_SUCCESS) {
+      if (type == HURRAY_DEVICE_CUDA_HOST) {
+        call = "cuMemFreeHost";
+        r = d->mem_free_host(ptr);
+      } else if (stream != nullptr) {
+        call = "cuMemFreeAsync";
+        r = d->mem_free_async(dptr(ptr), static_cast<CUstream>(stream));
+      } else {
+        call = "cuMemFree";
+        r = d->mem_free(dptr(ptr));
+      }
+    }
+  }
+  if (r == CUDA_SUCCESS) return;
+  if (r == CUDA_ERROR_DEINITIALIZED) {
+    g_torn_down.store(true, std::memory_order_relaxed);
+    return count_teardown_leak();
+  }
+  report_failed_release(HURRAY_ERR_DEVICE, "%s failed with %s (%d) on %p of %s %" PRId32, call,
+                        cuda_error_name(r), static_cast<int>(r), ptr, device_type_name(type),
+                        device.device_id);
+}
+
+// --- vendor operations -----------------------------------------------------
+
+int32_t cuda_copy(int32_t device_id, void *dst, const void *src, uint64_t nbytes, void *stream) {
+  const char *call = "cuMemcpyAsync";
+  return with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
+    return d.memcpy_async(dptr(dst), dptr(src), static_cast<size_t>(nbytes),
+                          static_cast<CUstream>(stream));
+  });
+}
+
+int32_t cuda_synchronize(int32_t device_id, void *stream) {
+  const char *call = "cuStreamSynchronize";
+  return with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
+    return d.stream_synchronize(static_cast<CUstream>(stream));
+  });
+}
+
+int32_t cuda_stream_wait(int32_t device_id, void *producer, void *consumer) {
+  const char *call = "cuEventCreate";
+  return with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
+    CUevent ev;
+    CUresult r = d.event_create(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) return r;
+    call = "cuEventRecord";
+    r = d.event_record(ev, static_cast<CUstream>(producer));
+    if (r == CUDA_SUCCESS) {
+      call = "cuStreamWaitEvent";
+      r = d.stream_wait_event(static_cast<CUstream>(consumer), ev, 0);
+    }
+    // Destroying right away is allowed: the queued wait keeps what it needs.
+    d.event_destroy(ev);
+    return r;
+  });
+}
+
+const char *memory_type_name(unsigned int t) {
+  switch (t) {
+    case 0: return "unregistered host memory";
+    case CU_MEMORYTYPE_HOST: return "pinned host memory";
+    case CU_MEMORYTYPE_DEVICE: return "device memory";
+    case CU_MEMORYTYPE_ARRAY: return "an array";
+    case CU_MEMORYTYPE_UNIFIED: return "unified memory";
+    default: return "memory of unknown type";
+  }
+}
+
+int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = check_ordinal(*d, device.device_type, device.device_id);
+  if (st != HURRAY_OK) return st;
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  unsigned int memory_type = 0;
+  int ordinal = -1;
+  unsigned int managed = 0;
+  void *values[3] = {&memory_type, &ordinal, &managed};
+  // Asked without pushing a context: the query needs none for memory the
+  // driver knows, and pushing could create one. An unknown pointer is not an
+  // error here: its attributes come back zero.
+  CUresult r = d->pointer_get_attributes(3, attrs, values, dptr(ptr));
+  if (r != CUDA_SUCCESS) return driver_failure(r, "cuPointerGetAttributes", device.device_id);
+  bool ok;
+  switch (device.device_type) {
+    case HURRAY_DEVICE_CUDA:
+      ok = memory_type == CU_MEMORYTYPE_DEVICE && managed == 0 && ordinal == device.device_id;
+      break;
+    case HURRAY_DEVICE_CUDA_MANAGED: ok = managed != 0; break;
+    default: ok = memory_type == CU_MEMORYTYPE_HOST && managed == 0; break;
+  }
+  if (ok) return HURRAY_OK;
+  return fail(HURRAY_ERR_INVALID_ARGUMENT,
+              "tensor.dl_tensor.data %p is not %s memory of device %" PRId32
+              ": the CUDA driver reports %s%s (device ordinal %d)",
+              ptr, device_type_name(device.device_type), device.device_id,
+              managed != 0 ? "managed " : "", memory_type_name(memory_type), ordinal);
+}
+
+const GpuVendor kCudaVendor = {"CUDA", &cuda_copy, &cuda_synchronize, &cuda_stream_wait,
+                               &cuda_check_pointer};
+
+}  // namespace
+
+const DeviceAllocator kCudaDeviceAllocator = {"CUDA device memory", &cuda_allocate,
+                                              &cuda_deallocate};
+const DeviceAllocator kCudaHostAllocator = {"CUDA pinned host memory", &cuda_allocate,
+                                            &cuda_deallocate};
+const DeviceAllocator kCudaManagedAllocator = {"CUDA managed memory", &cuda_allocate,
+                                               &cuda_deallocate};
+
+const GpuVendor *cuda_vendor() { return cuda_driver() != nullptr ? &kCudaVendor : nullptr; }
+
+}  // namespace hurray
+
+#endif  // HURRAY_WITH_CUDA

@@ -1,0 +1,234 @@
+// Loading the CUDA driver: dlopen once, every entry point through
+// cuGetProcAddress at the ABI version its PFN_ type names, never newer than
+// the driver reports (docs/impl/gpu.md §1).
+#if defined(HURRAY_WITH_CUDA)
+
+#include "cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "../error.h"
+#include "gpu.h"
+
+namespace hurray {
+namespace {
+
+using GetProcV2 = PFN_cuGetProcAddress_v12000;
+using GetProcV1 = PFN_cuGetProcAddress_v11030;
+
+// Written once inside g_once; read-only afterwards.
+CudaDriver g_driver;
+bool g_loaded = false;
+char g_error[480];
+std::once_flag g_once;
+std::atomic<bool> g_forked{false};
+
+void on_fork_child() { g_forked.store(true, std::memory_order_relaxed); }
+
+void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void set_error(const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(g_error, sizeof g_error, fmt, args);
+  va_end(args);
+}
+
+// A hint for the codes that mean "this is not a working driver".
+const char *hint_for(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_STUB_LIBRARY:
+      return ": this is the CUDA toolkit's link-time stub, not the NVIDIA driver; install the "
+             "driver or point HURRAY_CUDA_DRIVER_PATH at its libcuda.so.1";
+    case CUDA_ERROR_NO_DEVICE:
+      return ": no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)";
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+      return ": libcuda and the loaded kernel driver are of different versions";
+    default:
+      return "";
+  }
+}
+
+class Loader {
+ public:
+  Loader(const char *path, GetProcV2 v2, GetProcV1 v1) : path_(path), v2_(v2), v1_(v1) {}
+
+  // Resolves `symbol` at ABI `version` into *fn; false with g_error set.
+  template <typename Fn>
+  bool get(const char *symbol, int version, Fn *fn) {
+    if (version > driver_version_) {
+      set_error("CUDA is unavailable: %s reports driver version %d, older than the %d that %s "
+                "needs",
+                path_, driver_version_, version, symbol);
+      return false;
+    }
+    void *p = nullptr;
+    CUresult r;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
+    // Legacy-stream variants: a NULL stream means the legacy default stream.
+    if (v2_ != nullptr) {
+      r = v2_(symbol, &p, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found);
+    } else {
+      r = v1_(symbol, &p, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    }
+    if (r != CUDA_SUCCESS || p == nullptr || found != CU_GET_PROC_ADDRESS_SUCCESS) {
+      set_error("CUDA is unavailable: loaded %s, but cuGetProcAddress(\"%s\", %d) failed with %s "
+                "(%d)%s",
+                path_, symbol, version, cuda_error_name(r), static_cast<int>(r), hint_for(r));
+      return false;
+    }
+    *fn = reinterpret_cast<Fn>(p);
+    return true;
+  }
+
+  void set_driver_version(int v) { driver_version_ = v; }
+
+ private:
+  const char *path_;
+  GetProcV2 v2_;
+  GetProcV1 v1_;
+  int driver_version_ = kCudaMinDriverVersion;  // until the driver says
+};
+
+bool resolve_all(Loader &l, CudaDriver &d) {
+  return l.get("cuInit", 2000, &d.init) && l.get("cuDeviceGetCount", 2000, &d.device_get_count) &&
+         l.get("cuDeviceGet", 2000, &d.device_get) &&
+         l.get("cuDevicePrimaryCtxRetain", 7000, &d.primary_ctx_retain) &&
+         l.get("cuCtxGetCurrent", 4000, &d.ctx_get_current) &&
+         l.get("cuCtxPushCurrent", 4000, &d.ctx_push_current) &&
+         l.get("cuCtxPopCurrent", 4000, &d.ctx_pop_current) &&
+         l.get("cuMemAlloc", 3020, &d.mem_alloc) && l.get("cuMemFree", 3020, &d.mem_free) &&
+         l.get("cuMemHostAlloc", 2020, &d.mem_host_alloc) &&
+         l.get("cuMemFreeHost", 2000, &d.mem_free_host) &&
+         l.get("cuMemAllocManaged", 6000, &d.mem_alloc_managed) &&
+         l.get("cuMemAllocAsync", 11020, &d.mem_alloc_async) &&
+         l.get("cuMemFreeAsync", 11020, &d.mem_free_async) &&
+         l.get("cuMemcpyAsync", 4000, &d.memcpy_async) &&
+         l.get("cuStreamSynchronize", 2000, &d.stream_synchronize) &&
+         l.get("cuEventCreate", 2000, &d.event_create) &&
+         l.get("cuEventRecord", 2000, &d.event_record) &&
+         l.get("cuStreamWaitEvent", 3020, &d.stream_wait_event) &&
+         l.get("cuEventDestroy", 4000, &d.event_destroy) &&
+         l.get("cuPointerGetAttributes", 7000, &d.pointer_get_attributes);
+}
+
+void load() {
+  const char *env = std::getenv("HURRAY_CUDA_DRIVER_PATH");
+  const bool overridden = env != nullptr && env[0] != '\0';
+  const char *path = overridden ? env : "libcuda.so.1";
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char *why = dlerror();
+    set_error("CUDA is unavailable: looked for %s (%s) and dlopen failed: %s", path,
+              overridden ? "from HURRAY_CUDA_DRIVER_PATH" : "the NVIDIA driver library",
+              why != nullptr ? why : "unknown error");
+    return;
+  }
+  CudaDriver d{};
+  auto v2 = reinterpret_cast<GetProcV2>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto v1 = v2 != nullptr ? nullptr : reinterpret_cast<GetProcV1>(dlsym(lib, "cuGetProcAddress"));
+  if (v2 == nullptr && v1 == nullptr) {
+    set_error("CUDA is unavailable: loaded %s, but it has no cuGetProcAddress: the driver is "
+              "older than CUDA 11.3, which libhurray needs",
+              path);
+    dlclose(lib);
+    return;
+  }
+  d.proc_address_v2 = v2 != nullptr;
+  Loader l(path, v2, v1);
+  if (!l.get("cuDriverGetVersion", 2020, &d.driver_get_version)) return;
+  CUresult r = d.driver_get_version(&d.version);
+  if (r != CUDA_SUCCESS) {
+    set_error("CUDA is unavailable: loaded %s, but cuDriverGetVersion failed with %s (%d)%s", path,
+              cuda_error_name(r), static_cast<int>(r), hint_for(r));
+    return;
+  }
+  if (d.version < kCudaMinDriverVersion) {
+    set_error("CUDA is unavailable: %s is driver version %d.%d; libhurray needs 11.3 or newer",
+              path, d.version / 1000, d.version % 1000 / 10);
+    return;
+  }
+  l.set_driver_version(d.version);
+  if (!resolve_all(l, d)) return;
+  r = d.init(0);
+  if (r != CUDA_SUCCESS) {
+    set_error("CUDA is unavailable: loaded %s (driver %d), but cuInit(0) failed with %s (%d)%s",
+              path, d.version, cuda_error_name(r), static_cast<int>(r), hint_for(r));
+    return;
+  }
+  r = d.device_get_count(&d.device_count);
+  if (r != CUDA_SUCCESS || d.device_count <= 0) {
+    set_error("CUDA is unavailable: loaded %s (driver %d), but it sees no device (%s)", path,
+              d.version, r != CUDA_SUCCESS ? cuda_error_name(r) : "cuDeviceGetCount returned 0");
+    return;
+  }
+  // Zeroed storage is a valid array of null atomics; never freed (releases
+  // may run during process exit).
+  d.primary = static_cast<std::atomic<CUcontext> *>(
+      std::calloc(static_cast<size_t>(d.device_count), sizeof(std::atomic<CUcontext>)));
+  if (d.primary == nullptr) {
+    set_error("CUDA is unavailable: allocating %d context slots failed", d.device_count);
+    return;
+  }
+  g_driver = d;
+  g_loaded = true;
+  register_fork_child_handler(&on_fork_child);
+}
+
+}  // namespace
+
+const CudaDriver *cuda_driver() {
+  std::call_once(g_once, &load);
+  if (!g_loaded) {
+    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
+    return nullptr;
+  }
+  if (g_forked.load(std::memory_order_relaxed)) {
+    fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+         "CUDA is unavailable in this process: it is a child forked after the parent had "
+         "initialised the driver, which CUDA does not support");
+    return nullptr;
+  }
+  return &g_driver;
+}
+
+const CudaDriver *loaded_cuda_driver() {
+  // A handle holding CUDA memory exists only after a successful load, which
+  // happened-before the handle was created: g_loaded is then visible.
+  return g_loaded ? &g_driver : nullptr;
+}
+
+bool cuda_forked_child() { return g_forked.load(std::memory_order_relaxed); }
+
+const char *cuda_error_name(CUresult r) {
+  switch (r) {
+    case CUDA_SUCCESS: return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_DEINITIALIZED: return "CUDA_ERROR_DEINITIALIZED";
+    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case CUDA_ERROR_DEVICE_UNAVAILABLE: return "CUDA_ERROR_DEVICE_UNAVAILABLE";
+    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+    case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    case CUDA_ERROR_ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED: return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
+    case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
+    case CUDA_ERROR_NOT_PERMITTED: return "CUDA_ERROR_NOT_PERMITTED";
+    case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
+    default: return "CUresult";
+  }
+}
+
+}  // namespace hurray
+
+#endif  // HURRAY_WITH_CUDA

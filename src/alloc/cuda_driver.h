@@ -1,0 +1,69 @@
+// The CUDA driver API as libhurray uses it: a table of entry points obtained
+// at run time through cuGetProcAddress, each at an explicit ABI version
+// (the number in its PFN_ type name), from libcuda.so.1 opened with dlopen.
+// Built only with HURRAY_WITH_CUDA; types come from the toolkit's headers,
+// nothing is linked (docs/impl/gpu.md §1).
+#ifndef HURRAY_SRC_ALLOC_CUDA_DRIVER_H_
+#define HURRAY_SRC_ALLOC_CUDA_DRIVER_H_
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+
+namespace hurray {
+
+// Oldest driver accepted: the first with cuGetProcAddress.
+constexpr int kCudaMinDriverVersion = 11030;
+
+struct CudaDriver {
+  int version;       // cuDriverGetVersion, e.g. 12040 for 12.4
+  int device_count;  // cuDeviceGetCount at load, > 0
+  bool proc_address_v2;  // resolved through cuGetProcAddress_v2
+  // Primary context of each ordinal, retained on first use by an
+  // allocation and kept for the life of the process; NULL until then.
+  std::atomic<CUcontext> *primary;
+
+  PFN_cuInit_v2000 init;
+  PFN_cuDriverGetVersion_v2020 driver_get_version;
+  PFN_cuDeviceGetCount_v2000 device_get_count;
+  PFN_cuDeviceGet_v2000 device_get;
+  PFN_cuDevicePrimaryCtxRetain_v7000 primary_ctx_retain;
+  PFN_cuCtxGetCurrent_v4000 ctx_get_current;
+  PFN_cuCtxPushCurrent_v4000 ctx_push_current;
+  PFN_cuCtxPopCurrent_v4000 ctx_pop_current;
+  PFN_cuMemAlloc_v3020 mem_alloc;
+  PFN_cuMemFree_v3020 mem_free;
+  PFN_cuMemHostAlloc_v2020 mem_host_alloc;
+  PFN_cuMemFreeHost_v2000 mem_free_host;
+  PFN_cuMemAllocManaged_v6000 mem_alloc_managed;
+  PFN_cuMemAllocAsync_v11020 mem_alloc_async;
+  PFN_cuMemFreeAsync_v11020 mem_free_async;
+  PFN_cuMemcpyAsync_v4000 memcpy_async;
+  PFN_cuStreamSynchronize_v2000 stream_synchronize;
+  PFN_cuEventCreate_v2000 event_create;
+  PFN_cuEventRecord_v2000 event_record;
+  PFN_cuStreamWaitEvent_v3020 stream_wait_event;
+  PFN_cuEventDestroy_v4000 event_destroy;
+  PFN_cuPointerGetAttributes_v7000 pointer_get_attributes;
+};
+
+// The driver, loading it on the first call (once, thread-safely). Returns
+// nullptr with HURRAY_ERR_UNSUPPORTED_DEVICE and a message when the library
+// is missing or unusable, or when this is a child forked after the parent
+// had loaded it.
+const CudaDriver *cuda_driver();
+
+// The driver if a previous call loaded it, else nullptr. Sets no message and
+// never loads: for the release path.
+const CudaDriver *loaded_cuda_driver();
+
+// True in a child process forked after the driver was loaded.
+bool cuda_forked_child();
+
+// "CUDA_ERROR_OUT_OF_MEMORY" for the common codes, "CUresult" otherwise.
+const char *cuda_error_name(CUresult r);
+
+}  // namespace hurray
+
+#endif  // HURRAY_SRC_ALLOC_CUDA_DRIVER_H_

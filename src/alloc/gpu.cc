@@ -1,0 +1,160 @@
+// GPU pieces that do not depend on a vendor: which vendor serves a device
+// type, release accounting and the diagnostic hook, hurray_alloc_async and
+// hurray_stream_wait (docs/impl/gpu.md).
+#include "gpu.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "../alloc.h"
+#include "../error.h"
+
+namespace hurray {
+namespace {
+
+std::atomic<uint64_t> g_failed_releases{0};
+std::atomic<uint64_t> g_teardown_leaks{0};
+std::atomic<uint64_t> g_fork_skips{0};
+
+// The hook and its argument change together under g_hook_mutex, which is
+// also held while the hook runs: set_diagnostic_hook returning means the old
+// hook is done. std::mutex is trivially destructible here, so releases
+// during process exit can still take it.
+std::mutex g_hook_mutex;
+hurray_diagnostic_hook_fn g_hook = nullptr;
+void *g_hook_user = nullptr;
+
+}  // namespace
+
+void report_failed_release(int32_t status, const char *fmt, ...) {
+  g_failed_releases.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_hook_mutex);
+  if (g_hook == nullptr) return;
+  char message[256];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(message, sizeof message, fmt, args);
+  va_end(args);
+  g_hook(status, message, g_hook_user);
+}
+
+void count_teardown_leak() { g_teardown_leaks.fetch_add(1, std::memory_order_relaxed); }
+
+void count_fork_skip() { g_fork_skips.fetch_add(1, std::memory_order_relaxed); }
+
+void register_fork_child_handler(void (*child_handler)(void)) {
+  // Can only fail with ENOMEM; then a forked child would still try to free,
+  // which is what every program without this protection does.
+  (void)pthread_atfork(nullptr, nullptr, child_handler);
+}
+
+const GpuVendor *find_gpu_vendor(int32_t device_type) {
+  switch (device_type) {
+    case HURRAY_DEVICE_CUDA:
+    case HURRAY_DEVICE_CUDA_HOST:
+    case HURRAY_DEVICE_CUDA_MANAGED:
+#if defined(HURRAY_WITH_CUDA)
+      return cuda_vendor();
+#else
+      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+           "%s memory is not supported: this build of libhurray has no CUDA support "
+           "(HURRAY_WITH_CUDA=OFF)",
+           device_type_name(device_type));
+      return nullptr;
+#endif
+    case HURRAY_DEVICE_ROCM:
+    case HURRAY_DEVICE_ROCM_HOST:
+#if defined(HURRAY_WITH_HIP)
+      return hip_vendor();
+#else
+      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+           "%s memory is not supported: this build of libhurray has no HIP support "
+           "(HURRAY_WITH_HIP=OFF)",
+           device_type_name(device_type));
+      return nullptr;
+#endif
+    default:
+      fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "device type %d (%s) is not a GPU device type",
+           device_type, device_type_name(device_type));
+      return nullptr;
+  }
+}
+
+int32_t check_device_pointer(hurray_device device, const void *data) {
+  switch (device.device_type) {
+    case HURRAY_DEVICE_CUDA:
+    case HURRAY_DEVICE_CUDA_HOST:
+    case HURRAY_DEVICE_CUDA_MANAGED:
+    case HURRAY_DEVICE_ROCM:
+    case HURRAY_DEVICE_ROCM_HOST: {
+      const GpuVendor *v = find_gpu_vendor(device.device_type);
+      if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+      return v->check_pointer(device, data);
+    }
+    default:
+      return HURRAY_OK;
+  }
+}
+
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, int32_t ndim,
+                                      const int64_t *shape, uint64_t flags, void *stream,
+                                      hurray_buffer *out) {
+  using namespace hurray;
+  if (stream != nullptr && !is_device_memory(device.device_type)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "stream-ordered allocation serves kDLCUDA and kDLROCM memory, not %s (pass a "
+                "NULL stream for a synchronous allocation)",
+                device_type_name(device.device_type));
+  }
+  return alloc_on(device, dtype, ndim, shape, flags, stream, out);
+}
+
+HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
+                                      void *consumer_stream) {
+  using namespace hurray;
+  const GpuVendor *v = find_gpu_vendor(device.device_type);
+  if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (device.device_id < 0 || (!is_device_memory(device.device_type) && device.device_id != 0)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s has no device_id %d",
+                device_type_name(device.device_type), device.device_id);
+  }
+  if (producer_stream == consumer_stream) return HURRAY_OK;
+  return v->stream_wait(device.device_id, producer_stream, consumer_stream);
+}
+
+HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
+  using namespace hurray;
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  const size_t size = out->struct_size;
+  if (size < offsetof(hurray_diagnostics, failed_releases) + sizeof(uint64_t)) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "out->struct_size is %zu; set it to sizeof(hurray_diagnostics)", size);
+  }
+  hurray_diagnostics d;
+  d.struct_size = static_cast<uint32_t>(size < sizeof d ? size : sizeof d);
+  d.reserved = 0;
+  d.failed_releases = g_failed_releases.load(std::memory_order_relaxed);
+  d.teardown_leaks = g_teardown_leaks.load(std::memory_order_relaxed);
+  d.fork_skipped_releases = g_fork_skips.load(std::memory_order_relaxed);
+  std::memcpy(out, &d, d.struct_size);
+  return HURRAY_OK;
+}
+
+HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user) {
+  std::lock_guard<std::mutex> lock(hurray::g_hook_mutex);
+  hurray::g_hook = hook;
+  hurray::g_hook_user = user;
+  return HURRAY_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,80 @@
+// What the GPU back ends (alloc/cuda.cc, alloc/hip.cc) offer the rest of the
+// library beyond the DeviceAllocator interface, and the failure accounting
+// they share (alloc/gpu.cc). See docs/impl/gpu.md.
+#ifndef HURRAY_SRC_ALLOC_GPU_H_
+#define HURRAY_SRC_ALLOC_GPU_H_
+
+#include <cstdint>
+
+#include "hurray/hurray.h"
+
+namespace hurray {
+
+// One vendor's stream, copy and pointer operations. Every function returns a
+// hurray_status and sets the thread's message on failure. Streams are the
+// vendor's own handles (CUstream / hipStream_t); NULL is the default stream.
+struct GpuVendor {
+  const char *name;  // "CUDA" or "HIP"
+  // Enqueues a copy of `nbytes` between any two addresses the runtime can
+  // reach (device, pinned, managed or pageable host memory) on `stream`, with
+  // device `device_id` current around the call.
+  int32_t (*copy)(int32_t device_id, void *dst, const void *src, uint64_t nbytes, void *stream);
+  // Waits on the host until all work on `stream` is done.
+  int32_t (*synchronize)(int32_t device_id, void *stream);
+  // Makes `consumer` wait for the work queued so far on `producer`.
+  int32_t (*stream_wait)(int32_t device_id, void *producer, void *consumer);
+  // HURRAY_OK when `ptr` is memory of `device` (type and ordinal) according
+  // to the runtime's pointer attributes; HURRAY_ERR_INVALID_ARGUMENT if not.
+  int32_t (*check_pointer)(hurray_device device, const void *ptr);
+};
+
+// The vendor serving `device_type` (CUDA for kDLCUDA, kDLCUDAHost,
+// kDLCUDAManaged; HIP for kDLROCM, kDLROCMHost), loading its library on first
+// use; nullptr with HURRAY_ERR_UNSUPPORTED_DEVICE set when the type is not a
+// GPU type, the build leaves it out, or the library cannot work here.
+const GpuVendor *find_gpu_vendor(int32_t device_type);
+
+// HURRAY_IMPORT_CHECK_DEVICE_POINTER: HURRAY_OK when `device` is not a GPU
+// type or `data` is memory of that device type and ordinal; else
+// INVALID_ARGUMENT (or UNSUPPORTED_DEVICE when the runtime is unavailable).
+int32_t check_device_pointer(hurray_device device, const void *data);
+
+// Memory that lives on one device ordinal and whose operations run with that
+// device current (kDLCUDA, kDLROCM). Pinned and managed memory use ordinal 0.
+inline bool is_device_memory(int32_t device_type) {
+  return device_type == HURRAY_DEVICE_CUDA || device_type == HURRAY_DEVICE_ROCM;
+}
+
+// --- Release accounting (alloc/gpu.cc) -------------------------------------
+// Releases never fail loudly: each outcome other than success lands here.
+
+// A vendor free returned an error: counted, and the diagnostic hook (if any)
+// receives `status` and the formatted message. Never prints, never allocates.
+void report_failed_release(int32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+// The driver was already torn down (process exit): counted, nothing else.
+void count_teardown_leak();
+// A GPU release in a child process after fork(): counted, nothing else.
+void count_fork_skip();
+
+// Helper for the loaders: registers `child_handler` with pthread_atfork.
+void register_fork_child_handler(void (*child_handler)(void));
+
+// Vendors compiled into this build (for registry.cc and find_gpu_vendor).
+#if defined(HURRAY_WITH_CUDA)
+struct DeviceAllocator;
+extern const DeviceAllocator kCudaDeviceAllocator;
+extern const DeviceAllocator kCudaHostAllocator;
+extern const DeviceAllocator kCudaManagedAllocator;
+const GpuVendor *cuda_vendor();  // nullptr + message when unavailable
+#endif
+#if defined(HURRAY_WITH_HIP)
+struct DeviceAllocator;
+extern const DeviceAllocator kHipDeviceAllocator;
+extern const DeviceAllocator kHipHostAllocator;
+const GpuVendor *hip_vendor();  // nullptr + message when unavailable
+#endif
+
+}  // namespace hurray
+
+#endif  // HURRAY_SRC_ALLOC_GPU_H_

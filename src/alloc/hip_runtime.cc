@@ -1,0 +1,170 @@
+// Loading the HIP runtime: dlopen once, trying the sonames of ROCm 7, 6 and
+// 5 and then the plain name (or HURRAY_HIP_LIBRARY_PATH alone), then dlsym
+// of each entry point (docs/impl/gpu.md §1).
+#if defined(HURRAY_WITH_HIP)
+
+#include "hip_runtime.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "../error.h"
+#include "gpu.h"
+
+namespace hurray {
+namespace {
+
+constexpr const char *kCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6",
+                                       "libamdhip64.so.5", "libamdhip64.so"};
+
+// Written once inside g_once; read-only afterwards.
+HipRuntime g_runtime;
+bool g_loaded = false;
+char g_error[480];
+char g_path[256];
+std::once_flag g_once;
+std::atomic<bool> g_forked{false};
+
+void on_fork_child() { g_forked.store(true, std::memory_order_relaxed); }
+
+void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void set_error(const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(g_error, sizeof g_error, fmt, args);
+  va_end(args);
+}
+
+// Looks `symbol` up into *fn; false with g_error set when it is required.
+template <typename Fn>
+bool get(void *lib, const char *symbol, Fn *fn, bool required = true) {
+  *fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
+  if (*fn != nullptr || !required) return true;
+  set_error("HIP is unavailable: loaded %s, but it has no %s", g_path, symbol);
+  return false;
+}
+
+bool resolve_all(void *lib, HipRuntime &r) {
+  return get(lib, "hipRuntimeGetVersion", &r.runtime_get_version) &&
+         get(lib, "hipGetDeviceCount", &r.get_device_count) &&
+         get(lib, "hipGetDevice", &r.get_device) && get(lib, "hipSetDevice", &r.set_device) &&
+         get(lib, "hipMalloc", &r.device_malloc) && get(lib, "hipFree", &r.device_free) &&
+         get(lib, "hipHostMalloc", &r.host_malloc) && get(lib, "hipHostFree", &r.host_free) &&
+         get(lib, "hipMallocAsync", &r.malloc_async, false) &&
+         get(lib, "hipFreeAsync", &r.free_async, false) &&
+         get(lib, "hipMemcpyAsync", &r.memcpy_async) &&
+         get(lib, "hipStreamSynchronize", &r.stream_synchronize) &&
+         get(lib, "hipEventCreateWithFlags", &r.event_create_with_flags) &&
+         get(lib, "hipEventRecord", &r.event_record) &&
+         get(lib, "hipStreamWaitEvent", &r.stream_wait_event) &&
+         get(lib, "hipEventDestroy", &r.event_destroy) &&
+         get(lib, "hipPointerGetAttributes", &r.pointer_get_attributes);
+}
+
+void *open_library() {
+  const char *env = std::getenv("HURRAY_HIP_LIBRARY_PATH");
+  if (env != nullptr && env[0] != '\0') {
+    std::snprintf(g_path, sizeof g_path, "%s", env);
+    void *lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char *why = dlerror();
+      set_error("HIP is unavailable: looked for %s (from HURRAY_HIP_LIBRARY_PATH) and dlopen "
+                "failed: %s",
+                env, why != nullptr ? why : "unknown error");
+    }
+    return lib;
+  }
+  const char *why = nullptr;
+  for (const char *name : kCandidates) {
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) {
+      std::snprintf(g_path, sizeof g_path, "%s", name);
+      return lib;
+    }
+    why = dlerror();
+  }
+  set_error("HIP is unavailable: looked for libamdhip64.so.7, .so.6, .so.5 and libamdhip64.so "
+            "(the ROCm runtime; HURRAY_HIP_LIBRARY_PATH chooses another file) and none could be "
+            "loaded; the last dlopen error: %s",
+            why != nullptr ? why : "unknown error");
+  return nullptr;
+}
+
+void load() {
+  void *lib = open_library();
+  if (lib == nullptr) return;
+  HipRuntime r{};
+  r.path = g_path;
+  if (!resolve_all(lib, r)) return;
+  hipError_t e = r.runtime_get_version(&r.version);
+  if (e != hipSuccess) {
+    set_error("HIP is unavailable: loaded %s, but hipRuntimeGetVersion failed with %s (%d)",
+              g_path, hip_error_name(e), static_cast<int>(e));
+    return;
+  }
+  if (r.version < kHipMinRuntimeVersion) {
+    set_error("HIP is unavailable: %s is runtime version %d; libhurray needs ROCm 5 or newer",
+              g_path, r.version);
+    return;
+  }
+  r.abi6 = r.version >= 60000000;
+  e = r.get_device_count(&r.device_count);
+  if (e != hipSuccess || r.device_count <= 0) {
+    set_error("HIP is unavailable: loaded %s (runtime %d), but it sees no device (%s%s)", g_path,
+              r.version, e != hipSuccess ? "hipGetDeviceCount failed with " : "",
+              e != hipSuccess ? hip_error_name(e) : "hipGetDeviceCount returned 0");
+    return;
+  }
+  g_runtime = r;
+  g_loaded = true;
+  register_fork_child_handler(&on_fork_child);
+}
+
+}  // namespace
+
+const HipRuntime *hip_runtime() {
+  std::call_once(g_once, &load);
+  if (!g_loaded) {
+    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
+    return nullptr;
+  }
+  if (g_forked.load(std::memory_order_relaxed)) {
+    fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+         "HIP is unavailable in this process: it is a child forked after the parent had "
+         "initialised the runtime");
+    return nullptr;
+  }
+  return &g_runtime;
+}
+
+const HipRuntime *loaded_hip_runtime() { return g_loaded ? &g_runtime : nullptr; }
+
+bool hip_forked_child() { return g_forked.load(std::memory_order_relaxed); }
+
+const char *hip_error_name(hipError_t e) {
+  switch (static_cast<int>(e)) {
+    case 0: return "hipSuccess";
+    case 1: return "hipErrorInvalidValue";
+    case 2: return "hipErrorOutOfMemory";
+    case 3: return "hipErrorNotInitialized";
+    case 4: return "hipErrorDeinitialized";
+    case 100: return "hipErrorNoDevice";
+    case 101: return "hipErrorInvalidDevice";
+    case 201: return "hipErrorInvalidContext";
+    case 400: return "hipErrorInvalidHandle";
+    case 700: return "hipErrorIllegalAddress";
+    case 709: return "hipErrorContextIsDestroyed";
+    case 801: return "hipErrorNotSupported";
+    case 999: return "hipErrorUnknown";
+    default: return "hipError_t";
+  }
+}
+
+}  // namespace hurray
+
+#endif  // HURRAY_WITH_HIP

@@ -1,0 +1,81 @@
+// The HIP runtime as libhurray uses it: entry points looked up with dlsym in
+// libamdhip64 opened with dlopen. Types and constants come from ROCm's
+// hip_runtime_api.h (Debian's libamdhip64-dev); nothing is linked. ROCm 5
+// and ROCm 6+ disagree on hipPointerAttribute_t's memory type values, so the
+// runtime version picks the decoding (docs/impl/gpu.md §1, §5).
+#ifndef HURRAY_SRC_ALLOC_HIP_RUNTIME_H_
+#define HURRAY_SRC_ALLOC_HIP_RUNTIME_H_
+
+#if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_NVIDIA__)
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#include <hip/hip_runtime_api.h>
+
+#include <cstddef>
+
+namespace hurray {
+
+// Oldest runtime accepted (hipRuntimeGetVersion encoding: major * 10^7 +
+// minor * 10^5 + patch).
+constexpr int kHipMinRuntimeVersion = 50000000;
+
+// hipPointerAttribute_t as both ROCm 5 and ROCm 6+ lay it out: the first
+// field is named memoryType in ROCm 5 and type in ROCm 6, with different
+// values (see HipRuntime::abi6).
+struct HipPointerAttributes {
+  int memory_type;
+  int device;
+  void *device_pointer;
+  void *host_pointer;
+  int is_managed;
+  unsigned allocation_flags;
+};
+static_assert(sizeof(HipPointerAttributes) == sizeof(hipPointerAttribute_t) &&
+                  offsetof(HipPointerAttributes, device) == offsetof(hipPointerAttribute_t, device) &&
+                  offsetof(HipPointerAttributes, is_managed) ==
+                      offsetof(hipPointerAttribute_t, isManaged),
+              "hipPointerAttribute_t layout differs from the one libhurray decodes");
+
+struct HipRuntime {
+  int version;       // hipRuntimeGetVersion
+  bool abi6;         // ROCm 6 or newer: the new hipMemoryType values
+  int device_count;  // hipGetDeviceCount at load, > 0
+  const char *path;  // the file that was loaded
+
+  hipError_t (*get_device_count)(int *);
+  hipError_t (*get_device)(int *);
+  hipError_t (*set_device)(int);
+  hipError_t (*device_malloc)(void **, size_t);
+  hipError_t (*device_free)(void *);
+  hipError_t (*host_malloc)(void **, size_t, unsigned int);
+  hipError_t (*host_free)(void *);
+  hipError_t (*malloc_async)(void **, size_t, hipStream_t);  // NULL before ROCm 5.2
+  hipError_t (*free_async)(void *, hipStream_t);             // NULL before ROCm 5.2
+  hipError_t (*memcpy_async)(void *, const void *, size_t, hipMemcpyKind, hipStream_t);
+  hipError_t (*stream_synchronize)(hipStream_t);
+  hipError_t (*event_create_with_flags)(hipEvent_t *, unsigned);
+  hipError_t (*event_record)(hipEvent_t, hipStream_t);
+  hipError_t (*stream_wait_event)(hipStream_t, hipEvent_t, unsigned int);
+  hipError_t (*event_destroy)(hipEvent_t);
+  hipError_t (*pointer_get_attributes)(hipPointerAttribute_t *, const void *);
+  hipError_t (*runtime_get_version)(int *);
+};
+
+// The runtime, loading it on the first call (once, thread-safely). Returns
+// nullptr with HURRAY_ERR_UNSUPPORTED_DEVICE and a message when no library
+// can be loaded or it cannot work, or in a child forked after loading.
+const HipRuntime *hip_runtime();
+
+// The runtime if a previous call loaded it, else nullptr; no message, no
+// loading: for the release path.
+const HipRuntime *loaded_hip_runtime();
+
+// True in a child process forked after the runtime was loaded.
+bool hip_forked_child();
+
+// "hipErrorOutOfMemory" for the common codes, "hipError_t" otherwise.
+const char *hip_error_name(hipError_t e);
+
+}  // namespace hurray
+
+#endif  // HURRAY_SRC_ALLOC_HIP_RUNTIME_H_

@@ -1,0 +1,162 @@
+// What both fake GPU libraries share: the call log, failure injection, and
+// host-memory allocations standing in for device memory. Each fake compiles
+// its own copy (one Recorder per library).
+#ifndef HURRAY_TESTS_FAKES_FAKE_COMMON_H_
+#define HURRAY_TESTS_FAKES_FAKE_COMMON_H_
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fake_control.h"
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace fake {
+
+enum class Kind { kDevice, kPinned, kManaged };
+
+struct Allocation {
+  uint64_t bytes;
+  Kind kind;
+  int device;
+};
+
+inline int env_int(const char *name, int fallback) {
+  const char *v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? std::atoi(v) : fallback;
+}
+
+class Recorder {
+ public:
+  // Never destroyed: releases may reach the fake during process exit, and
+  // leak checkers must still see the allocations as reachable.
+  static Recorder &get() {
+    static Recorder *r = new Recorder;
+    return *r;
+  }
+
+  // The injected result for the next call of `fn`, or 0.
+  int injected(const char *fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = inject_.find(fn);
+    if (it == inject_.end()) return 0;
+    const int result = it->second.first;
+    if (it->second.second > 0 && --it->second.second == 0) inject_.erase(it);
+    return result;
+  }
+
+  int record(const char *fn, int device, int result, const void *ptr = nullptr,
+             const void *stream = nullptr, uint64_t bytes = 0, const void *other = nullptr) {
+    fake_call c{};
+    std::snprintf(c.fn, sizeof c.fn, "%s", fn);
+    c.thread = static_cast<uint64_t>(pthread_self());
+    c.device = device;
+    c.result = result;
+    c.ptr = const_cast<void *>(ptr);
+    c.stream = const_cast<void *>(stream);
+    c.other = const_cast<void *>(other);
+    c.bytes = bytes;
+    std::lock_guard<std::mutex> lock(mu_);
+    log_.push_back(c);
+    return result;
+  }
+
+  void *allocate(uint64_t bytes, Kind kind, int device) {
+    const size_t rounded = static_cast<size_t>((bytes + 255) / 256 * 256);
+    void *p = std::aligned_alloc(256, rounded > 0 ? rounded : 256);
+    if (p == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, kind, device};
+    return p;
+  }
+
+  // Frees `p` if it is the base of an allocation of one of `kinds`.
+  bool release(const void *p, bool device_or_managed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocs_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocs_.end()) return false;
+    const bool pinned = it->second.kind == Kind::kPinned;
+    if (pinned == device_or_managed) return false;
+    allocs_.erase(it);
+    std::free(const_cast<void *>(p));
+    return true;
+  }
+
+  // The allocation holding address `p`, if any.
+  bool find(const void *p, Allocation *out) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocs_.upper_bound(a);
+    if (it == allocs_.begin()) return false;
+    --it;
+    if (a >= it->first + (it->second.bytes > 0 ? it->second.bytes : 1)) return false;
+    *out = it->second;
+    return true;
+  }
+
+  // --- control API ---
+  void reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    log_.clear();
+    inject_.clear();
+  }
+  int calls(const char *fn, fake_call *out, int max) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const fake_call &c : log_) {
+      if (fn != nullptr && std::strcmp(c.fn, fn) != 0) continue;
+      if (out != nullptr && n < max) out[n] = c;
+      ++n;
+    }
+    return n;
+  }
+  void inject(const char *fn, int result, int times) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inject_[fn] = {result, times < 0 ? -1 : times};
+    if (times == 0) inject_.erase(fn);
+  }
+  int64_t live() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(allocs_.size());
+  }
+
+  std::atomic<bool> deinitialized{false};
+  std::atomic<int> init_count{0};
+
+ private:
+  std::mutex mu_;
+  std::vector<fake_call> log_;
+  std::map<std::string, std::pair<int, int>> inject_;  // fn -> (result, remaining; -1 forever)
+  std::map<uintptr_t, Allocation> allocs_;
+};
+
+}  // namespace fake
+
+// Defines the shared part of the control API for one fake.
+#define FAKE_DEFINE_CONTROL_API(prefix)                                                 \
+  FAKE_EXPORT void prefix##reset(void) { fake::Recorder::get().reset(); }               \
+  FAKE_EXPORT int prefix##call_count(const char *fn) {                                  \
+    return fake::Recorder::get().calls(fn, nullptr, 0);                                 \
+  }                                                                                     \
+  FAKE_EXPORT int prefix##calls(const char *fn, fake_call *out, int max) {              \
+    return fake::Recorder::get().calls(fn, out, max);                                   \
+  }                                                                                     \
+  FAKE_EXPORT void prefix##inject(const char *fn, int result, int times) {              \
+    fake::Recorder::get().inject(fn, result, times);                                    \
+  }                                                                                     \
+  FAKE_EXPORT void prefix##set_deinitialized(int on) {                                  \
+    fake::Recorder::get().deinitialized.store(on != 0);                                 \
+  }                                                                                     \
+  FAKE_EXPORT int64_t prefix##live_allocations(void) { return fake::Recorder::get().live(); } \
+  FAKE_EXPORT int prefix##init_count(void) { return fake::Recorder::get().init_count.load(); }
+
+#endif  // HURRAY_TESTS_FAKES_FAKE_COMMON_H_

@@ -1,0 +1,95 @@
+/*
+ * Control API of the test-double GPU libraries in tests/fakes/:
+ *   libcuda.so.1   (fake_cuda.cc)  - a CUDA driver backed by host memory
+ *   libamdhip64.so (fake_hip.cc)   - a HIP runtime backed by host memory
+ *
+ * Both record every call they receive (entry point, calling thread, the
+ * context/device current on that thread, pointer, stream, bytes, result),
+ * keep the allocations they handed out, and can be told to fail. Tests open
+ * the same file libhurray was pointed at (HURRAY_CUDA_DRIVER_PATH /
+ * HURRAY_HIP_LIBRARY_PATH) with dlopen, which returns the very same loaded
+ * object, and look these functions up with dlsym. All are thread-safe.
+ *
+ * Configuration read once, when the library is loaded:
+ *   FAKE_CUDA_DRIVER_VERSION  cuDriverGetVersion's answer (default 12080)
+ *   FAKE_CUDA_DEVICE_COUNT    devices (default 2; 0: cuInit fails with
+ *                             CUDA_ERROR_NO_DEVICE)
+ *   FAKE_HIP_RUNTIME_VERSION  hipRuntimeGetVersion's answer (default
+ *                             60200000, ROCm 6.2; 5xxxxxxx selects the ROCm 5
+ *                             pointer-attribute encoding)
+ *   FAKE_HIP_DEVICE_COUNT     devices (default 2; 0: hipErrorNoDevice)
+ * Like the real libraries, each fake tears itself down at process exit (an
+ * atexit handler registered on first use): calls after that return
+ * CUDA_ERROR_DEINITIALIZED / hipErrorDeinitialized.
+ */
+#ifndef HURRAY_TESTS_FAKES_FAKE_CONTROL_H_
+#define HURRAY_TESTS_FAKES_FAKE_CONTROL_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One recorded call. */
+typedef struct fake_call {
+  char fn[40];        /* entry point, without ABI suffix: "cuMemFree", "hipFree" */
+  uint64_t thread;    /* pthread_self() of the caller */
+  int32_t device;     /* CUDA: device of the context current on the calling
+                         thread (-1: none); HIP: the thread's current device */
+  int32_t result;     /* CUresult / hipError_t returned */
+  void *ptr;          /* pointer allocated/freed/copied to (NULL if none) */
+  void *stream;       /* stream argument (NULL if none); for stream waits the
+                         consumer stream */
+  void *other;        /* copies: the source; stream waits: the stream the
+                         event was recorded on */
+  uint64_t bytes;     /* size argument */
+} fake_call;
+
+/* The same set for each fake, prefixed fake_cuda_ or fake_hip_. */
+#define FAKE_CONTROL_API(prefix)                                              \
+  /* Forgets the log and the injections (allocations stay). */                \
+  void prefix##reset(void);                                                   \
+  /* Number of logged calls of `fn` (NULL: all calls). */                     \
+  int prefix##call_count(const char *fn);                                     \
+  /* Copies up to `max` logged calls of `fn` (NULL: all), oldest first;       \
+     returns how many were logged. */                                         \
+  int prefix##calls(const char *fn, fake_call *out, int max);                 \
+  /* The next `times` calls of `fn` return `result` (times < 0: until         \
+     reset) without doing anything. */                                        \
+  void prefix##inject(const char *fn, int result, int times);                 \
+  /* Tears the driver down now (1) or brings it back (0): while down every    \
+     entry point returns the "deinitialized" error. */                        \
+  void prefix##set_deinitialized(int on);                                     \
+  /* Allocations handed out and not yet freed. */                             \
+  int64_t prefix##live_allocations(void);                                     \
+  /* Times the library was initialised (cuInit / first HIP call). */          \
+  int prefix##init_count(void);
+
+FAKE_CONTROL_API(fake_cuda_)
+FAKE_CONTROL_API(fake_hip_)
+
+/* CUDA only. */
+/* cuDevicePrimaryCtxRetain calls made for `device`. */
+int fake_cuda_primary_retains(int device);
+/* Highest ABI version requested through cuGetProcAddress, and how many
+   requests asked for a version newer than the driver reports. */
+int fake_cuda_max_requested_version(void);
+int fake_cuda_too_new_requests(void);
+/* 1 when the last lookup came through cuGetProcAddress_v2. */
+int fake_cuda_used_proc_address_v2(void);
+/* The context current on the calling thread as a device ordinal (-1: none),
+   and helpers to set the calling thread up: make device `d`'s primary
+   context current (d < 0: no context). */
+int fake_cuda_current_device(void);
+void fake_cuda_set_current_device(int d);
+
+/* HIP only. */
+int fake_hip_current_device(void);
+void fake_hip_set_current_device(int d);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HURRAY_TESTS_FAKES_FAKE_CONTROL_H_ */

@@ -1,0 +1,340 @@
+// A stand-in for the NVIDIA driver's libcuda.so.1, backed by host memory,
+// for tests/gpu_fake. It exports only cuGetProcAddress and
+// cuGetProcAddress_v2 (plus the control API of fake_control.h): every other
+// entry point is reachable only through them, as libhurray must use them.
+//
+// It models what libhurray depends on: per-thread context stacks, primary
+// contexts per device (calls needing a context fail with
+// CUDA_ERROR_INVALID_CONTEXT when none is current), allocations of each
+// kind, stream-ordered frees, events, pointer attributes, and teardown at
+// exit.
+#include <cuda.h>
+
+#include "fake_common.h"
+
+namespace {
+
+constexpr int kMaxDevices = 8;
+
+struct Config {
+  int driver_version = fake::env_int("FAKE_CUDA_DRIVER_VERSION", 12080);
+  int device_count = fake::env_int("FAKE_CUDA_DEVICE_COUNT", 2);
+};
+const Config &config() {
+  static const Config c;
+  return c;
+}
+
+}  // namespace
+
+struct CUctx_st {
+  int device;
+};
+struct CUevent_st {
+  CUstream recorded_on;
+};
+
+namespace {
+
+CUctx_st g_primary[kMaxDevices] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+std::atomic<int> g_retains[kMaxDevices];
+std::atomic<int> g_max_version{0};
+std::atomic<int> g_too_new{0};
+std::atomic<int> g_used_v2{0};
+
+// The calling thread's context stack (top last).
+thread_local CUcontext t_stack[16];
+thread_local int t_depth = 0;
+
+CUcontext current() { return t_depth > 0 ? t_stack[t_depth - 1] : nullptr; }
+int current_device() { return t_depth > 0 ? t_stack[t_depth - 1]->device : -1; }
+
+fake::Recorder &rec() { return fake::Recorder::get(); }
+
+// Common prologue: teardown and injected failures, logged. Returns the
+// result to give back, or CUDA_SUCCESS to go on.
+CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = nullptr,
+               uint64_t bytes = 0) {
+  if (rec().deinitialized.load()) {
+    return static_cast<CUresult>(
+        rec().record(fn, -1, CUDA_ERROR_DEINITIALIZED, ptr, stream, bytes));
+  }
+  if (int r = rec().injected(fn)) {
+    return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult done(const char *fn, CUresult r, const void *ptr = nullptr,
+              const void *stream = nullptr, uint64_t bytes = 0, const void *other = nullptr) {
+  return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes, other));
+}
+
+void teardown_at_exit() { rec().deinitialized.store(true); }
+
+#define FAKE_ENTER(...)                          \
+  do {                                           \
+    CUresult early_ = enter(__VA_ARGS__);        \
+    if (early_ != CUDA_SUCCESS) return early_;   \
+  } while (0)
+
+CUresult f_init(unsigned int) {
+  FAKE_ENTER("cuInit");
+  if (rec().init_count.fetch_add(1) == 0) std::atexit(&teardown_at_exit);
+  return done("cuInit", config().device_count > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE);
+}
+
+CUresult f_driver_get_version(int *v) {
+  FAKE_ENTER("cuDriverGetVersion");
+  *v = config().driver_version;
+  return done("cuDriverGetVersion", CUDA_SUCCESS);
+}
+
+CUresult f_device_get_count(int *n) {
+  FAKE_ENTER("cuDeviceGetCount");
+  *n = config().device_count;
+  return done("cuDeviceGetCount", CUDA_SUCCESS);
+}
+
+CUresult f_device_get(CUdevice *d, int ordinal) {
+  FAKE_ENTER("cuDeviceGet");
+  if (ordinal < 0 || ordinal >= config().device_count || ordinal >= kMaxDevices) {
+    return done("cuDeviceGet", CUDA_ERROR_INVALID_DEVICE);
+  }
+  *d = ordinal;
+  return done("cuDeviceGet", CUDA_SUCCESS);
+}
+
+CUresult f_primary_ctx_retain(CUcontext *ctx, CUdevice d) {
+  FAKE_ENTER("cuDevicePrimaryCtxRetain");
+  if (d < 0 || d >= config().device_count) return done("cuDevicePrimaryCtxRetain", CUDA_ERROR_INVALID_DEVICE);
+  g_retains[d].fetch_add(1);
+  *ctx = &g_primary[d];
+  return done("cuDevicePrimaryCtxRetain", CUDA_SUCCESS);
+}
+
+CUresult f_ctx_get_current(CUcontext *ctx) {
+  FAKE_ENTER("cuCtxGetCurrent");
+  *ctx = current();
+  return done("cuCtxGetCurrent", CUDA_SUCCESS);
+}
+
+CUresult f_ctx_push_current(CUcontext ctx) {
+  FAKE_ENTER("cuCtxPushCurrent");
+  if (ctx == nullptr || t_depth == 16) return done("cuCtxPushCurrent", CUDA_ERROR_INVALID_VALUE);
+  t_stack[t_depth++] = ctx;
+  return done("cuCtxPushCurrent", CUDA_SUCCESS);
+}
+
+CUresult f_ctx_pop_current(CUcontext *ctx) {
+  FAKE_ENTER("cuCtxPopCurrent");
+  if (t_depth == 0) return done("cuCtxPopCurrent", CUDA_ERROR_INVALID_CONTEXT);
+  CUcontext top = t_stack[--t_depth];
+  if (ctx != nullptr) *ctx = top;
+  return done("cuCtxPopCurrent", CUDA_SUCCESS, top);
+}
+
+// Allocation entry points: need a current context; the memory belongs to
+// its device.
+CUresult alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
+                      CUstream stream) {
+  FAKE_ENTER(fn, nullptr, stream, bytes);
+  if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, nullptr, stream, bytes);
+  if (bytes == 0) return done(fn, CUDA_ERROR_INVALID_VALUE, nullptr, stream, bytes);
+  void *p = rec().allocate(bytes, kind, current_device());
+  if (p == nullptr) return done(fn, CUDA_ERROR_OUT_OF_MEMORY, nullptr, stream, bytes);
+  *out = p;
+  return done(fn, CUDA_SUCCESS, p, stream, bytes);
+}
+
+CUdeviceptr as_dptr(void *p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+void *as_ptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
+
+CUresult f_mem_alloc(CUdeviceptr *dp, size_t bytes) {
+  void *p = nullptr;
+  CUresult r = alloc_common("cuMemAlloc", &p, bytes, fake::Kind::kDevice, nullptr);
+  if (r == CUDA_SUCCESS) *dp = as_dptr(p);
+  return r;
+}
+
+CUresult f_mem_alloc_async(CUdeviceptr *dp, size_t bytes, CUstream s) {
+  void *p = nullptr;
+  CUresult r = alloc_common("cuMemAllocAsync", &p, bytes, fake::Kind::kDevice, s);
+  if (r == CUDA_SUCCESS) *dp = as_dptr(p);
+  return r;
+}
+
+CUresult f_mem_alloc_managed(CUdeviceptr *dp, size_t bytes, unsigned int) {
+  void *p = nullptr;
+  CUresult r = alloc_common("cuMemAllocManaged", &p, bytes, fake::Kind::kManaged, nullptr);
+  if (r == CUDA_SUCCESS) *dp = as_dptr(p);
+  return r;
+}
+
+CUresult f_mem_host_alloc(void **p, size_t bytes, unsigned int) {
+  return alloc_common("cuMemHostAlloc", p, bytes, fake::Kind::kPinned, nullptr);
+}
+
+CUresult free_common(const char *fn, void *p, bool device_or_managed, CUstream stream) {
+  FAKE_ENTER(fn, p, stream);
+  if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, p, stream);
+  if (!rec().release(p, device_or_managed)) return done(fn, CUDA_ERROR_INVALID_VALUE, p, stream);
+  return done(fn, CUDA_SUCCESS, p, stream);
+}
+
+CUresult f_mem_free(CUdeviceptr p) { return free_common("cuMemFree", as_ptr(p), true, nullptr); }
+CUresult f_mem_free_async(CUdeviceptr p, CUstream s) {
+  return free_common("cuMemFreeAsync", as_ptr(p), true, s);
+}
+CUresult f_mem_free_host(void *p) { return free_common("cuMemFreeHost", p, false, nullptr); }
+
+CUresult f_memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  FAKE_ENTER("cuMemcpyAsync", as_ptr(dst), s, bytes);
+  if (current() == nullptr) return done("cuMemcpyAsync", CUDA_ERROR_INVALID_CONTEXT, as_ptr(dst), s, bytes);
+  std::memcpy(as_ptr(dst), as_ptr(src), bytes);  // host-backed: "done" at once
+  return done("cuMemcpyAsync", CUDA_SUCCESS, as_ptr(dst), s, bytes, as_ptr(src));
+}
+
+CUresult f_stream_synchronize(CUstream s) {
+  FAKE_ENTER("cuStreamSynchronize", nullptr, s);
+  if (current() == nullptr) return done("cuStreamSynchronize", CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
+  return done("cuStreamSynchronize", CUDA_SUCCESS, nullptr, s);
+}
+
+CUresult f_event_create(CUevent *ev, unsigned int) {
+  FAKE_ENTER("cuEventCreate");
+  if (current() == nullptr) return done("cuEventCreate", CUDA_ERROR_INVALID_CONTEXT);
+  *ev = new CUevent_st{nullptr};
+  return done("cuEventCreate", CUDA_SUCCESS, *ev);
+}
+
+CUresult f_event_record(CUevent ev, CUstream s) {
+  FAKE_ENTER("cuEventRecord", ev, s);
+  ev->recorded_on = s;
+  return done("cuEventRecord", CUDA_SUCCESS, ev, s);
+}
+
+CUresult f_stream_wait_event(CUstream s, CUevent ev, unsigned int) {
+  FAKE_ENTER("cuStreamWaitEvent", ev, s);
+  return done("cuStreamWaitEvent", CUDA_SUCCESS, ev, s, 0, ev->recorded_on);
+}
+
+CUresult f_event_destroy(CUevent ev) {
+  FAKE_ENTER("cuEventDestroy", ev);
+  delete ev;
+  return done("cuEventDestroy", CUDA_SUCCESS, ev);
+}
+
+CUresult f_pointer_get_attributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                  CUdeviceptr p) {
+  FAKE_ENTER("cuPointerGetAttributes", as_ptr(p));
+  fake::Allocation a{};
+  const bool known = rec().find(as_ptr(p), &a);
+  for (unsigned int i = 0; i < n; ++i) {
+    switch (attrs[i]) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *static_cast<unsigned int *>(data[i]) =
+            !known ? 0u : a.kind == fake::Kind::kPinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *static_cast<int *>(data[i]) = known ? a.device : -2;
+        break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *static_cast<unsigned int *>(data[i]) = known && a.kind == fake::Kind::kManaged;
+        break;
+      default:
+        return done("cuPointerGetAttributes", CUDA_ERROR_INVALID_VALUE, as_ptr(p));
+    }
+  }
+  return done("cuPointerGetAttributes", CUDA_SUCCESS, as_ptr(p));
+}
+
+struct Entry {
+  const char *name;
+  int min_version;  // oldest ABI version that has this signature
+  void *fn;
+};
+
+const Entry kEntries[] = {
+    {"cuInit", 2000, reinterpret_cast<void *>(&f_init)},
+    {"cuDriverGetVersion", 2020, reinterpret_cast<void *>(&f_driver_get_version)},
+    {"cuDeviceGetCount", 2000, reinterpret_cast<void *>(&f_device_get_count)},
+    {"cuDeviceGet", 2000, reinterpret_cast<void *>(&f_device_get)},
+    {"cuDevicePrimaryCtxRetain", 7000, reinterpret_cast<void *>(&f_primary_ctx_retain)},
+    {"cuCtxGetCurrent", 4000, reinterpret_cast<void *>(&f_ctx_get_current)},
+    {"cuCtxPushCurrent", 4000, reinterpret_cast<void *>(&f_ctx_push_current)},
+    {"cuCtxPopCurrent", 4000, reinterpret_cast<void *>(&f_ctx_pop_current)},
+    {"cuMemAlloc", 3020, reinterpret_cast<void *>(&f_mem_alloc)},
+    {"cuMemFree", 3020, reinterpret_cast<void *>(&f_mem_free)},
+    {"cuMemHostAlloc", 2020, reinterpret_cast<void *>(&f_mem_host_alloc)},
+    {"cuMemFreeHost", 2000, reinterpret_cast<void *>(&f_mem_free_host)},
+    {"cuMemAllocManaged", 6000, reinterpret_cast<void *>(&f_mem_alloc_managed)},
+    {"cuMemAllocAsync", 11020, reinterpret_cast<void *>(&f_mem_alloc_async)},
+    {"cuMemFreeAsync", 11020, reinterpret_cast<void *>(&f_mem_free_async)},
+    {"cuMemcpyAsync", 4000, reinterpret_cast<void *>(&f_memcpy_async)},
+    {"cuStreamSynchronize", 2000, reinterpret_cast<void *>(&f_stream_synchronize)},
+    {"cuEventCreate", 2000, reinterpret_cast<void *>(&f_event_create)},
+    {"cuEventRecord", 2000, reinterpret_cast<void *>(&f_event_record)},
+    {"cuStreamWaitEvent", 3020, reinterpret_cast<void *>(&f_stream_wait_event)},
+    {"cuEventDestroy", 4000, reinterpret_cast<void *>(&f_event_destroy)},
+    {"cuPointerGetAttributes", 7000, reinterpret_cast<void *>(&f_pointer_get_attributes)},
+};
+
+CUresult lookup(const char *symbol, void **pfn, int version, bool v2,
+                CUdriverProcAddressQueryResult *status) {
+  g_used_v2.store(v2 ? 1 : 0);
+  int seen = g_max_version.load();
+  while (version > seen && !g_max_version.compare_exchange_weak(seen, version)) {
+  }
+  if (version > config().driver_version) g_too_new.fetch_add(1);
+  for (const Entry &e : kEntries) {
+    if (std::strcmp(e.name, symbol) != 0) continue;
+    if (version < e.min_version) {
+      if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+      *pfn = nullptr;
+      return CUDA_ERROR_NOT_FOUND;
+    }
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    *pfn = e.fn;
+    return CUDA_SUCCESS;
+  }
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  *pfn = nullptr;
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+}  // namespace
+
+// The two exported lookups, under the driver's own symbol names.
+FAKE_EXPORT CUresult fake_get_proc_address_v1(const char *symbol, void **pfn, int version,
+                                              cuuint64_t) __asm__("cuGetProcAddress");
+FAKE_EXPORT CUresult fake_get_proc_address_v1(const char *symbol, void **pfn, int version,
+                                              cuuint64_t) {
+  return lookup(symbol, pfn, version, false, nullptr);
+}
+FAKE_EXPORT CUresult fake_get_proc_address_v2(const char *symbol, void **pfn, int version,
+                                              cuuint64_t, CUdriverProcAddressQueryResult *status)
+    __asm__("cuGetProcAddress_v2");
+FAKE_EXPORT CUresult fake_get_proc_address_v2(const char *symbol, void **pfn, int version,
+                                              cuuint64_t, CUdriverProcAddressQueryResult *status) {
+  return lookup(symbol, pfn, version, true, status);
+}
+
+FAKE_DEFINE_CONTROL_API(fake_cuda_)
+
+FAKE_EXPORT int fake_cuda_primary_retains(int device) {
+  return device >= 0 && device < kMaxDevices ? g_retains[device].load() : 0;
+}
+FAKE_EXPORT int fake_cuda_max_requested_version(void) { return g_max_version.load(); }
+FAKE_EXPORT int fake_cuda_too_new_requests(void) { return g_too_new.load(); }
+FAKE_EXPORT int fake_cuda_used_proc_address_v2(void) { return g_used_v2.load(); }
+FAKE_EXPORT int fake_cuda_current_device(void) { return current_device(); }
+FAKE_EXPORT void fake_cuda_set_current_device(int d) {
+  // Like cuCtxSetCurrent: replaces the top of the stack (or clears it).
+  if (d < 0 || d >= kMaxDevices) {
+    if (t_depth > 0) --t_depth;
+    return;
+  }
+  if (t_depth == 0) t_depth = 1;
+  t_stack[t_depth - 1] = &g_primary[d];
+}

@@ -1,0 +1,203 @@
+// A stand-in for ROCm's libamdhip64.so, backed by host memory, for
+// tests/gpu_fake. Written against HIP's documented C API with its own
+// declarations (no ROCm header), because it must speak both the ROCm 5 and
+// the ROCm 6+ dialect of hipPointerAttribute_t, chosen by
+// FAKE_HIP_RUNTIME_VERSION.
+//
+// It models what libhurray depends on: a current device per thread (0 until
+// set), allocations of each kind, stream-ordered frees, events, pointer
+// attributes, and teardown at exit.
+#include "fake_common.h"
+
+namespace {
+
+using hipError_t = int;
+using hipStream_t = void *;
+struct Event {
+  hipStream_t recorded_on;
+};
+using hipEvent_t = Event *;
+
+constexpr hipError_t kSuccess = 0;
+constexpr hipError_t kInvalidValue = 1;
+constexpr hipError_t kOutOfMemory = 2;
+constexpr hipError_t kDeinitialized = 4;
+constexpr hipError_t kNoDevice = 100;
+constexpr hipError_t kInvalidDevice = 101;
+
+// hipPointerAttribute_t: same layout in ROCm 5 and 6.
+struct PointerAttributes {
+  int memory_type;
+  int device;
+  void *device_pointer;
+  void *host_pointer;
+  int is_managed;
+  unsigned allocation_flags;
+};
+
+struct Config {
+  int runtime_version = fake::env_int("FAKE_HIP_RUNTIME_VERSION", 60200000);
+  int device_count = fake::env_int("FAKE_HIP_DEVICE_COUNT", 2);
+};
+const Config &config() {
+  static const Config c;
+  return c;
+}
+
+thread_local int t_device = 0;
+
+fake::Recorder &rec() { return fake::Recorder::get(); }
+
+void teardown_at_exit() { rec().deinitialized.store(true); }
+
+// First call of the process initialises the runtime (and arms teardown).
+void initialise() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    rec().init_count.fetch_add(1);
+    std::atexit(&teardown_at_exit);
+  });
+}
+
+hipError_t enter(const char *fn, const void *ptr = nullptr, const void *stream = nullptr,
+                 uint64_t bytes = 0) {
+  initialise();
+  if (rec().deinitialized.load()) return rec().record(fn, t_device, kDeinitialized, ptr, stream, bytes);
+  if (int r = rec().injected(fn)) return rec().record(fn, t_device, r, ptr, stream, bytes);
+  return kSuccess;
+}
+
+hipError_t done(const char *fn, hipError_t r, const void *ptr = nullptr,
+                const void *stream = nullptr, uint64_t bytes = 0, const void *other = nullptr) {
+  return rec().record(fn, t_device, r, ptr, stream, bytes, other);
+}
+
+#define FAKE_ENTER(...)                        \
+  do {                                         \
+    hipError_t early_ = enter(__VA_ARGS__);    \
+    if (early_ != kSuccess) return early_;     \
+  } while (0)
+
+hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
+                        hipStream_t stream) {
+  FAKE_ENTER(fn, nullptr, stream, bytes);
+  if (bytes == 0) return done(fn, kInvalidValue, nullptr, stream, bytes);
+  void *p = rec().allocate(bytes, kind, kind == fake::Kind::kPinned ? -1 : t_device);
+  if (p == nullptr) return done(fn, kOutOfMemory, nullptr, stream, bytes);
+  *out = p;
+  return done(fn, kSuccess, p, stream, bytes);
+}
+
+hipError_t free_common(const char *fn, void *p, bool device_or_managed, hipStream_t stream) {
+  FAKE_ENTER(fn, p, stream);
+  if (!rec().release(p, device_or_managed)) return done(fn, kInvalidValue, p, stream);
+  return done(fn, kSuccess, p, stream);
+}
+
+}  // namespace
+
+FAKE_EXPORT hipError_t hipRuntimeGetVersion(int *v) {
+  FAKE_ENTER("hipRuntimeGetVersion");
+  *v = config().runtime_version;
+  return done("hipRuntimeGetVersion", kSuccess);
+}
+
+FAKE_EXPORT hipError_t hipGetDeviceCount(int *n) {
+  FAKE_ENTER("hipGetDeviceCount");
+  *n = config().device_count;
+  return done("hipGetDeviceCount", config().device_count > 0 ? kSuccess : kNoDevice);
+}
+
+FAKE_EXPORT hipError_t hipGetDevice(int *d) {
+  FAKE_ENTER("hipGetDevice");
+  *d = t_device;
+  return done("hipGetDevice", kSuccess);
+}
+
+FAKE_EXPORT hipError_t hipSetDevice(int d) {
+  FAKE_ENTER("hipSetDevice");
+  if (d < 0 || d >= config().device_count) return done("hipSetDevice", kInvalidDevice);
+  t_device = d;
+  return done("hipSetDevice", kSuccess);
+}
+
+FAKE_EXPORT hipError_t hipMalloc(void **p, size_t bytes) {
+  return alloc_common("hipMalloc", p, bytes, fake::Kind::kDevice, nullptr);
+}
+
+FAKE_EXPORT hipError_t hipMallocAsync(void **p, size_t bytes, hipStream_t s) {
+  return alloc_common("hipMallocAsync", p, bytes, fake::Kind::kDevice, s);
+}
+
+FAKE_EXPORT hipError_t hipHostMalloc(void **p, size_t bytes, unsigned int) {
+  return alloc_common("hipHostMalloc", p, bytes, fake::Kind::kPinned, nullptr);
+}
+
+FAKE_EXPORT hipError_t hipFree(void *p) { return free_common("hipFree", p, true, nullptr); }
+
+FAKE_EXPORT hipError_t hipFreeAsync(void *p, hipStream_t s) {
+  return free_common("hipFreeAsync", p, true, s);
+}
+
+FAKE_EXPORT hipError_t hipHostFree(void *p) { return free_common("hipHostFree", p, false, nullptr); }
+
+FAKE_EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t bytes, int /*kind*/,
+                                      hipStream_t s) {
+  FAKE_ENTER("hipMemcpyAsync", dst, s, bytes);
+  std::memcpy(dst, src, bytes);
+  return done("hipMemcpyAsync", kSuccess, dst, s, bytes, src);
+}
+
+FAKE_EXPORT hipError_t hipStreamSynchronize(hipStream_t s) {
+  FAKE_ENTER("hipStreamSynchronize", nullptr, s);
+  return done("hipStreamSynchronize", kSuccess, nullptr, s);
+}
+
+FAKE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *ev, unsigned) {
+  FAKE_ENTER("hipEventCreateWithFlags");
+  *ev = new Event{nullptr};
+  return done("hipEventCreateWithFlags", kSuccess, *ev);
+}
+
+FAKE_EXPORT hipError_t hipEventRecord(hipEvent_t ev, hipStream_t s) {
+  FAKE_ENTER("hipEventRecord", ev, s);
+  ev->recorded_on = s;
+  return done("hipEventRecord", kSuccess, ev, s);
+}
+
+FAKE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t ev, unsigned int) {
+  FAKE_ENTER("hipStreamWaitEvent", ev, s);
+  return done("hipStreamWaitEvent", kSuccess, ev, s, 0, ev->recorded_on);
+}
+
+FAKE_EXPORT hipError_t hipEventDestroy(hipEvent_t ev) {
+  FAKE_ENTER("hipEventDestroy", ev);
+  delete ev;
+  return done("hipEventDestroy", kSuccess, ev);
+}
+
+FAKE_EXPORT hipError_t hipPointerGetAttributes(PointerAttributes *a, const void *p) {
+  FAKE_ENTER("hipPointerGetAttributes", p);
+  const bool rocm6 = config().runtime_version >= 60000000;
+  fake::Allocation found{};
+  if (!rec().find(p, &found)) {
+    if (!rocm6) return done("hipPointerGetAttributes", kInvalidValue, p);  // ROCm 5
+    *a = PointerAttributes{0 /*Unregistered*/, -1, nullptr, const_cast<void *>(p), 0, 0};
+    return done("hipPointerGetAttributes", kSuccess, p);
+  }
+  int type;
+  switch (found.kind) {
+    case fake::Kind::kPinned: type = rocm6 ? 1 : 0; break;   // Host
+    case fake::Kind::kDevice: type = rocm6 ? 2 : 1; break;   // Device
+    default: type = rocm6 ? 3 : 1; break;                     // Managed / Device
+  }
+  *a = PointerAttributes{type, found.device < 0 ? 0 : found.device, const_cast<void *>(p),
+                         found.kind == fake::Kind::kDevice ? nullptr : const_cast<void *>(p),
+                         found.kind == fake::Kind::kManaged, 0};
+  return done("hipPointerGetAttributes", kSuccess, p);
+}
+
+FAKE_DEFINE_CONTROL_API(fake_hip_)
+
+FAKE_EXPORT int fake_hip_current_device(void) { return t_device; }
+FAKE_EXPORT void fake_hip_set_current_device(int d) { t_device = d; }

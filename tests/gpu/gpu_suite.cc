@@ -1,0 +1,284 @@
+// Real-GPU suite for libhurray's CUDA back end (run by tests/gpu/run.sh on a
+// machine with an NVIDIA GPU). It uses the driver API directly only to make
+// streams and read the thread's context; everything else goes through
+// libhurray. Prints one line per check and a closing "N passed, M failed".
+#include <cuda.h>
+#include <dlpack/dlpack.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hurray/hurray.h"
+
+namespace {
+
+constexpr hurray_dtype kF32{2, 32, 1};
+int g_passed = 0, g_failed = 0;
+
+struct Failure {
+  std::string why;
+};
+
+#define CHECK(cond, ...)                                                    \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      char buf_[512];                                                       \
+      std::snprintf(buf_, sizeof buf_, __VA_ARGS__);                        \
+      throw Failure{std::string(#cond) + ": " + buf_};                      \
+    }                                                                       \
+  } while (0)
+#define CHECK_OK(expr)                                                      \
+  do {                                                                      \
+    const int32_t st_ = (expr);                                             \
+    CHECK(st_ == HURRAY_OK, "%s: %s", hurray_status_name(st_), hurray_last_error()); \
+  } while (0)
+#define CU(expr)                                                            \
+  do {                                                                      \
+    const CUresult r_ = (expr);                                             \
+    CHECK(r_ == CUDA_SUCCESS, "CUresult %d", static_cast<int>(r_));         \
+  } while (0)
+
+void run(const char *name, const std::function<void()> &fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    fn();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("PASS %-44s %9.1f ms\n", name, ms);
+    ++g_passed;
+  } catch (const Failure &f) {
+    std::printf("FAIL %-44s %s\n", name, f.why.c_str());
+    ++g_failed;
+  }
+  std::fflush(stdout);
+}
+
+hurray_buffer alloc(hurray_device d, int64_t n, void *stream = nullptr) {
+  hurray_buffer h{};
+  CHECK_OK(hurray_alloc_async(d, kF32, 1, &n, 0, stream, &h));
+  return h;
+}
+
+hurray_buffer iota_cpu(int64_t n, float scale) {
+  hurray_buffer h = alloc({HURRAY_DEVICE_CPU, 0}, n);
+  for (int64_t i = 0; i < n; ++i) static_cast<float *>(h.data)[i] = scale * static_cast<float>(i);
+  return h;
+}
+
+void expect_iota(const hurray_buffer &gpu, int64_t n, float scale) {
+  hurray_buffer back{};
+  CHECK_OK(hurray_copy(&gpu, {HURRAY_DEVICE_CPU, 0}, &back));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float *>(back.data)[i];
+    if (v != scale * static_cast<float>(i)) {
+      hurray_buffer_release(&back);
+      CHECK(false, "element %lld is %g, expected %g", static_cast<long long>(i), v,
+            scale * static_cast<float>(i));
+    }
+  }
+  hurray_buffer_release(&back);
+}
+
+uint64_t failed_releases() {
+  hurray_diagnostics d{};
+  d.struct_size = sizeof d;
+  if (hurray_get_diagnostics(&d) != HURRAY_OK) return ~0ull;
+  return d.failed_releases + d.teardown_leaks;
+}
+
+size_t free_bytes(int device) {
+  CUcontext ctx;
+  CUdevice dev;
+  size_t free = 0, total = 0;
+  if (cuDeviceGet(&dev, device) != CUDA_SUCCESS) return 0;
+  if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return 0;
+  cuCtxPushCurrent(ctx);
+  cuMemGetInfo(&free, &total);
+  cuCtxPopCurrent(&ctx);
+  cuDevicePrimaryCtxRelease(dev);
+  return free;
+}
+
+}  // namespace
+
+int main() {
+  std::printf("libhurray real-GPU suite (CUDA)\n");
+  hurray_buffer probe{};
+  const int64_t one = 1;
+  if (hurray_alloc({HURRAY_DEVICE_CUDA, 0}, kF32, 1, &one, 0, &probe) != HURRAY_OK) {
+    std::printf("SKIP: no usable CUDA device: %s\n", hurray_last_error());
+    return 77;
+  }
+  hurray_buffer_release(&probe);
+  int devices = 0;
+  cuInit(0);
+  cuDeviceGetCount(&devices);
+  std::printf("devices: %d\n", devices);
+  const uint64_t failures_at_start = failed_releases();
+  constexpr int64_t kN = 1 << 20;
+
+  std::vector<hurray_device> kinds;
+  for (int d = 0; d < devices && d < 2; ++d) kinds.push_back({HURRAY_DEVICE_CUDA, d});
+  kinds.push_back({HURRAY_DEVICE_CUDA_HOST, 0});
+  kinds.push_back({HURRAY_DEVICE_CUDA_MANAGED, 0});
+
+  for (const hurray_device &k : kinds) {
+    const std::string name = std::string("alloc/copy/DLPack ") +
+                             (k.device_type == HURRAY_DEVICE_CUDA ? "kDLCUDA:" + std::to_string(k.device_id)
+                              : k.device_type == HURRAY_DEVICE_CUDA_HOST ? "kDLCUDAHost"
+                                                                         : "kDLCUDAManaged");
+    run(name.c_str(), [&] {
+      hurray_buffer cpu = iota_cpu(kN, 0.5f);
+      hurray_buffer g{};
+      CHECK_OK(hurray_copy(&cpu, k, &g));
+      CHECK(g.device.device_type == k.device_type && g.device.device_id == k.device_id, "device");
+      // Round trip through both DLPack structs, with the pointer check.
+      DLManagedTensorVersioned *tv = nullptr;
+      CHECK_OK(hurray_to_dlpack_versioned(&g, &tv));
+      CHECK(static_cast<int>(tv->dl_tensor.device.device_type) == k.device_type &&
+                tv->dl_tensor.device.device_id == k.device_id, "exported device");
+      CHECK_OK(hurray_from_dlpack_versioned(tv, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &g));
+      DLManagedTensor *tl = nullptr;
+      CHECK_OK(hurray_to_dlpack(&g, &tl));
+      CHECK_OK(hurray_from_dlpack(tl, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &g));
+      expect_iota(g, kN, 0.5f);
+      // Share across threads; each consumer copies and checks, then releases.
+      hurray_buffer out[8];
+      CHECK_OK(hurray_share(&g, 8, out));
+      std::atomic<int> bad{0};
+      std::vector<std::thread> threads;
+      for (hurray_buffer &b : out) {
+        threads.emplace_back([&b, &bad] {
+          hurray_buffer c{};
+          if (hurray_copy(&b, {HURRAY_DEVICE_CPU, 0}, &c) != HURRAY_OK ||
+              static_cast<float *>(c.data)[kN - 1] != 0.5f * static_cast<float>(kN - 1)) {
+            bad.fetch_add(1);
+          }
+          hurray_buffer_release(&c);
+          CUcontext before = nullptr, after = nullptr;
+          cuCtxGetCurrent(&before);
+          hurray_buffer_release(&b);
+          cuCtxGetCurrent(&after);
+          if (before != after) bad.fetch_add(100);
+        });
+      }
+      for (auto &t : threads) t.join();
+      CHECK(bad.load() == 0, "%d consumer checks failed", bad.load());
+      hurray_buffer_release(&cpu);
+    });
+  }
+
+  run("pointer check rejects a lie", [&] {
+    hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, 64);
+    std::vector<float> host(64);
+    int64_t shape = 64, stride = 1;
+    DLManagedTensor t{};
+    t.dl_tensor.data = host.data();
+    t.dl_tensor.device = {kDLCUDA, 0};
+    t.dl_tensor.ndim = 1;
+    t.dl_tensor.dtype = {kDLFloat, 32, 1};
+    t.dl_tensor.shape = &shape;
+    t.dl_tensor.strides = &stride;
+    hurray_buffer out{};
+    CHECK(hurray_from_dlpack(&t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out) ==
+              HURRAY_ERR_INVALID_ARGUMENT, "host memory passed as kDLCUDA");
+    t.dl_tensor.data = g.data;
+    t.dl_tensor.device = {kDLCUDAHost, 0};
+    CHECK(hurray_from_dlpack(&t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out) ==
+              HURRAY_ERR_INVALID_ARGUMENT, "device memory passed as kDLCUDAHost");
+    hurray_buffer_release(&g);
+  });
+
+  run("stream-ordered alloc, copy, wait, cross-thread free", [&] {
+    CUcontext ctx;
+    CUdevice dev;
+    CU(cuDeviceGet(&dev, 0));
+    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU(cuCtxPushCurrent(ctx));
+    CUstream producer, consumer;
+    CU(cuStreamCreate(&producer, CU_STREAM_NON_BLOCKING));
+    CU(cuStreamCreate(&consumer, CU_STREAM_NON_BLOCKING));
+    hurray_buffer cpu = iota_cpu(kN, 3.0f);
+    hurray_buffer g{};
+    CHECK_OK(hurray_copy_async(&cpu, {HURRAY_DEVICE_CUDA, 0}, producer, &g));
+    CHECK_OK(hurray_stream_wait({HURRAY_DEVICE_CUDA, 0}, producer, consumer));
+    hurray_buffer back{};
+    CHECK_OK(hurray_copy_async(&g, {HURRAY_DEVICE_CPU, 0}, consumer, &back));
+    for (int64_t i = 0; i < kN; i += 4099) {
+      CHECK(static_cast<float *>(back.data)[i] == 3.0f * static_cast<float>(i), "element %lld",
+            static_cast<long long>(i));
+    }
+    std::thread([&] { hurray_buffer_release(&g); }).join();  // cuMemFreeAsync on `producer`
+    CU(cuStreamSynchronize(producer));
+    CU(cuStreamSynchronize(consumer));
+    CU(cuStreamDestroy(producer));
+    CU(cuStreamDestroy(consumer));
+    CU(cuCtxPopCurrent(&ctx));
+    CU(cuDevicePrimaryCtxRelease(dev));
+    hurray_buffer_release(&back);
+    hurray_buffer_release(&cpu);
+  });
+
+  run("release on a thread without a context", [&] {
+    hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, devices > 1 ? 1 : 0}, 1024);
+    CUcontext after = reinterpret_cast<CUcontext>(1);
+    std::thread([&] {
+      hurray_buffer_release(&g);
+      cuCtxGetCurrent(&after);
+    }).join();
+    CHECK(after == nullptr, "the thread was left with a context");
+  });
+
+  run("100000 share/release cycles across 4 threads", [&] {
+    const size_t free_before = free_bytes(0);
+    std::mutex mu;
+    std::vector<hurray_buffer> handoff;
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<hurray_buffer> mine;
+        for (int i = 0; i < 25000; ++i) {
+          int64_t n = 256;
+          hurray_buffer h{};
+          if (hurray_alloc({HURRAY_DEVICE_CUDA, (t + i) % (devices > 1 ? 2 : 1)}, kF32, 1, &n, 0,
+                           &h) != HURRAY_OK) {
+            bad.fetch_add(1);
+            continue;
+          }
+          hurray_buffer two[2];
+          if (hurray_share(&h, 2, two) != HURRAY_OK) bad.fetch_add(1);
+          hurray_buffer_release(&two[0]);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            handoff.push_back(two[1]);
+            if (handoff.size() >= 64) mine.swap(handoff);
+          }
+          for (hurray_buffer &b : mine) hurray_buffer_release(&b);  // someone else's, often
+          mine.clear();
+        }
+      });
+    }
+    for (auto &t : threads) t.join();
+    for (hurray_buffer &b : handoff) hurray_buffer_release(&b);
+    CHECK(bad.load() == 0, "%d cycles failed", bad.load());
+    const size_t free_after = free_bytes(0);
+    CHECK(free_after + (64u << 20) >= free_before, "device 0 lost %zu bytes",
+          free_before - free_after);
+  });
+
+  run("no failed or leaked releases", [&] {
+    CHECK(failed_releases() == failures_at_start, "diagnostics counted %llu",
+          static_cast<unsigned long long>(failed_releases() - failures_at_start));
+  });
+
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,677 @@
+// libhurray's CUDA back end against the fake driver (tests/fakes/fake_cuda.cc):
+// allocation of each kind, release from any thread in the right context,
+// stream-ordered frees, fan-out, failures, fork, DLPack, import checks,
+// copies and stream waits (docs/impl/gpu.md).
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support.h"
+
+using namespace gpu_test;
+
+namespace {
+
+constexpr int kCudaOutOfMemory = 2;
+constexpr int kCudaIllegalAddress = 700;
+constexpr int kCudaUnknown = 999;
+
+class CudaFake : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fake_cuda().loaded()) GTEST_SKIP() << "the fake CUDA driver is not in use";
+    fake_cuda().reset();
+    fake_cuda().set_current_device(-1);
+    live_before_ = fake_cuda().live_allocations();
+  }
+  void TearDown() override {
+    if (!fake_cuda().loaded()) return;
+    fake_cuda().set_current_device(-1);
+    fake_cuda().reset();
+  }
+  Fake &f() { return fake_cuda(); }
+  int64_t live_before_ = 0;
+};
+
+hurray_buffer alloc_ok(hurray_device d, void *stream = nullptr) {
+  const int64_t shape[2] = {3, 4};
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc_async(d, kFloat32, 2, shape, 0, stream, &h), HURRAY_OK)
+      << hurray_last_error();
+  return h;
+}
+
+uint64_t this_thread() { return static_cast<uint64_t>(pthread_self()); }
+
+struct Kind {
+  int32_t type;
+  int32_t id;
+  const char *alloc_fn;
+  const char *free_fn;
+};
+
+const Kind kKinds[] = {
+    {HURRAY_DEVICE_CUDA, 0, "cuMemAlloc", "cuMemFree"},
+    {HURRAY_DEVICE_CUDA, 1, "cuMemAlloc", "cuMemFree"},
+    {HURRAY_DEVICE_CUDA_HOST, 0, "cuMemHostAlloc", "cuMemFreeHost"},
+    {HURRAY_DEVICE_CUDA_MANAGED, 0, "cuMemAllocManaged", "cuMemFree"},
+};
+
+}  // namespace
+
+TEST_F(CudaFake, AllocatesEachKindInItsDevicesContext) {
+  for (const Kind &k : kKinds) {
+    SCOPED_TRACE(k.alloc_fn + std::string(" device ") + std::to_string(k.id));
+    f().reset();
+    hurray_buffer h = alloc_ok(dev(k.type, k.id));
+    ASSERT_NE(h.release_fn, nullptr);
+    EXPECT_EQ(h.device.device_type, k.type);
+    EXPECT_EQ(h.device.device_id, k.id);
+    EXPECT_NE(h.data, nullptr);
+    auto allocs = f().log(k.alloc_fn);
+    ASSERT_EQ(allocs.size(), 1u);
+    EXPECT_EQ(allocs[0].bytes, 48u);
+    EXPECT_EQ(allocs[0].device, k.id);
+    EXPECT_EQ(allocs[0].ptr, h.data);
+    void *data = h.data;
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    auto frees = f().log(k.free_fn);
+    ASSERT_EQ(frees.size(), 1u);
+    EXPECT_EQ(frees[0].ptr, data);
+    EXPECT_EQ(frees[0].device, k.id);
+    EXPECT_EQ(frees[0].result, 0);
+  }
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  EXPECT_EQ(f().current_device(), -1) << "the test thread had no context and must have none";
+}
+
+TEST_F(CudaFake, EntryPointsComeThroughGetProcAddressAtSupportedVersions) {
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));  // loaded by now
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  EXPECT_EQ(f().used_proc_address_v2(), 1);
+  EXPECT_GT(f().max_requested_version(), 0);
+  EXPECT_LE(f().max_requested_version(), 12080);  // FAKE_CUDA_DRIVER_VERSION default
+  EXPECT_EQ(f().too_new_requests(), 0);
+  EXPECT_EQ(f().init_count(), 1);
+}
+
+TEST_F(CudaFake, AllocationLeavesTheCallersContextAsItWas) {
+  std::thread([&] {
+    EXPECT_EQ(f().current_device(), -1);
+    hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+    EXPECT_EQ(f().current_device(), -1) << "no context before, none after";
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    EXPECT_EQ(f().current_device(), -1);
+  }).join();
+  std::thread([&] {
+    f().set_current_device(0);
+    hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+    EXPECT_EQ(f().current_device(), 0) << "device 0's context was current and must stay";
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    EXPECT_EQ(f().current_device(), 0);
+    f().set_current_device(-1);
+  }).join();
+  // Already in the right context: nothing pushed.
+  std::thread([&] {
+    f().set_current_device(1);
+    f().reset();
+    hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    EXPECT_EQ(f().call_count("cuCtxPushCurrent"), 0);
+    EXPECT_EQ(f().current_device(), 1);
+    f().set_current_device(-1);
+  }).join();
+}
+
+TEST_F(CudaFake, ReleaseOnAnotherThreadFreesOnTheOwningDeviceAndRestoresItsContext) {
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  void *data = h.data;
+  uint64_t releaser = 0;
+  int after = -2;
+  std::thread([&] {
+    f().set_current_device(0);  // this thread works on device 0
+    releaser = this_thread();
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    after = f().current_device();
+    f().set_current_device(-1);
+  }).join();
+  auto frees = f().log("cuMemFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].ptr, data);
+  EXPECT_EQ(frees[0].thread, releaser);
+  EXPECT_EQ(frees[0].device, 1) << "freed in device 1's context";
+  EXPECT_EQ(after, 0) << "the releasing thread's own context is back";
+}
+
+TEST_F(CudaFake, ReleaseOnAThreadWithoutContextCreatesNoneOnDeviceZero) {
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  const int retains0 = f().primary_retains(0);
+  f().reset();
+  uint64_t releaser = 0;
+  int after = -2;
+  std::thread([&] {
+    releaser = this_thread();
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    after = f().current_device();
+  }).join();
+  EXPECT_EQ(after, -1) << "a thread with no context must be left with none";
+  EXPECT_EQ(f().primary_retains(0), retains0) << "device 0's context was not touched";
+  auto frees = f().log("cuMemFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].device, 1);
+  for (const fake_call &c : f().log(nullptr)) {
+    if (c.thread == releaser) {
+      EXPECT_NE(c.device, 0) << c.fn << " ran on the releasing thread in device 0's context";
+    }
+  }
+}
+
+TEST_F(CudaFake, StreamOrderedMemoryIsFreedOnItsStream) {
+  void *stream = reinterpret_cast<void *>(0x5150);
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), stream);
+  auto allocs = f().log("cuMemAllocAsync");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].stream, stream);
+  EXPECT_EQ(allocs[0].device, 1);
+  void *data = h.data;
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
+  auto frees = f().log("cuMemFreeAsync");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].ptr, data);
+  EXPECT_EQ(frees[0].stream, stream);
+  EXPECT_EQ(frees[0].device, 1);
+  EXPECT_EQ(f().call_count("cuMemFree"), 0) << "no synchronous free";
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, StreamOrderedAllocationOnlyForDeviceMemory) {
+  const int64_t shape[1] = {4};
+  void *stream = reinterpret_cast<void *>(0x77);
+  hurray_buffer h;
+  std::memset(&h, 0xAB, sizeof h);
+  const hurray_buffer before = h;
+  for (int32_t type : {HURRAY_DEVICE_CUDA_HOST, HURRAY_DEVICE_CUDA_MANAGED, HURRAY_DEVICE_CPU}) {
+    EXPECT_EQ(hurray_alloc_async(dev(type), kFloat32, 1, shape, 0, stream, &h),
+              HURRAY_ERR_UNSUPPORTED_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "stream-ordered"), nullptr) << hurray_last_error();
+    EXPECT_EQ(std::memcmp(&h, &before, sizeof h), 0);
+  }
+  // A NULL stream is hurray_alloc.
+  ASSERT_EQ(hurray_alloc_async(dev(HURRAY_DEVICE_CUDA, 0), kFloat32, 1, shape, 0, nullptr, &h),
+            HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 0);
+  EXPECT_EQ(f().call_count("cuMemAlloc"), 1);
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+}
+
+TEST_F(CudaFake, SharedConsumersFreeExactlyOnce) {
+  for (const Kind &k : kKinds) {
+    f().reset();
+    hurray_buffer h = alloc_ok(dev(k.type, k.id));
+    constexpr int kConsumers = 8;
+    hurray_buffer out[kConsumers];
+    ASSERT_EQ(hurray_share(&h, kConsumers, out), HURRAY_OK);
+    // Half leave as DLPack tensors, half as handles, each on its own thread.
+    std::vector<std::thread> threads;
+    std::atomic<int> go{0};
+    for (int i = 0; i < kConsumers; ++i) {
+      threads.emplace_back([&, i] {
+        while (go.load() == 0) {
+        }
+        if (i % 2 == 0) {
+          DLManagedTensorVersioned *t = nullptr;
+          ASSERT_EQ(hurray_to_dlpack_versioned(&out[i], &t), HURRAY_OK);
+          t->deleter(t);
+        } else {
+          EXPECT_EQ(hurray_buffer_release(&out[i]), HURRAY_OK);
+        }
+      });
+    }
+    go.store(1);
+    for (auto &t : threads) t.join();
+    EXPECT_EQ(f().call_count(k.free_fn), 1) << k.free_fn;
+  }
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, AllocationFailureIsOutOfMemoryAndLeaksNothing) {
+  struct Case {
+    int32_t type;
+    const char *fn;
+    bool async;
+  } cases[] = {{HURRAY_DEVICE_CUDA, "cuMemAlloc", false},
+               {HURRAY_DEVICE_CUDA, "cuMemAllocAsync", true},
+               {HURRAY_DEVICE_CUDA_HOST, "cuMemHostAlloc", false},
+               {HURRAY_DEVICE_CUDA_MANAGED, "cuMemAllocManaged", false}};
+  const int64_t shape[1] = {1 << 20};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.fn);
+    f().inject(c.fn, kCudaOutOfMemory, 1);
+    hurray_buffer h;
+    std::memset(&h, 0xAB, sizeof h);
+    const hurray_buffer before = h;
+    EXPECT_EQ(hurray_alloc_async(dev(c.type), kFloat32, 1, shape, 0,
+                                 c.async ? reinterpret_cast<void *>(0x99) : nullptr, &h),
+              HURRAY_ERR_OUT_OF_MEMORY);
+    EXPECT_NE(std::strstr(hurray_last_error(), c.fn), nullptr) << hurray_last_error();
+    EXPECT_NE(std::strstr(hurray_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"), nullptr);
+    EXPECT_EQ(std::memcmp(&h, &before, sizeof h), 0) << "out untouched";
+    EXPECT_EQ(f().live_allocations(), live_before_);
+    EXPECT_EQ(f().current_device(), -1);
+  }
+  // Any other driver error is HURRAY_ERR_DEVICE.
+  f().inject("cuMemAlloc", kCudaUnknown, 1);
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA, 1), kFloat32, 1, shape, 0, &h), HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "CUDA_ERROR_UNKNOWN"), nullptr);
+  f().inject("cuCtxPushCurrent", kCudaUnknown, 1);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA, 1), kFloat32, 1, shape, 0, &h), HURRAY_ERR_DEVICE);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, NonexistentDevicesAreRejected) {
+  const int64_t shape[1] = {4};
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA, 2), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "CUDA device 2 does not exist"), nullptr)
+      << hurray_last_error();
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_HOST, 1), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_MANAGED, 1), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+namespace {
+struct HookLog {
+  std::vector<std::pair<int32_t, std::string>> calls;
+};
+void record_hook(int32_t status, const char *message, void *user) {
+  static_cast<HookLog *>(user)->calls.emplace_back(status, message);
+}
+}  // namespace
+
+TEST_F(CudaFake, FailedFreeIsCountedAndSentToTheHookNeverPrinted) {
+  HookLog log;
+  ASSERT_EQ(hurray_set_diagnostic_hook(&record_hook, &log), HURRAY_OK);
+  const Diag before = diagnostics();
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  f().inject("cuMemFree", kCudaIllegalAddress, 1);
+  testing::internal::CaptureStderr();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  const Diag after = diagnostics();
+  EXPECT_EQ(after.failed, before.failed + 1);
+  EXPECT_EQ(after.teardown, before.teardown);
+  ASSERT_EQ(log.calls.size(), 1u);
+  EXPECT_EQ(log.calls[0].first, HURRAY_ERR_DEVICE);
+  EXPECT_NE(log.calls[0].second.find("cuMemFree"), std::string::npos) << log.calls[0].second;
+  EXPECT_NE(log.calls[0].second.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos);
+  EXPECT_NE(log.calls[0].second.find("kDLCUDA 1"), std::string::npos);
+
+  // Without a hook: counted only.
+  ASSERT_EQ(hurray_set_diagnostic_hook(nullptr, nullptr), HURRAY_OK);
+  h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  f().inject("cuMemFree", kCudaIllegalAddress, 1);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(diagnostics().failed, before.failed + 2);
+  EXPECT_EQ(log.calls.size(), 1u);
+}
+
+TEST_F(CudaFake, DiagnosticsHonourTheCallersStructSize) {
+  hurray_diagnostics d;
+  std::memset(&d, 0xCD, sizeof d);
+  d.struct_size = offsetof(hurray_diagnostics, teardown_leaks);  // an older, shorter struct
+  ASSERT_EQ(hurray_get_diagnostics(&d), HURRAY_OK);
+  uint64_t untouched;
+  std::memset(&untouched, 0xCD, sizeof untouched);
+  EXPECT_EQ(d.teardown_leaks, untouched);
+  d.struct_size = 4;
+  EXPECT_EQ(hurray_get_diagnostics(&d), HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(hurray_get_diagnostics(nullptr), HURRAY_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CudaFake, ForkedChildSkipsGpuReleasesAndCountsThem) {
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  hurray_buffer h2 = h;  // the child's view of the same handle
+  const Diag before = diagnostics();
+  const int frees_before = f().call_count("cuMemFree");
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int code = 0;
+    hurray_buffer_release(&h2);
+    hurray_diagnostics d{};
+    d.struct_size = sizeof d;
+    if (hurray_get_diagnostics(&d) != HURRAY_OK) code |= 1;
+    if (d.fork_skipped_releases != before.fork + 1) code |= 2;
+    if (fake_cuda().call_count("cuMemFree") != frees_before) code |= 4;
+    const int64_t shape[1] = {4};
+    hurray_buffer x;
+    if (hurray_alloc(dev(HURRAY_DEVICE_CUDA, 0), kFloat32, 1, shape, 0, &x) !=
+        HURRAY_ERR_UNSUPPORTED_DEVICE) {
+      code |= 8;
+    }
+    if (std::strstr(hurray_last_error(), "fork") == nullptr) code |= 16;
+    // CPU memory still works in the child.
+    if (hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &x) != HURRAY_OK) code |= 32;
+    hurray_buffer_release(&x);
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bit set = failed check in the child";
+  // The parent still owns and frees its memory.
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemFree"), frees_before + 1);
+  EXPECT_EQ(diagnostics().fork, before.fork);
+}
+
+TEST_F(CudaFake, DeviceTypeAndIdSurviveEveryConversion) {
+  for (const Kind &k : kKinds) {
+    SCOPED_TRACE(k.alloc_fn + std::string(" device ") + std::to_string(k.id));
+    f().reset();
+    hurray_buffer h = alloc_ok(dev(k.type, k.id));
+    void *data = h.data;
+    hurray_buffer two[2];
+    ASSERT_EQ(hurray_share(&h, 2, two), HURRAY_OK);
+    for (hurray_buffer &b : two) EXPECT_EQ(b.device.device_id, k.id);
+
+    DLManagedTensorVersioned *tv = nullptr;
+    ASSERT_EQ(hurray_to_dlpack_versioned(&two[0], &tv), HURRAY_OK);
+    EXPECT_EQ(static_cast<int32_t>(tv->dl_tensor.device.device_type), k.type);
+    EXPECT_EQ(tv->dl_tensor.device.device_id, k.id);
+    hurray_buffer back{};
+    ASSERT_EQ(hurray_from_dlpack_versioned(tv, HURRAY_IMPORT_DEFAULT, &back), HURRAY_OK);
+    EXPECT_EQ(back.device.device_type, k.type);
+    EXPECT_EQ(back.device.device_id, k.id);
+    DLManagedTensor *tl = nullptr;
+    ASSERT_EQ(hurray_to_dlpack(&back, &tl), HURRAY_OK);
+    EXPECT_EQ(static_cast<int32_t>(tl->dl_tensor.device.device_type), k.type);
+    EXPECT_EQ(tl->dl_tensor.device.device_id, k.id);
+    ASSERT_EQ(hurray_from_dlpack(tl, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &back), HURRAY_OK)
+        << hurray_last_error();
+    EXPECT_EQ(back.device.device_type, k.type);
+    EXPECT_EQ(back.device.device_id, k.id);
+    EXPECT_EQ(back.data, data);
+    EXPECT_EQ(hurray_buffer_release(&back), HURRAY_OK);
+    EXPECT_EQ(f().call_count(k.free_fn), 0) << "one consumer still holds it";
+    EXPECT_EQ(hurray_buffer_release(&two[1]), HURRAY_OK);
+    EXPECT_EQ(f().call_count(k.free_fn), 1);
+  }
+}
+
+namespace {
+std::atomic<int> g_deleted{0};
+void count_delete(DLManagedTensor *) { g_deleted.fetch_add(1); }
+
+// A legacy tensor over `data` that frees nothing but counts its deleter.
+DLManagedTensor make_tensor(void *data, int32_t type, int32_t id, int32_t ndim, int64_t *shape,
+                            int64_t *strides, uint64_t byte_offset = 0) {
+  DLManagedTensor t{};
+  t.dl_tensor.data = data;
+  t.dl_tensor.device.device_type = static_cast<DLDeviceType>(type);
+  t.dl_tensor.device.device_id = id;
+  t.dl_tensor.ndim = ndim;
+  t.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+  t.dl_tensor.shape = shape;
+  t.dl_tensor.strides = strides;
+  t.dl_tensor.byte_offset = byte_offset;
+  t.deleter = &count_delete;
+  return t;
+}
+}  // namespace
+
+TEST_F(CudaFake, ImportPointerCheckAcceptsTheOwningDeviceAndRejectsOthers) {
+  hurray_buffer dev1 = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_CUDA_HOST));
+  hurray_buffer managed = alloc_ok(dev(HURRAY_DEVICE_CUDA_MANAGED));
+  std::vector<float> host(12);
+  int64_t shape[1] = {12};
+  int64_t strides[1] = {1};
+  struct Case {
+    void *data;
+    int32_t type, id;
+    bool ok;
+    const char *says;
+  } cases[] = {
+      {dev1.data, HURRAY_DEVICE_CUDA, 1, true, nullptr},
+      {dev1.data, HURRAY_DEVICE_CUDA, 0, false, "device ordinal 1"},
+      {dev1.data, HURRAY_DEVICE_CUDA_HOST, 0, false, "device memory"},
+      {host.data(), HURRAY_DEVICE_CUDA, 0, false, "unregistered host memory"},
+      {pinned.data, HURRAY_DEVICE_CUDA_HOST, 0, true, nullptr},
+      {pinned.data, HURRAY_DEVICE_CUDA, 0, false, "pinned host memory"},
+      {managed.data, HURRAY_DEVICE_CUDA_MANAGED, 0, true, nullptr},
+      {dev1.data, HURRAY_DEVICE_CUDA_MANAGED, 0, false, "device memory"},
+      {host.data(), HURRAY_DEVICE_CPU, 0, true, nullptr},  // CPU is not checked
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.type) + "/" + std::to_string(c.id));
+    DLManagedTensor t = make_tensor(c.data, c.type, c.id, 1, shape, strides);
+    hurray_buffer out;
+    std::memset(&out, 0xAB, sizeof out);
+    const int deleted = g_deleted.load();
+    const int32_t st = hurray_from_dlpack(&t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out);
+    if (c.ok) {
+      ASSERT_EQ(st, HURRAY_OK) << hurray_last_error();
+      EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
+      EXPECT_EQ(g_deleted.load(), deleted + 1);
+    } else {
+      EXPECT_EQ(st, HURRAY_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::strstr(hurray_last_error(), c.says), nullptr) << hurray_last_error();
+      hurray_buffer pattern;
+      std::memset(&pattern, 0xAB, sizeof pattern);
+      EXPECT_EQ(std::memcmp(&out, &pattern, sizeof out), 0) << "out untouched";
+      EXPECT_EQ(g_deleted.load(), deleted) << "the caller still owns the tensor";
+    }
+  }
+  // Without the option nothing is asked of the driver.
+  f().reset();
+  DLManagedTensor t = make_tensor(host.data(), HURRAY_DEVICE_CUDA, 1, 1, shape, strides);
+  hurray_buffer out{};
+  ASSERT_EQ(hurray_from_dlpack(&t, HURRAY_IMPORT_DEFAULT, &out), HURRAY_OK);
+  EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuPointerGetAttributes"), 0);
+  // Unknown option bits are still refused.
+  EXPECT_EQ(hurray_from_dlpack(&t, 1u << 7, &out), HURRAY_ERR_INVALID_ARGUMENT);
+  for (hurray_buffer *b : {&dev1, &pinned, &managed}) hurray_buffer_release(b);
+}
+
+TEST_F(CudaFake, CopiesBetweenCpuAndCudaKeepTheElements) {
+  const int64_t shape[2] = {3, 4};
+  hurray_buffer cpu{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 2, shape, 0, &cpu), HURRAY_OK);
+  for (int i = 0; i < 12; ++i) static_cast<float *>(cpu.data)[i] = static_cast<float>(i);
+
+  hurray_buffer on1{}, on0{}, pinned{}, managed{}, back{};
+  ASSERT_EQ(hurray_copy(&cpu, dev(HURRAY_DEVICE_CUDA, 1), &on1), HURRAY_OK) << hurray_last_error();
+  EXPECT_EQ(on1.device.device_id, 1);
+  EXPECT_EQ(on1.flags & HURRAY_FLAG_IS_COPIED, HURRAY_FLAG_IS_COPIED);
+  auto copies = f().log("cuMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].device, 1) << "copied in the destination device's context";
+  EXPECT_EQ(copies[0].ptr, on1.data);
+  EXPECT_EQ(copies[0].other, cpu.data);
+  EXPECT_EQ(copies[0].bytes, 48u);
+  EXPECT_GE(f().call_count("cuStreamSynchronize"), 1) << "synchronous by default";
+  ASSERT_EQ(hurray_copy(&on1, dev(HURRAY_DEVICE_CUDA, 0), &on0), HURRAY_OK);
+  ASSERT_EQ(hurray_copy(&on0, dev(HURRAY_DEVICE_CUDA_HOST), &pinned), HURRAY_OK);
+  ASSERT_EQ(hurray_copy(&pinned, dev(HURRAY_DEVICE_CUDA_MANAGED), &managed), HURRAY_OK);
+  ASSERT_EQ(hurray_copy(&managed, dev(HURRAY_DEVICE_CPU), &back), HURRAY_OK);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(static_cast<float *>(back.data)[i], i);
+  for (hurray_buffer *b : {&cpu, &on1, &on0, &pinned, &managed, &back}) hurray_buffer_release(b);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, NonContiguousSourcesAreStagedThroughTheHost) {
+  // CPU source: the transpose of a 3x4 matrix.
+  std::vector<float> m(12);
+  for (int i = 0; i < 12; ++i) m[static_cast<size_t>(i)] = static_cast<float>(i);
+  int64_t tshape[2] = {4, 3};
+  int64_t tstrides[2] = {1, 4};
+  DLManagedTensor t = make_tensor(m.data(), HURRAY_DEVICE_CPU, 0, 2, tshape, tstrides);
+  hurray_buffer view{}, on_gpu{}, back{};
+  ASSERT_EQ(hurray_from_dlpack(&t, 0, &view), HURRAY_OK);
+  ASSERT_EQ(hurray_copy(&view, dev(HURRAY_DEVICE_CUDA, 1), &on_gpu), HURRAY_OK)
+      << hurray_last_error();
+  ASSERT_EQ(hurray_copy(&on_gpu, dev(HURRAY_DEVICE_CPU), &back), HURRAY_OK);
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(static_cast<float *>(back.data)[r * 3 + c], m[static_cast<size_t>(c * 4 + r)]);
+    }
+  }
+  hurray_buffer_release(&back);
+
+  // Device source: every other element of row 1 onwards, walked backwards.
+  int64_t vshape[2] = {2, 2};
+  int64_t vstrides[2] = {-4, -2};
+  // Element (0, 0) is m[11] in the copy on the GPU: byte offset 44.
+  DLManagedTensor dt = make_tensor(on_gpu.data, HURRAY_DEVICE_CUDA, 1, 2, vshape, vstrides, 0);
+  // The GPU copy is the transpose (row-major 4x3); index j holds m[(j%3)*4 + j/3].
+  dt.dl_tensor.byte_offset = 11 * 4;
+  hurray_buffer dview{};
+  ASSERT_EQ(hurray_from_dlpack(&dt, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &dview), HURRAY_OK)
+      << hurray_last_error();
+  const float *gpu = static_cast<const float *>(on_gpu.data);
+  for (int32_t target : {HURRAY_DEVICE_CPU, HURRAY_DEVICE_CUDA}) {
+    hurray_buffer c{};
+    ASSERT_EQ(hurray_copy(&dview, dev(target, 0), &c), HURRAY_OK) << hurray_last_error();
+    const float *out = static_cast<const float *>(c.data);  // fake device memory is host memory
+    EXPECT_EQ(out[0], gpu[11]);
+    EXPECT_EQ(out[1], gpu[9]);
+    EXPECT_EQ(out[2], gpu[7]);
+    EXPECT_EQ(out[3], gpu[5]);
+    hurray_buffer_release(&c);
+  }
+  hurray_buffer_release(&dview);
+  hurray_buffer_release(&on_gpu);
+  hurray_buffer_release(&view);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, CopyOnAStreamIsOrderedOnIt) {
+  void *stream = reinterpret_cast<void *>(0xABC0);
+  const int64_t shape[1] = {16};
+  hurray_buffer cpu{}, on_gpu{}, back{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  for (int i = 0; i < 16; ++i) static_cast<float *>(cpu.data)[i] = 2.0f * i;
+  f().reset();
+  ASSERT_EQ(hurray_copy_async(&cpu, dev(HURRAY_DEVICE_CUDA, 1), stream, &on_gpu), HURRAY_OK)
+      << hurray_last_error();
+  auto allocs = f().log("cuMemAllocAsync");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].stream, stream);
+  auto copies = f().log("cuMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, stream);
+  EXPECT_EQ(f().call_count("cuStreamSynchronize"), 0) << "a device destination is not waited for";
+
+  f().reset();
+  ASSERT_EQ(hurray_copy_async(&on_gpu, dev(HURRAY_DEVICE_CPU), stream, &back), HURRAY_OK);
+  auto syncs = f().log("cuStreamSynchronize");
+  ASSERT_EQ(syncs.size(), 1u) << "a CPU destination is complete on return";
+  EXPECT_EQ(syncs[0].stream, stream);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(static_cast<float *>(back.data)[i], 2.0f * i);
+
+  hurray_buffer_release(&on_gpu);
+  auto frees = f().log("cuMemFreeAsync");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].stream, stream);
+  hurray_buffer_release(&back);
+  hurray_buffer_release(&cpu);
+}
+
+TEST_F(CudaFake, FailedCopyReturnsDeviceErrorAndLeaksNothing) {
+  const int64_t shape[1] = {16};
+  hurray_buffer cpu{}, out;
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  std::memset(&out, 0xAB, sizeof out);
+  const hurray_buffer before = out;
+  f().inject("cuMemcpyAsync", kCudaIllegalAddress, 1);
+  EXPECT_EQ(hurray_copy(&cpu, dev(HURRAY_DEVICE_CUDA, 0), &out), HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "cuMemcpyAsync"), nullptr) << hurray_last_error();
+  EXPECT_EQ(std::memcmp(&out, &before, sizeof out), 0);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  if (fake_hip().loaded()) {
+    hurray_buffer g = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+    EXPECT_EQ(hurray_copy(&g, dev(HURRAY_DEVICE_ROCM, 0), &out), HURRAY_ERR_UNSUPPORTED_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "through kDLCPU"), nullptr) << hurray_last_error();
+    hurray_buffer_release(&g);
+  }
+  hurray_buffer_release(&cpu);
+}
+
+TEST_F(CudaFake, StreamWaitRecordsOnTheProducerAndWaitsOnTheConsumer) {
+  void *producer = reinterpret_cast<void *>(0x1000);
+  void *consumer = reinterpret_cast<void *>(0x2000);
+  std::thread([&] {
+    EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 1), producer, consumer), HURRAY_OK)
+        << hurray_last_error();
+    EXPECT_EQ(f().current_device(), -1);
+  }).join();
+  auto records = f().log("cuEventRecord");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].stream, producer);
+  EXPECT_EQ(records[0].device, 1);
+  auto waits = f().log("cuStreamWaitEvent");
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].stream, consumer);
+  EXPECT_EQ(waits[0].other, producer);
+  EXPECT_EQ(f().call_count("cuEventDestroy"), 1);
+  // Same stream: nothing to do.
+  f().reset();
+  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 0), producer, producer), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuEventRecord"), 0);
+  // Errors.
+  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CPU), producer, consumer),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 5), producer, consumer),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  f().inject("cuStreamWaitEvent", 400, 1);
+  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 0), producer, consumer), HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "cuStreamWaitEvent"), nullptr) << hurray_last_error();
+  EXPECT_EQ(f().call_count("cuEventDestroy"), 1) << "the event is destroyed on failure too";
+}
+
+TEST_F(CudaFake, ConcurrentAllocationsAndCrossThreadReleases) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 200;
+  std::vector<hurray_buffer> handles(kThreads * kEach);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        handles[static_cast<size_t>(t * kEach + i)] = alloc_ok(dev(HURRAY_DEVICE_CUDA, (t + i) % 2));
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  threads.clear();
+  // Released by other threads than those that allocated them.
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        hurray_buffer_release(&handles[static_cast<size_t>(((t + 1) % kThreads) * kEach + i)]);
+      }
+      EXPECT_EQ(f().current_device(), -1);
+    });
+  }
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  for (const fake_call &c : f().log("cuMemFree")) {
+    EXPECT_EQ(c.result, 0);
+  }
+}

@@ -1,0 +1,257 @@
+// libhurray's HIP back end against the fake runtime (tests/fakes/fake_hip.cc,
+// ROCm 6 encoding by default; the ROCm 5 encoding runs in scenario_test.cc).
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support.h"
+
+using namespace gpu_test;
+
+namespace {
+
+constexpr int kHipOutOfMemory = 2;
+constexpr int kHipIllegalAddress = 700;
+
+class HipFake : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fake_hip().loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+    fake_hip().reset();
+    fake_hip().set_current_device(0);
+    live_before_ = fake_hip().live_allocations();
+  }
+  void TearDown() override {
+    if (!fake_hip().loaded()) return;
+    fake_hip().set_current_device(0);
+    fake_hip().reset();
+  }
+  Fake &f() { return fake_hip(); }
+  int64_t live_before_ = 0;
+};
+
+hurray_buffer alloc_ok(hurray_device d, void *stream = nullptr) {
+  const int64_t shape[2] = {3, 4};
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc_async(d, kFloat32, 2, shape, 0, stream, &h), HURRAY_OK)
+      << hurray_last_error();
+  return h;
+}
+
+}  // namespace
+
+TEST_F(HipFake, AllocatesEachKindAndFreesOnTheOwningDevice) {
+  struct Kind {
+    int32_t type, id;
+    const char *alloc_fn, *free_fn;
+  } kinds[] = {{HURRAY_DEVICE_ROCM, 0, "hipMalloc", "hipFree"},
+               {HURRAY_DEVICE_ROCM, 1, "hipMalloc", "hipFree"},
+               {HURRAY_DEVICE_ROCM_HOST, 0, "hipHostMalloc", "hipHostFree"}};
+  for (const Kind &k : kinds) {
+    f().reset();
+    hurray_buffer h = alloc_ok(dev(k.type, k.id));
+    EXPECT_EQ(h.device.device_type, k.type);
+    EXPECT_EQ(h.device.device_id, k.id);
+    auto allocs = f().log(k.alloc_fn);
+    ASSERT_EQ(allocs.size(), 1u);
+    EXPECT_EQ(allocs[0].bytes, 48u);
+    if (k.type == HURRAY_DEVICE_ROCM) {
+      EXPECT_EQ(allocs[0].device, k.id);
+    }
+    EXPECT_EQ(f().current_device(), 0) << "the thread's device is set back";
+    hurray_buffer_release(&h);
+    EXPECT_EQ(f().call_count(k.free_fn), 1);
+  }
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(HipFake, ReleaseOnAnotherThreadFreesOnTheOwningDeviceAndRestoresItsDevice) {
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  uint64_t releaser = 0;
+  int after = -1;
+  std::thread([&] {
+    f().set_current_device(0);
+    releaser = static_cast<uint64_t>(pthread_self());
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    after = f().current_device();
+  }).join();
+  auto frees = f().log("hipFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].device, 1);
+  EXPECT_EQ(frees[0].thread, releaser);
+  EXPECT_EQ(after, 0);
+}
+
+TEST_F(HipFake, StreamOrderedMemoryIsFreedOnItsStream) {
+  void *stream = reinterpret_cast<void *>(0x6160);
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), stream);
+  auto allocs = f().log("hipMallocAsync");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].stream, stream);
+  EXPECT_EQ(allocs[0].device, 1);
+  std::thread([&] { hurray_buffer_release(&h); }).join();
+  auto frees = f().log("hipFreeAsync");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].stream, stream);
+  EXPECT_EQ(frees[0].device, 1);
+  EXPECT_EQ(f().call_count("hipFree"), 0);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(HipFake, SharedConsumersFreeExactlyOnce) {
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  hurray_buffer out[6];
+  ASSERT_EQ(hurray_share(&h, 6, out), HURRAY_OK);
+  std::vector<std::thread> threads;
+  for (auto &b : out) threads.emplace_back([&b] { hurray_buffer_release(&b); });
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(f().call_count("hipFree"), 1);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(HipFake, AllocationFailureIsOutOfMemoryAndLeaksNothing) {
+  const int64_t shape[1] = {1024};
+  for (const char *fn : {"hipMalloc", "hipHostMalloc"}) {
+    f().inject(fn, kHipOutOfMemory, 1);
+    hurray_buffer h;
+    std::memset(&h, 0xAB, sizeof h);
+    const hurray_buffer before = h;
+    const int32_t type = std::strcmp(fn, "hipMalloc") == 0 ? HURRAY_DEVICE_ROCM
+                                                           : HURRAY_DEVICE_ROCM_HOST;
+    EXPECT_EQ(hurray_alloc(dev(type), kFloat32, 1, shape, 0, &h), HURRAY_ERR_OUT_OF_MEMORY);
+    EXPECT_NE(std::strstr(hurray_last_error(), "hipErrorOutOfMemory"), nullptr);
+    EXPECT_EQ(std::memcmp(&h, &before, sizeof h), 0);
+  }
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM, 2), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "HIP device 2 does not exist"), nullptr);
+}
+
+namespace {
+std::atomic<int> g_hook_calls{0};
+void count_hook(int32_t, const char *message, void *) {
+  if (std::strstr(message, "hipFree") != nullptr) g_hook_calls.fetch_add(1);
+}
+}  // namespace
+
+TEST_F(HipFake, FailedFreeIsCountedAndSentToTheHook) {
+  ASSERT_EQ(hurray_set_diagnostic_hook(&count_hook, nullptr), HURRAY_OK);
+  const Diag before = diagnostics();
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 0));
+  f().inject("hipFree", kHipIllegalAddress, 1);
+  testing::internal::CaptureStderr();
+  hurray_buffer_release(&h);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(diagnostics().failed, before.failed + 1);
+  EXPECT_EQ(g_hook_calls.load(), 1);
+  ASSERT_EQ(hurray_set_diagnostic_hook(nullptr, nullptr), HURRAY_OK);
+}
+
+TEST_F(HipFake, ForkedChildSkipsGpuReleases) {
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  hurray_buffer h2 = h;
+  const Diag before = diagnostics();
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int code = 0;
+    hurray_buffer_release(&h2);
+    hurray_diagnostics d{};
+    d.struct_size = sizeof d;
+    if (hurray_get_diagnostics(&d) != HURRAY_OK || d.fork_skipped_releases != before.fork + 1) {
+      code |= 1;
+    }
+    if (fake_hip().call_count("hipFree") != 0) code |= 2;
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  hurray_buffer_release(&h);
+  EXPECT_EQ(f().call_count("hipFree"), 1);
+}
+
+TEST_F(HipFake, ImportPointerCheckUnderRocm6Encoding) {
+  hurray_buffer d1 = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_ROCM_HOST));
+  std::vector<float> host(12);
+  int64_t shape[1] = {12};
+  int64_t strides[1] = {1};
+  struct Case {
+    void *data;
+    int32_t type, id;
+    bool ok;
+  } cases[] = {{d1.data, HURRAY_DEVICE_ROCM, 1, true},
+               {d1.data, HURRAY_DEVICE_ROCM, 0, false},
+               {pinned.data, HURRAY_DEVICE_ROCM_HOST, 0, true},
+               {pinned.data, HURRAY_DEVICE_ROCM, 0, false},
+               {host.data(), HURRAY_DEVICE_ROCM, 0, false},
+               {host.data(), HURRAY_DEVICE_ROCM_HOST, 0, false}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.type) + "/" + std::to_string(c.id));
+    DLManagedTensorVersioned t{};
+    t.version = DLPackVersion{1, 3};
+    t.dl_tensor.data = c.data;
+    t.dl_tensor.device.device_type = static_cast<DLDeviceType>(c.type);
+    t.dl_tensor.device.device_id = c.id;
+    t.dl_tensor.ndim = 1;
+    t.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+    t.dl_tensor.shape = shape;
+    t.dl_tensor.strides = strides;
+    hurray_buffer out{};
+    const int32_t st = hurray_from_dlpack_versioned(&t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out);
+    if (c.ok) {
+      EXPECT_EQ(st, HURRAY_OK) << hurray_last_error();
+      hurray_buffer_release(&out);
+    } else {
+      EXPECT_EQ(st, HURRAY_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::strstr(hurray_last_error(), "the HIP runtime reports"), nullptr)
+          << hurray_last_error();
+    }
+  }
+  hurray_buffer_release(&d1);
+  hurray_buffer_release(&pinned);
+}
+
+TEST_F(HipFake, CopiesAndStreamWaits) {
+  const int64_t shape[1] = {8};
+  hurray_buffer cpu{}, gpu{}, pinned{}, back{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  for (int i = 0; i < 8; ++i) static_cast<float *>(cpu.data)[i] = 1.5f * i;
+  void *stream = reinterpret_cast<void *>(0x3300);
+  ASSERT_EQ(hurray_copy_async(&cpu, dev(HURRAY_DEVICE_ROCM, 1), stream, &gpu), HURRAY_OK)
+      << hurray_last_error();
+  auto copies = f().log("hipMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, stream);
+  EXPECT_EQ(copies[0].device, 1);
+  EXPECT_EQ(f().call_count("hipMallocAsync"), 1);
+  ASSERT_EQ(hurray_copy(&gpu, dev(HURRAY_DEVICE_ROCM_HOST), &pinned), HURRAY_OK);
+  ASSERT_EQ(hurray_copy(&pinned, dev(HURRAY_DEVICE_CPU), &back), HURRAY_OK);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(static_cast<float *>(back.data)[i], 1.5f * i);
+  EXPECT_EQ(f().current_device(), 0);
+  for (hurray_buffer *b : {&cpu, &gpu, &pinned, &back}) hurray_buffer_release(b);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+
+  f().reset();
+  void *producer = reinterpret_cast<void *>(0x10), *consumer = reinterpret_cast<void *>(0x20);
+  ASSERT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_ROCM, 1), producer, consumer), HURRAY_OK);
+  auto waits = f().log("hipStreamWaitEvent");
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].stream, consumer);
+  EXPECT_EQ(waits[0].other, producer);
+  EXPECT_EQ(waits[0].device, 1);
+  EXPECT_EQ(f().call_count("hipEventDestroy"), 1);
+  EXPECT_EQ(f().current_device(), 0);
+}

@@ -1,0 +1,229 @@
+// A small program the scenario tests run in a child process, with the
+// environment each scenario needs (which library, which fake settings):
+// loading happens once per process, so each loading scenario needs its own.
+//
+//   probe alloc TYPE ID        hurray_alloc on (TYPE, ID) and on the CPU;
+//                              prints status=, message=, cpu=
+//   probe exit-teardown TYPE   keeps GPU memory in a static object whose
+//                              destructor releases it after the driver tore
+//                              itself down at exit; prints the counters then
+//   probe teardown-now TYPE    driver torn down (fake control) before two
+//                              releases; prints counters and driver calls
+//   probe concurrent TYPE N    N threads make the first GPU request at once;
+//                              prints ok= and init_count=
+//   probe check-pointers       HIP pointer checks (run with the ROCm 5
+//                              encoding); prints one verdict per line
+//   probe which-hip            allocates HIP memory and prints the loaded
+//                              libamdhip64 file
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_control.h"
+#include "hurray/hurray.h"
+
+namespace {
+
+constexpr hurray_dtype kF32{2, 32, 1};
+
+void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void out(const char *fmt, ...) {
+  // Straight to the fd: usable from exit-time destructors.
+  char buf[1024];
+  va_list args;
+  va_start(args, fmt);
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  if (n > 0) (void)!write(1, buf, static_cast<size_t>(n < 1024 ? n : 1023));
+}
+
+bool is_cuda(int type) { return type == HURRAY_DEVICE_CUDA || type == HURRAY_DEVICE_CUDA_HOST ||
+                                type == HURRAY_DEVICE_CUDA_MANAGED; }
+
+// The fake's control function `name` (fake_cuda_ / fake_hip_ prefix chosen
+// by the device type), from the library libhurray was pointed at.
+void *control(int type, const char *name) {
+  const char *path = std::getenv(is_cuda(type) ? "HURRAY_CUDA_DRIVER_PATH"
+                                               : "HURRAY_HIP_LIBRARY_PATH");
+  if (path == nullptr) return nullptr;
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return nullptr;
+  std::string full = std::string(is_cuda(type) ? "fake_cuda_" : "fake_hip_") + name;
+  return dlsym(lib, full.c_str());
+}
+
+hurray_diagnostics diag() {
+  hurray_diagnostics d{};
+  d.struct_size = sizeof d;
+  if (hurray_get_diagnostics(&d) != HURRAY_OK) out("hurray_get_diagnostics failed\n");
+  return d;
+}
+
+int32_t alloc(int type, int id, hurray_buffer *h) {
+  const int64_t shape[1] = {16};
+  return hurray_alloc(hurray_device{type, id}, kF32, 1, shape, 0, h);
+}
+
+// exit-teardown: constructed before main, so destroyed after the atexit
+// handlers that main's calls registered (the driver's teardown among them).
+struct HeldUntilExit {
+  hurray_buffer h{};
+  bool armed = false;
+  ~HeldUntilExit() {
+    if (!armed) return;
+    hurray_buffer_release(&h);
+    hurray_diagnostics d = diag();
+    out("after-exit teardown_leaks=%llu failed_releases=%llu\n",
+        static_cast<unsigned long long>(d.teardown_leaks),
+        static_cast<unsigned long long>(d.failed_releases));
+  }
+} g_held;
+
+int cmd_alloc(int type, int id) {
+  hurray_buffer h{};
+  int32_t st = alloc(type, id, &h);
+  out("status=%s\nmessage=%s\n", hurray_status_name(st), hurray_last_error());
+  if (st == HURRAY_OK) hurray_buffer_release(&h);
+  hurray_buffer c{};
+  st = alloc(HURRAY_DEVICE_CPU, 0, &c);
+  out("cpu=%s\n", hurray_status_name(st));
+  if (st == HURRAY_OK) hurray_buffer_release(&c);
+  return 0;
+}
+
+int cmd_exit_teardown(int type) {
+  if (alloc(type, 0, &g_held.h) != HURRAY_OK) {
+    out("alloc failed: %s\n", hurray_last_error());
+    return 1;
+  }
+  g_held.armed = true;
+  out("allocated\n");
+  return 0;  // the release happens after exit() has torn the driver down
+}
+
+int cmd_teardown_now(int type) {
+  hurray_buffer a{}, b{};
+  if (alloc(type, 0, &a) != HURRAY_OK || alloc(type, 0, &b) != HURRAY_OK) {
+    out("alloc failed: %s\n", hurray_last_error());
+    return 1;
+  }
+  auto set_deinit = reinterpret_cast<void (*)(int)>(control(type, "set_deinitialized"));
+  auto count = reinterpret_cast<int (*)(const char *)>(control(type, "call_count"));
+  if (set_deinit == nullptr || count == nullptr) return 2;
+  set_deinit(1);
+  hurray_buffer_release(&a);
+  const int calls_after_first = count(nullptr);
+  hurray_buffer_release(&b);
+  hurray_diagnostics d = diag();
+  out("teardown_leaks=%llu failed_releases=%llu calls_for_second=%d\n",
+      static_cast<unsigned long long>(d.teardown_leaks),
+      static_cast<unsigned long long>(d.failed_releases), count(nullptr) - calls_after_first);
+  return 0;
+}
+
+int cmd_concurrent(int type, int n) {
+  std::atomic<int> ready{0}, ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&] {
+      ready.fetch_add(1);
+      while (ready.load() < n) {
+      }
+      hurray_buffer h{};
+      if (alloc(type, 0, &h) == HURRAY_OK) {
+        ok.fetch_add(1);
+        hurray_buffer_release(&h);
+      }
+    });
+  }
+  for (auto &t : threads) t.join();
+  auto init_count = reinterpret_cast<int (*)(void)>(control(type, "init_count"));
+  out("ok=%d init_count=%d\n", ok.load(), init_count != nullptr ? init_count() : -1);
+  return 0;
+}
+
+int cmd_check_pointers() {
+  hurray_buffer dev1{}, pinned{};
+  if (alloc(HURRAY_DEVICE_ROCM, 1, &dev1) != HURRAY_OK ||
+      alloc(HURRAY_DEVICE_ROCM_HOST, 0, &pinned) != HURRAY_OK) {
+    out("alloc failed: %s\n", hurray_last_error());
+    return 1;
+  }
+  std::vector<float> host(16);
+  struct Case {
+    const char *name;
+    void *data;
+    int type, id;
+  } cases[] = {{"device-as-own", dev1.data, HURRAY_DEVICE_ROCM, 1},
+               {"device-as-other", dev1.data, HURRAY_DEVICE_ROCM, 0},
+               {"pinned-as-host", pinned.data, HURRAY_DEVICE_ROCM_HOST, 0},
+               {"pinned-as-device", pinned.data, HURRAY_DEVICE_ROCM, 0},
+               {"malloc-as-device", host.data(), HURRAY_DEVICE_ROCM, 0}};
+  for (const Case &c : cases) {
+    // Export a handle describing the memory, claim the device, import back.
+    hurray_buffer h{};
+    h.version = HURRAY_BUFFER_VERSION;
+    h.release_fn = [](void *) {};
+    h.data = c.data;
+    h.device = hurray_device{c.type, c.id};
+    h.dtype = kF32;
+    static const int64_t shape[1] = {4}, strides[1] = {1};
+    h.ndim = 1;
+    h.shape = shape;
+    h.strides = strides;
+    DLManagedTensor *t = nullptr;
+    if (hurray_to_dlpack(&h, &t) != HURRAY_OK) return 3;
+    hurray_buffer back{};
+    const int32_t st = hurray_from_dlpack(t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &back);
+    out("%s=%s\n", c.name, hurray_status_name(st));
+    if (st == HURRAY_OK) {
+      hurray_buffer_release(&back);
+    } else {
+      hurray_dlpack_delete(t);
+    }
+  }
+  hurray_buffer_release(&dev1);
+  hurray_buffer_release(&pinned);
+  return 0;
+}
+
+int cmd_which_hip() {
+  hurray_buffer h{};
+  const int32_t st = alloc(HURRAY_DEVICE_ROCM, 0, &h);
+  out("status=%s\nmessage=%s\n", hurray_status_name(st), hurray_last_error());
+  if (st == HURRAY_OK) hurray_buffer_release(&h);
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t, void *) {
+        if (info->dlpi_name != nullptr && std::strstr(info->dlpi_name, "libamdhip64") != nullptr) {
+          out("loaded=%s\n", info->dlpi_name);
+        }
+        return 0;
+      },
+      nullptr);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  const int a = argc > 2 ? std::atoi(argv[2]) : 0;
+  const int b = argc > 3 ? std::atoi(argv[3]) : 0;
+  if (cmd == "alloc") return cmd_alloc(a, b);
+  if (cmd == "exit-teardown") return cmd_exit_teardown(a);
+  if (cmd == "teardown-now") return cmd_teardown_now(a);
+  if (cmd == "concurrent") return cmd_concurrent(a, b);
+  if (cmd == "check-pointers") return cmd_check_pointers();
+  if (cmd == "which-hip") return cmd_which_hip();
+  std::fprintf(stderr, "unknown command '%s'\n", cmd.c_str());
+  return 64;
+}

@@ -1,0 +1,220 @@
+// Loading and teardown scenarios, each in a child process (probe.cc) with its
+// own environment, since libhurray loads a GPU library once per process.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "support.h"
+
+using namespace gpu_test;
+
+namespace {
+
+std::string str(int v) { return std::to_string(v); }
+
+bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+
+#define EXPECT_CONTAINS(s, part) EXPECT_TRUE(contains(s, part)) << "missing \"" << (part) << "\" in:\n" << (s)
+
+const std::string kCudaFake = HURRAY_FAKE_CUDA_PATH_OR_EMPTY;
+const std::string kHipFake = HURRAY_FAKE_HIP_PATH_OR_EMPTY;
+const std::string kCudaStub = HURRAY_CUDA_STUB_PATH_OR_EMPTY;
+
+void skip_without(const std::string &path, const char *what) {
+  if (path.empty()) GTEST_SKIP() << what << " is not built in this configuration";
+}
+
+}  // namespace
+
+// --- CUDA: the library cannot work -----------------------------------------
+
+TEST(CudaLoading, ToolkitStubGivesDeviceUnavailable) {
+  if (kCudaStub.empty()) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so was found at configure time";
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
+                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaStub}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, kCudaStub);                // what was looked for
+  EXPECT_CONTAINS(r.out, "CUDA_ERROR_STUB_LIBRARY");  // what went wrong
+  EXPECT_CONTAINS(r.out, "stub");
+  EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CudaLoading, MissingLibraryGivesDeviceUnavailable) {
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA_HOST), "0"},
+                            {{"HURRAY_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, "looked for /nonexistent/libcuda.so.1");
+  EXPECT_CONTAINS(r.out, "dlopen failed");
+  EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CudaLoading, DefaultNameIsLibcudaSo1OnTheSearchPath) {
+  skip_without(kCudaFake, "the fake CUDA driver");
+  // No override: dlopen("libcuda.so.1") must find the fake by its soname.
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "1"},
+                            {{"HURRAY_CUDA_DRIVER_PATH", ""},
+                             {"LD_LIBRARY_PATH", dir_of(kCudaFake)}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_OK");
+}
+
+TEST(CudaLoading, NoDeviceGivesDeviceUnavailable) {
+  skip_without(kCudaFake, "the fake CUDA driver");
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
+                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
+                             {"FAKE_CUDA_DEVICE_COUNT", "0"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, "cuInit(0) failed with CUDA_ERROR_NO_DEVICE");
+  EXPECT_CONTAINS(r.out, kCudaFake);
+  EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
+}
+
+TEST(CudaLoading, TooOldDriverGivesDeviceUnavailable) {
+  skip_without(kCudaFake, "the fake CUDA driver");
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
+                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
+                             {"FAKE_CUDA_DRIVER_VERSION", "11020"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, "driver version 11.2");
+  EXPECT_CONTAINS(r.out, "11.3 or newer");
+}
+
+TEST(CudaLoading, ConcurrentFirstUseLoadsOnce) {
+  skip_without(kCudaFake, "the fake CUDA driver");
+  ProbeResult r = run_probe({"concurrent", str(HURRAY_DEVICE_CUDA), "8"},
+                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "ok=8 init_count=1");
+}
+
+// --- CUDA: teardown ----------------------------------------------------------
+
+TEST(CudaTeardown, ReleaseAfterDriverTeardownAtExitLeaksQuietly) {
+  skip_without(kCudaFake, "the fake CUDA driver");
+  for (int type : {HURRAY_DEVICE_CUDA, HURRAY_DEVICE_CUDA_HOST, HURRAY_DEVICE_CUDA_MANAGED}) {
+    ProbeResult r = run_probe({"exit-teardown", str(type)}, {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_CONTAINS(r.out, "after-exit teardown_leaks=1 failed_releases=0");
+    EXPECT_EQ(r.err, "") << "nothing printed";
+  }
+}
+
+TEST(CudaTeardown, AfterTheFirstDeinitializedNoDriverCallIsMade) {
+  skip_without(kCudaFake, "the fake CUDA driver");
+  ProbeResult r = run_probe({"teardown-now", str(HURRAY_DEVICE_CUDA)},
+                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "teardown_leaks=2 failed_releases=0 calls_for_second=0");
+  EXPECT_EQ(r.err, "");
+}
+
+// --- HIP ---------------------------------------------------------------------
+
+TEST(HipLoading, MissingLibraryGivesDeviceUnavailable) {
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM), "0"},
+                            {{"HURRAY_HIP_LIBRARY_PATH", "/nonexistent/libamdhip64.so"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, "/nonexistent/libamdhip64.so");
+  EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(HipLoading, NoDeviceGivesDeviceUnavailable) {
+  skip_without(kHipFake, "the fake HIP runtime");
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM_HOST), "0"},
+                            {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}, {"FAKE_HIP_DEVICE_COUNT", "0"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, "hipErrorNoDevice");
+}
+
+TEST(HipLoading, SearchesRocm7Then6Then5ThenThePlainName) {
+  skip_without(kHipFake, "the fake HIP runtime");
+  char tmpl[] = "/tmp/hurray-hipdir-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string six = dir + "/libamdhip64.so.6", seven = dir + "/libamdhip64.so.7";
+  ASSERT_EQ(symlink(kHipFake.c_str(), six.c_str()), 0);
+  ProbeResult r = run_probe({"which-hip"}, {{"HURRAY_HIP_LIBRARY_PATH", ""},
+                                           {"LD_LIBRARY_PATH", dir}});
+  EXPECT_CONTAINS(r.out, "status=HURRAY_OK");
+  EXPECT_CONTAINS(r.out, "loaded=" + six);
+  ASSERT_EQ(symlink(kHipFake.c_str(), seven.c_str()), 0);
+  r = run_probe({"which-hip"}, {{"HURRAY_HIP_LIBRARY_PATH", ""}, {"LD_LIBRARY_PATH", dir}});
+  EXPECT_CONTAINS(r.out, "loaded=" + seven);
+  unlink(six.c_str());
+  unlink(seven.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(HipLoading, RealRocmRuntimeWithoutAGpuGivesDeviceUnavailable) {
+  // Debian's libamdhip64-5 (ROCm 5.2), installed with libamdhip64-dev.
+  const char *real = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+  struct stat st;
+  if (stat(real, &st) != 0) GTEST_SKIP() << real << " is not installed";
+  if (stat("/dev/kfd", &st) == 0) GTEST_SKIP() << "this machine may have an AMD GPU";
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM), "0"},
+                            {{"HURRAY_HIP_LIBRARY_PATH", real}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, real);
+  EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
+}
+
+TEST(HipPointerCheck, Rocm5EncodingIsDecoded) {
+  skip_without(kHipFake, "the fake HIP runtime");
+  ProbeResult r = run_probe({"check-pointers"}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
+                                                {"FAKE_HIP_RUNTIME_VERSION", "50221153"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "device-as-own=HURRAY_OK");
+  EXPECT_CONTAINS(r.out, "device-as-other=HURRAY_ERR_INVALID_ARGUMENT");
+  EXPECT_CONTAINS(r.out, "pinned-as-host=HURRAY_OK");
+  EXPECT_CONTAINS(r.out, "pinned-as-device=HURRAY_ERR_INVALID_ARGUMENT");
+  EXPECT_CONTAINS(r.out, "malloc-as-device=HURRAY_ERR_INVALID_ARGUMENT");
+}
+
+TEST(HipPointerCheck, Rocm6EncodingIsDecoded) {
+  skip_without(kHipFake, "the fake HIP runtime");
+  ProbeResult r = run_probe({"check-pointers"}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
+                                                {"FAKE_HIP_RUNTIME_VERSION", "70000000"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "device-as-own=HURRAY_OK");
+  EXPECT_CONTAINS(r.out, "device-as-other=HURRAY_ERR_INVALID_ARGUMENT");
+  EXPECT_CONTAINS(r.out, "pinned-as-host=HURRAY_OK");
+  EXPECT_CONTAINS(r.out, "pinned-as-device=HURRAY_ERR_INVALID_ARGUMENT");
+  EXPECT_CONTAINS(r.out, "malloc-as-device=HURRAY_ERR_INVALID_ARGUMENT");
+}
+
+TEST(HipTeardown, ReleaseAfterRuntimeTeardownAtExitLeaksQuietly) {
+  skip_without(kHipFake, "the fake HIP runtime");
+  for (int type : {HURRAY_DEVICE_ROCM, HURRAY_DEVICE_ROCM_HOST}) {
+    ProbeResult r = run_probe({"exit-teardown", str(type)}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_CONTAINS(r.out, "after-exit teardown_leaks=1 failed_releases=0");
+    EXPECT_EQ(r.err, "");
+  }
+  ProbeResult r = run_probe({"teardown-now", str(HURRAY_DEVICE_ROCM)},
+                            {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
+  EXPECT_CONTAINS(r.out, "teardown_leaks=2 failed_releases=0 calls_for_second=0");
+}
+
+TEST(HipLoading, ConcurrentFirstUseLoadsOnce) {
+  skip_without(kHipFake, "the fake HIP runtime");
+  ProbeResult r = run_probe({"concurrent", str(HURRAY_DEVICE_ROCM), "8"},
+                            {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "ok=8 init_count=1");
+}
