@@ -118,7 +118,7 @@ def main():
     del writer
     seen = [read(511, 511) for _, _, _, read in handed]
     print(f"  via {wname}: [511, 511] = -7.5 -> read back by all three: {seen}  "
-          f"{check(seen == [-7.5] * 3, 'write through TVM FFI')}")
+          f"{check(seen == [-7.5] * 3, f'write through {wname}')}")
     del np_view
 
     print("\nrelease, one consumer at a time")

@@ -167,7 +167,7 @@ def test_detached_native_release_while_python_keeps_running():
     a, watch, _ = make_source()
     buf = hurray.from_dlpack(a)
     del a
-    _native._release_on_native_thread(buf, delay=0.05, wait=False)
+    _native._release_on_native_thread(buf, delay=0.5, wait=False)
     assert watch.count == 0  # the GIL is ours; the thread has to wait for it
     assert watch.done.wait(10)
     assert watch.count == 1
