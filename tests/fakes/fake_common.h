@@ -56,6 +56,7 @@ class Recorder {
 
   int record(const char *fn, int device, int result, const void *ptr = nullptr,
              const void *stream = nullptr, uint64_t bytes = 0, const void *other = nullptr) {
+    if (!recording.load(std::memory_order_relaxed)) return result;
     fake_call c{};
     std::snprintf(c.fn, sizeof c.fn, "%s", fn);
     c.thread = static_cast<uint64_t>(pthread_self());
@@ -130,6 +131,7 @@ class Recorder {
   }
 
   std::atomic<bool> deinitialized{false};
+  std::atomic<bool> recording{true};
   std::atomic<int> init_count{0};
 
  private:
@@ -157,6 +159,9 @@ class Recorder {
     fake::Recorder::get().deinitialized.store(on != 0);                                 \
   }                                                                                     \
   FAKE_EXPORT int64_t prefix##live_allocations(void) { return fake::Recorder::get().live(); } \
-  FAKE_EXPORT int prefix##init_count(void) { return fake::Recorder::get().init_count.load(); }
+  FAKE_EXPORT int prefix##init_count(void) { return fake::Recorder::get().init_count.load(); } \
+  FAKE_EXPORT void prefix##set_recording(int on) {                                      \
+    fake::Recorder::get().recording.store(on != 0);                                     \
+  }
 
 #endif  // HURRAY_TESTS_FAKES_FAKE_COMMON_H_

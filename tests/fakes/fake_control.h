@@ -64,7 +64,9 @@ typedef struct fake_call {
   /* Allocations handed out and not yet freed. */                             \
   int64_t prefix##live_allocations(void);                                     \
   /* Times the library was initialised (cuInit / first HIP call). */          \
-  int prefix##init_count(void);
+  int prefix##init_count(void);                                               \
+  /* Stops (0) or resumes (1) logging calls, for benchmarks. */               \
+  void prefix##set_recording(int on);
 
 FAKE_CONTROL_API(fake_cuda_)
 FAKE_CONTROL_API(fake_hip_)

@@ -20,6 +20,7 @@
 namespace {
 
 constexpr hurray_dtype kF32{2, 32, 1};
+constexpr int64_t kN = 1 << 20;  // elements per tensor (4 MiB of float32)
 int g_passed = 0, g_failed = 0;
 
 struct Failure {
@@ -122,7 +123,7 @@ int main() {
   cuDeviceGetCount(&devices);
   std::printf("devices: %d\n", devices);
   const uint64_t failures_at_start = failed_releases();
-  constexpr int64_t kN = 1 << 20;
+
 
   std::vector<hurray_device> kinds;
   for (int d = 0; d < devices && d < 2; ++d) kinds.push_back({HURRAY_DEVICE_CUDA, d});
