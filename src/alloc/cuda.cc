@@ -239,11 +239,20 @@ int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
   int ordinal = -1;
   unsigned int managed = 0;
   void *values[3] = {&memory_type, &ordinal, &managed};
-  // Asked without pushing a context: the query needs none for memory the
-  // driver knows, and pushing could create one. An unknown pointer is not an
-  // error here: its attributes come back zero.
+  // Asked without pushing a context first: the query needs none for memory
+  // the driver knows, and entering one could create it. Should the driver
+  // want a context after all, ask again in the claimed device's. An unknown
+  // pointer is not an error here: its attributes come back zero.
+  const char *call = "cuPointerGetAttributes";
   CUresult r = d->pointer_get_attributes(3, attrs, values, dptr(ptr));
-  if (r != CUDA_SUCCESS) return driver_failure(r, "cuPointerGetAttributes", device.device_id);
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+    st = with_context(device.device_type, device.device_id, &call, [&](const CudaDriver &drv) {
+      return drv.pointer_get_attributes(3, attrs, values, dptr(ptr));
+    });
+    if (st != HURRAY_OK) return st;
+  } else if (r != CUDA_SUCCESS) {
+    return driver_failure(r, call, device.device_id);
+  }
   bool ok;
   switch (device.device_type) {
     case HURRAY_DEVICE_CUDA:

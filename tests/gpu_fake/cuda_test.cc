@@ -487,6 +487,19 @@ TEST_F(CudaFake, ImportPointerCheckAcceptsTheOwningDeviceAndRejectsOthers) {
   EXPECT_EQ(f().call_count("cuPointerGetAttributes"), 0);
   // Unknown option bits are still refused.
   EXPECT_EQ(hurray_from_dlpack(&t, 1u << 7, &out), HURRAY_ERR_INVALID_ARGUMENT);
+  // A driver that wants a context for the query is asked again in the
+  // claimed device's context.
+  f().reset();
+  f().inject("cuPointerGetAttributes", 201 /* CUDA_ERROR_INVALID_CONTEXT */, 1);
+  DLManagedTensor t1 = make_tensor(dev1.data, HURRAY_DEVICE_CUDA, 1, 1, shape, strides);
+  ASSERT_EQ(hurray_from_dlpack(&t1, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out), HURRAY_OK)
+      << hurray_last_error();
+  auto queries = f().log("cuPointerGetAttributes");
+  ASSERT_EQ(queries.size(), 2u);
+  EXPECT_EQ(queries[0].device, -1);
+  EXPECT_EQ(queries[1].device, 1);
+  EXPECT_EQ(f().current_device(), -1);
+  EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
   for (hurray_buffer *b : {&dev1, &pinned, &managed}) hurray_buffer_release(b);
 }
 
