@@ -9,6 +9,10 @@
 # installs ./python, and runs pytest. Exits non-zero on any failure, and
 # also when no test ran.
 #
+# GPU paths run against the fake CUDA driver of the repository's CMake test
+# build when one is found ($HURRAY_BUILD_DIR/tests/fakes/cuda/libcuda.so.1,
+# as tests/run_all.sh passes, or $HURRAY_FAKE_CUDA_DRIVER); else they skip.
+#
 # HURRAY_PY_FROM_BUILD=1 tests a plain CMake build instead of the installed
 # package: `cmake -S python -B build/python` (or $HURRAY_PY_BUILD_DIR), with
 # PYTHONPATH pointing at its hurray-pkg/ folder.
@@ -38,7 +42,7 @@ else
 fi
 
 cd "$repo"
-"$HURRAY_PY" -m pytest -c python/pyproject.toml -p no:cacheprovider -ra python/tests "$@"
+"$HURRAY_PY" -m pytest -c python/pyproject.toml -p no:cacheprovider -rs python/tests "$@"
 rc=$?
 if [ "$rc" = 5 ]; then
   echo "python/run_tests.sh: pytest collected no tests" >&2

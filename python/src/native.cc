@@ -625,35 +625,66 @@ PyObject *export_capsule(hurray_buffer *h, bool versioned) {
   return cap;
 }
 
-// Checks `stream` against the DLPack Python rules for the buffer's device.
-// libhurray keeps no streams: a buffer on a GPU is ordered on the stream its
-// producer synchronised to when it was imported (the default stream; see
-// docs/impl/python.md), so no event is recorded here.
-bool check_stream(int32_t device_type, PyObject *stream) {
-  if (stream == Py_None) return true;
-  if (!PyLong_Check(stream)) {
-    PyErr_Format(PyExc_TypeError, "__dlpack__: stream must be an int or None, not %.100s",
-                 Py_TYPE(stream)->tp_name);
-    return false;
-  }
-  int overflow = 0;
-  long long s = PyLong_AsLongLongAndOverflow(stream, &overflow);
-  if (overflow != 0 || (s == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    PyErr_SetString(PyExc_ValueError, "__dlpack__: stream is out of range");
-    return false;
-  }
+// Stream handling of __dlpack__ (DLPack Python protocol).
+//
+// A Buffer on a GPU is ordered on its device's default stream: from_dlpack
+// never passes a stream, which asks a producer to order its pending work
+// before the legacy default stream (CUDA) / the default stream (ROCm), and
+// libhurray's own allocations and synchronous copies complete there too.
+// Exporting to a consumer on another stream makes that stream wait for the
+// default stream on the device (hurray_stream_wait: an event, no host
+// blocking). See docs/impl/python.md, "Streams and devices".
+enum class StreamFamily { kHost, kCuda, kRocm, kOther };
+
+StreamFamily stream_family(int32_t device_type) {
   switch (device_type) {
     case HURRAY_DEVICE_CPU:
-      if (s != -1) {
-        PyErr_Format(PyExc_ValueError,
-                     "__dlpack__: stream must be None or -1 for a CPU buffer, got %lld", s);
-        return false;
-      }
-      return true;
+      return StreamFamily::kHost;
     case HURRAY_DEVICE_CUDA:
     case HURRAY_DEVICE_CUDA_HOST:
     case HURRAY_DEVICE_CUDA_MANAGED:
+      return StreamFamily::kCuda;
+    case HURRAY_DEVICE_ROCM:
+    case HURRAY_DEVICE_ROCM_HOST:
+      return StreamFamily::kRocm;
+    default:
+      return StreamFamily::kOther;
+  }
+}
+
+// Checks `stream` against the rules for a consumer on `device_type` and
+// gives the stream handle to wait on: *sync is false for -1 (the consumer
+// synchronises itself) and for devices without streams.
+bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **handle) {
+  const StreamFamily family = stream_family(device_type);
+  long long s;
+  if (stream == Py_None) {
+    s = family == StreamFamily::kCuda ? 1 : 0;  // CUDA: legacy default; ROCm: default
+  } else {
+    if (!PyLong_Check(stream)) {
+      PyErr_Format(PyExc_TypeError, "__dlpack__: stream must be an int or None, not %.100s",
+                   Py_TYPE(stream)->tp_name);
+      return false;
+    }
+    int overflow = 0;
+    s = PyLong_AsLongLongAndOverflow(stream, &overflow);
+    if (overflow != 0 || (s == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      PyErr_SetString(PyExc_ValueError, "__dlpack__: stream is out of range");
+      return false;
+    }
+  }
+  *sync = false;
+  *handle = nullptr;
+  switch (family) {
+    case StreamFamily::kHost:
+      if (stream != Py_None && s != -1) {
+        PyErr_Format(PyExc_ValueError,
+                     "__dlpack__: stream must be None or -1 for a CPU consumer, got %lld", s);
+        return false;
+      }
+      return true;
+    case StreamFamily::kCuda:
       if (s == 0 || s < -1) {
         PyErr_Format(PyExc_ValueError,
                      "__dlpack__: stream %lld is not valid for CUDA (None or 1: legacy "
@@ -662,9 +693,8 @@ bool check_stream(int32_t device_type, PyObject *stream) {
                      s);
         return false;
       }
-      return true;
-    case HURRAY_DEVICE_ROCM:
-    case HURRAY_DEVICE_ROCM_HOST:
+      break;
+    case StreamFamily::kRocm:
       if (s == 1 || s == 2 || s < -1) {
         PyErr_Format(PyExc_ValueError,
                      "__dlpack__: stream %lld is not valid for ROCm (None or 0: default "
@@ -672,10 +702,20 @@ bool check_stream(int32_t device_type, PyObject *stream) {
                      s);
         return false;
       }
-      return true;
-    default:
-      return true;
+      break;
+    case StreamFamily::kOther:
+      return true;  // no stream convention known: nothing to order
   }
+  if (s == -1) return true;
+  *sync = true;
+  *handle = reinterpret_cast<void *>(static_cast<uintptr_t>(s));
+  return true;
+}
+
+// The stream a GPU Buffer's memory is ordered on (see above).
+void *buffer_stream(int32_t device_type) {
+  return stream_family(device_type) == StreamFamily::kCuda ? reinterpret_cast<void *>(1)
+                                                           : nullptr;
 }
 
 // __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)
@@ -721,7 +761,6 @@ PyObject *Buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
   }
   if (!check_live(b)) return nullptr;
-  if (!check_stream(b->h.device.device_type, stream)) return nullptr;
 
   bool versioned = false;
   if (max_version != Py_None) {
@@ -742,6 +781,10 @@ PyObject *Buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     return nullptr;
   }
   const bool other_device = !same_device(target, b->h.device);
+  // The stream is the consumer's, on the device it will use the data on.
+  bool sync = false;
+  void *consumer_stream = nullptr;
+  if (!parse_stream(target.device_type, stream, &sync, &consumer_stream)) return nullptr;
   const int copy_mode = parse_copy(copy);
   if (copy_mode == -2) return nullptr;
   if (other_device && copy_mode == 0) {
@@ -765,6 +808,13 @@ PyObject *Buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     int32_t st = hurray_copy(&b->h, target, &out);
     if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__ (copy)");
   } else {
+    // Zero-copy: order the consumer's stream after the buffer's. (A copy
+    // above completes before hurray_copy returns: nothing to order.)
+    void *producer_stream = buffer_stream(b->h.device.device_type);
+    if (sync && consumer_stream != producer_stream) {
+      int32_t st = hurray_stream_wait(b->h.device, producer_stream, consumer_stream);
+      if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__ (stream wait)");
+    }
     hurray_buffer pair[2];
     int32_t st = hurray_share(&b->h, 2, pair);
     if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__");

@@ -1,0 +1,161 @@
+"""GPU paths of the binding against the test-double CUDA driver.
+
+tests/fakes/fake_cuda.cc (built by the repository's CMake test build as
+tests/fakes/cuda/libcuda.so.1) is a CUDA driver backed by host memory that
+logs every call. libhurray is pointed at it with HURRAY_CUDA_DRIVER_PATH,
+read once per process, so each check runs in a subprocess. Found through
+$HURRAY_FAKE_CUDA_DRIVER, else $HURRAY_BUILD_DIR/tests/fakes/cuda/libcuda.so.1,
+else build/dev/ in the repository; skipped (with the reason) when none exists.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def find_fake_driver():
+    candidates = []
+    if os.environ.get("HURRAY_FAKE_CUDA_DRIVER"):
+        candidates.append(pathlib.Path(os.environ["HURRAY_FAKE_CUDA_DRIVER"]))
+    if os.environ.get("HURRAY_BUILD_DIR"):
+        candidates.append(pathlib.Path(os.environ["HURRAY_BUILD_DIR"]) / "tests/fakes/cuda/libcuda.so.1")
+    candidates.append(REPO / "build/dev/tests/fakes/cuda/libcuda.so.1")
+    for c in candidates:
+        if c.is_file():
+            return c
+    return None
+
+
+FAKE = find_fake_driver()
+pytestmark = pytest.mark.skipif(
+    FAKE is None,
+    reason="no fake CUDA driver build (tests/fakes/cuda/libcuda.so.1; set HURRAY_BUILD_DIR "
+    "or HURRAY_FAKE_CUDA_DRIVER)",
+)
+
+PRELUDE = textwrap.dedent(
+    """
+    import ctypes, os, sys
+    import numpy as np
+    import hurray
+
+    fake = ctypes.CDLL(os.environ["HURRAY_CUDA_DRIVER_PATH"])
+
+    class FakeCall(ctypes.Structure):
+        _fields_ = [("fn", ctypes.c_char * 40), ("thread", ctypes.c_uint64),
+                    ("device", ctypes.c_int32), ("result", ctypes.c_int32),
+                    ("ptr", ctypes.c_void_p), ("stream", ctypes.c_void_p),
+                    ("other", ctypes.c_void_p), ("bytes", ctypes.c_uint64)]
+
+    fake.fake_cuda_call_count.argtypes = [ctypes.c_char_p]
+    fake.fake_cuda_calls.argtypes = [ctypes.c_char_p, ctypes.POINTER(FakeCall), ctypes.c_int]
+    fake.fake_cuda_live_allocations.restype = ctypes.c_int64
+
+    def calls(fn):
+        out = (FakeCall * 64)()
+        n = fake.fake_cuda_calls(fn.encode(), out, 64)
+        return list(out[:min(n, 64)])
+
+    def to_cuda(buf):
+        # CPU -> CUDA device 0 through the protocol: a private copy.
+        return hurray.from_dlpack(buf.__dlpack__(max_version=(1, 3), dl_device=(2, 0)))
+    """
+)
+
+
+def run(body):
+    env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
+    r = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body) + "\nprint('DONE')\n"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert r.returncode == 0 and "DONE" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r.stdout
+
+
+def test_copy_to_cuda_and_back():
+    run(
+        """
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        g = to_cuda(hurray.from_dlpack(a))
+        assert g.device == (2, 0) and g.__dlpack_device__() == (2, 0), g.device
+        assert g.is_copied and g.shape == (3, 4) and g.data_ptr != a.ctypes.data
+        assert repr(g) == "<hurray.Buffer float32[3, 4] cuda:0>", repr(g)
+        assert fake.fake_cuda_live_allocations() == 1
+        # NumPy asks for the CPU (dl_device) and gets a copy back.
+        back = np.from_dlpack(g, device="cpu")
+        np.testing.assert_array_equal(back, a)
+        c = hurray.from_dlpack(g, device="cpu")
+        assert c.device == (1, 0)
+        # copy=False cannot cross devices.
+        try:
+            hurray.from_dlpack(g, device="cpu", copy=False)
+        except BufferError:
+            pass
+        else:
+            raise AssertionError("copy=False crossed devices")
+        g.release()
+        assert fake.fake_cuda_live_allocations() == 0
+        """
+    )
+
+
+def test_stream_rules_and_waits():
+    run(
+        """
+        g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float64)))
+        fake.fake_cuda_reset()
+        # None and 1 are the legacy default stream, where the buffer already is.
+        g.__dlpack__(max_version=(1, 3))
+        g.__dlpack__(max_version=(1, 3), stream=1)
+        g.__dlpack__(max_version=(1, 3), stream=-1)
+        assert fake.fake_cuda_call_count(b"cuStreamWaitEvent") == 0
+        # Another stream waits for the legacy default stream on the device.
+        g.__dlpack__(max_version=(1, 3), stream=0x5000)
+        g.__dlpack__(max_version=(1, 3), stream=2)
+        waits = calls("cuStreamWaitEvent")
+        assert [(w.stream, w.other) for w in waits] == [(0x5000, 1), (2, 1)], \\
+            [(w.stream, w.other) for w in waits]
+        for bad in (0, -2):
+            try:
+                g.__dlpack__(max_version=(1, 3), stream=bad)
+            except ValueError as e:
+                assert "not valid for CUDA" in str(e)
+            else:
+                raise AssertionError(f"stream={bad} accepted")
+        # A CPU consumer (dl_device) follows the CPU rules.
+        try:
+            g.__dlpack__(max_version=(1, 3), dl_device=(1, 0), stream=3)
+        except ValueError as e:
+            assert "CPU" in str(e)
+        else:
+            raise AssertionError("stream accepted for a CPU consumer")
+        """
+    )
+
+
+def test_gpu_buffer_released_exactly_once_from_any_thread():
+    run(
+        """
+        from hurray import _native
+        g = to_cuda(hurray.from_dlpack(np.ones(1024, dtype=np.float32)))
+        parts = g.share(3)
+        caps = [g.__dlpack__(max_version=(1, 3)) for _ in range(2)]
+        g.release()
+        for p in parts[:2]:
+            p.release()
+        _native._release_on_native_thread(caps[0])
+        assert fake.fake_cuda_live_allocations() == 1
+        del caps[1]
+        assert fake.fake_cuda_live_allocations() == 1
+        _native._release_on_native_thread(parts[2])  # the last one, on a native thread
+        assert fake.fake_cuda_live_allocations() == 0
+        frees = [c for c in calls("cuMemFree")]
+        assert len(frees) == 1, len(frees)
+        """
+    )
