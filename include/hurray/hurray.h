@@ -427,7 +427,8 @@ typedef struct hurray_diagnostics {
 
 /* Fills *out with the counters. The caller sets out->struct_size to
  * sizeof(hurray_diagnostics); fields beyond that size are not written, so
- * older callers stay compatible when fields are added.
+ * older callers stay compatible when fields are added, and on return
+ * struct_size holds the number of bytes written.
  * Errors: INVALID_ARGUMENT (out NULL, struct_size smaller than the first
  * counter's end). Thread-safe; the counters are read one by one (relaxed),
  * not as one snapshot. (gpu §3.4) */
@@ -435,8 +436,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *o
 
 /* Diagnostic hook: receives each failed GPU release as a status
  * (HURRAY_ERR_DEVICE) and a message naming the runtime call, its error and
- * the memory ("cuMemFree_v2 failed with CUDA_ERROR_ILLEGAL_ADDRESS (700) on
- * 0x7f.. of CUDA device 1"). The message lives only during the call.
+ * the memory ("cuMemFree failed with CUDA_ERROR_ILLEGAL_ADDRESS (700) on
+ * 0x7f.. of kDLCUDA 1"). The message lives only during the call.
  * Called on the releasing thread, possibly inside a DLPack deleter or during
  * process exit; calls are serialised (never two at once). The hook must not
  * call hurray_set_diagnostic_hook and must not block on other releases.
