@@ -42,7 +42,7 @@ else
 fi
 
 cd "$repo"
-"$HURRAY_PY" -m pytest -c python/pyproject.toml -p no:cacheprovider -rs python/tests "$@"
+"$HURRAY_PY" -m pytest -c python/pyproject.toml -p no:cacheprovider -ra python/tests "$@"
 rc=$?
 if [ "$rc" = 5 ]; then
   echo "python/run_tests.sh: pytest collected no tests" >&2

@@ -28,18 +28,18 @@ hurray_py_env() {
   command -v python3 >/dev/null 2>&1 || need+=(python3)
   if [ ${#need[@]} -gt 0 ]; then hurray_apt_install "${need[@]}" || return 1; fi
 
-  local py=python3
-  # The extension needs Python.h; Debian's python3 keeps it in python3-dev.
-  if ! "$py" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
-    hurray_apt_install python3-dev || return 1
-  fi
   if [ ! -x "$venv/bin/python" ]; then
-    if ! "$py" -m venv "$venv" >/dev/null 2>&1; then
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
       rm -rf "$venv"
       hurray_apt_install python3-venv || return 1
-      "$py" -m venv "$venv" || return 1
+      python3 -m venv "$venv" || return 1
     fi
     "$venv/bin/python" -m pip install -q --upgrade pip >&2 || true
+  fi
+  # The extension needs Python.h of the venv's interpreter; Debian's python3
+  # keeps it in python3-dev.
+  if ! "$venv/bin/python" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+    hurray_apt_install python3-dev || return 1
   fi
   HURRAY_PY="$venv/bin/python"
   export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
