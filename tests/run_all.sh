@@ -66,12 +66,24 @@ run_stage() {
   return "$rc"
 }
 
-# The ctest totals of a log ("8 tests, 0 failed"), summed over its ctest runs.
+# The test totals of a log ("195 tests, 0 failed"), summed over its ctest
+# runs and pytest runs.
 tests_line() {
   awk '/tests passed, [0-9]+ tests? failed out of [0-9]+/ {
-         for (i = 1; i <= NF; i++) if ($i == "out") { t += $(i + 2); }
-         for (i = 1; i <= NF; i++) if ($i == "failed" && $(i - 1) ~ /tests?/) { f += $(i - 2); }
-         n++ }
+         for (i = 1; i <= NF; i++) {
+           if ($i == "out") t += $(i + 2)
+           if ($i == "failed" && $(i - 1) ~ /^tests?$/) f += $(i - 2)
+         }
+         n++
+       }
+       /^=+ .*[0-9]+ (passed|failed).* in [0-9.]+s/ {
+         for (i = 2; i <= NF; i++) {
+           w = $i; sub(/,$/, "", w)
+           if (w == "passed" || w == "failed" || w ~ /^errors?$/) t += $(i - 1)
+           if (w == "failed" || w ~ /^errors?$/) f += $(i - 1)
+         }
+         n++
+       }
        END { if (n) printf "%d tests, %d failed", t, f }' "$1"
 }
 
