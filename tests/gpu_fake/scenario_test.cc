@@ -26,15 +26,29 @@ const std::string kCudaFake = HURRAY_FAKE_CUDA_PATH_OR_EMPTY;
 const std::string kHipFake = HURRAY_FAKE_HIP_PATH_OR_EMPTY;
 const std::string kCudaStub = HURRAY_CUDA_STUB_PATH_OR_EMPTY;
 
-void skip_without(const std::string &path, const char *what) {
-  if (path.empty()) GTEST_SKIP() << what << " is not built in this configuration";
-}
-
 }  // namespace
+
+// Skip the test (these must be macros: GTEST_SKIP returns from the caller).
+#define SKIP_WITHOUT(path, what)                                                  \
+  if ((path).empty()) GTEST_SKIP() << (what) << " is not built in this configuration"
+#define SKIP_WITHOUT_VENDOR(flag, name) \
+  if (!(flag)) GTEST_SKIP() << "this build of libhurray has no " name " support"
+
+#ifdef HURRAY_TEST_WITH_CUDA
+constexpr bool kWithCuda = true;
+#else
+constexpr bool kWithCuda = false;
+#endif
+#ifdef HURRAY_TEST_WITH_HIP
+constexpr bool kWithHip = true;
+#else
+constexpr bool kWithHip = false;
+#endif
 
 // --- CUDA: the library cannot work -----------------------------------------
 
 TEST(CudaLoading, ToolkitStubGivesDeviceUnavailable) {
+  SKIP_WITHOUT_VENDOR(kWithCuda, "CUDA");
   if (kCudaStub.empty()) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so was found at configure time";
   ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
                             {{"HURRAY_CUDA_DRIVER_PATH", kCudaStub}});
@@ -48,6 +62,7 @@ TEST(CudaLoading, ToolkitStubGivesDeviceUnavailable) {
 }
 
 TEST(CudaLoading, MissingLibraryGivesDeviceUnavailable) {
+  SKIP_WITHOUT_VENDOR(kWithCuda, "CUDA");
   ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA_HOST), "0"},
                             {{"HURRAY_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -59,7 +74,7 @@ TEST(CudaLoading, MissingLibraryGivesDeviceUnavailable) {
 }
 
 TEST(CudaLoading, DefaultNameIsLibcudaSo1OnTheSearchPath) {
-  skip_without(kCudaFake, "the fake CUDA driver");
+  SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   // No override: dlopen("libcuda.so.1") must find the fake by its soname.
   ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "1"},
                             {{"HURRAY_CUDA_DRIVER_PATH", ""},
@@ -69,7 +84,7 @@ TEST(CudaLoading, DefaultNameIsLibcudaSo1OnTheSearchPath) {
 }
 
 TEST(CudaLoading, NoDeviceGivesDeviceUnavailable) {
-  skip_without(kCudaFake, "the fake CUDA driver");
+  SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
                             {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
                              {"FAKE_CUDA_DEVICE_COUNT", "0"}});
@@ -81,7 +96,7 @@ TEST(CudaLoading, NoDeviceGivesDeviceUnavailable) {
 }
 
 TEST(CudaLoading, TooOldDriverGivesDeviceUnavailable) {
-  skip_without(kCudaFake, "the fake CUDA driver");
+  SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
                             {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
                              {"FAKE_CUDA_DRIVER_VERSION", "11020"}});
@@ -92,7 +107,7 @@ TEST(CudaLoading, TooOldDriverGivesDeviceUnavailable) {
 }
 
 TEST(CudaLoading, ConcurrentFirstUseLoadsOnce) {
-  skip_without(kCudaFake, "the fake CUDA driver");
+  SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   ProbeResult r = run_probe({"concurrent", str(HURRAY_DEVICE_CUDA), "8"},
                             {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -102,7 +117,7 @@ TEST(CudaLoading, ConcurrentFirstUseLoadsOnce) {
 // --- CUDA: teardown ----------------------------------------------------------
 
 TEST(CudaTeardown, ReleaseAfterDriverTeardownAtExitLeaksQuietly) {
-  skip_without(kCudaFake, "the fake CUDA driver");
+  SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   for (int type : {HURRAY_DEVICE_CUDA, HURRAY_DEVICE_CUDA_HOST, HURRAY_DEVICE_CUDA_MANAGED}) {
     ProbeResult r = run_probe({"exit-teardown", str(type)}, {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -112,7 +127,7 @@ TEST(CudaTeardown, ReleaseAfterDriverTeardownAtExitLeaksQuietly) {
 }
 
 TEST(CudaTeardown, AfterTheFirstDeinitializedNoDriverCallIsMade) {
-  skip_without(kCudaFake, "the fake CUDA driver");
+  SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   ProbeResult r = run_probe({"teardown-now", str(HURRAY_DEVICE_CUDA)},
                             {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -123,6 +138,7 @@ TEST(CudaTeardown, AfterTheFirstDeinitializedNoDriverCallIsMade) {
 // --- HIP ---------------------------------------------------------------------
 
 TEST(HipLoading, MissingLibraryGivesDeviceUnavailable) {
+  SKIP_WITHOUT_VENDOR(kWithHip, "HIP");
   ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM), "0"},
                             {{"HURRAY_HIP_LIBRARY_PATH", "/nonexistent/libamdhip64.so"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -133,7 +149,7 @@ TEST(HipLoading, MissingLibraryGivesDeviceUnavailable) {
 }
 
 TEST(HipLoading, NoDeviceGivesDeviceUnavailable) {
-  skip_without(kHipFake, "the fake HIP runtime");
+  SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM_HOST), "0"},
                             {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}, {"FAKE_HIP_DEVICE_COUNT", "0"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -142,7 +158,7 @@ TEST(HipLoading, NoDeviceGivesDeviceUnavailable) {
 }
 
 TEST(HipLoading, SearchesRocm7Then6Then5ThenThePlainName) {
-  skip_without(kHipFake, "the fake HIP runtime");
+  SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   char tmpl[] = "/tmp/hurray-hipdir-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
@@ -161,6 +177,7 @@ TEST(HipLoading, SearchesRocm7Then6Then5ThenThePlainName) {
 }
 
 TEST(HipLoading, RealRocmRuntimeWithoutAGpuGivesDeviceUnavailable) {
+  SKIP_WITHOUT_VENDOR(kWithHip, "HIP");
   // Debian's libamdhip64-5 (ROCm 5.2), installed with libamdhip64-dev.
   const char *real = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
   struct stat st;
@@ -175,7 +192,7 @@ TEST(HipLoading, RealRocmRuntimeWithoutAGpuGivesDeviceUnavailable) {
 }
 
 TEST(HipPointerCheck, Rocm5EncodingIsDecoded) {
-  skip_without(kHipFake, "the fake HIP runtime");
+  SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   ProbeResult r = run_probe({"check-pointers"}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
                                                 {"FAKE_HIP_RUNTIME_VERSION", "50221153"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -187,7 +204,7 @@ TEST(HipPointerCheck, Rocm5EncodingIsDecoded) {
 }
 
 TEST(HipPointerCheck, Rocm6EncodingIsDecoded) {
-  skip_without(kHipFake, "the fake HIP runtime");
+  SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   ProbeResult r = run_probe({"check-pointers"}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
                                                 {"FAKE_HIP_RUNTIME_VERSION", "70000000"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -199,7 +216,7 @@ TEST(HipPointerCheck, Rocm6EncodingIsDecoded) {
 }
 
 TEST(HipTeardown, ReleaseAfterRuntimeTeardownAtExitLeaksQuietly) {
-  skip_without(kHipFake, "the fake HIP runtime");
+  SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   for (int type : {HURRAY_DEVICE_ROCM, HURRAY_DEVICE_ROCM_HOST}) {
     ProbeResult r = run_probe({"exit-teardown", str(type)}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -212,7 +229,7 @@ TEST(HipTeardown, ReleaseAfterRuntimeTeardownAtExitLeaksQuietly) {
 }
 
 TEST(HipLoading, ConcurrentFirstUseLoadsOnce) {
-  skip_without(kHipFake, "the fake HIP runtime");
+  SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   ProbeResult r = run_probe({"concurrent", str(HURRAY_DEVICE_ROCM), "8"},
                             {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
