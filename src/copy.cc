@@ -88,6 +88,11 @@ int32_t gpu_fill(const GpuVendor &v, int32_t ordinal, const hurray_buffer &src,
   const char *base;  // element (0, ..., 0) in host-readable memory
   Staging span;
   if (host_accessible(src.device.device_type)) {
+    // Pinned memory may still be written by work queued on the stream.
+    if (src.device.device_type != HURRAY_DEVICE_CPU && stream != nullptr) {
+      st = v.synchronize(ordinal, stream);
+      if (st != HURRAY_OK) return st;
+    }
     base = static_cast<const char *>(src.data) + src.byte_offset;
   } else {
     const uint64_t span_bytes = static_cast<uint64_t>(e.highest - e.lowest);
