@@ -688,3 +688,55 @@ TEST_F(CudaFake, ConcurrentAllocationsAndCrossThreadReleases) {
     EXPECT_EQ(c.result, 0);
   }
 }
+
+namespace {
+std::atomic<int> g_swapped_calls{0};
+void swapped_hook(int32_t, const char *, void *user) {
+  static_cast<std::atomic<int> *>(user)->fetch_add(1);
+  g_swapped_calls.fetch_add(1);
+}
+}  // namespace
+
+TEST_F(CudaFake, HookCanBeSwappedWhileReleasesFail) {
+  constexpr int kThreads = 4, kEach = 50;
+  std::vector<hurray_buffer> handles(kThreads * kEach);
+  for (hurray_buffer &h : handles) h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  const Diag before = diagnostics();
+  f().inject("cuMemFree", kCudaIllegalAddress, -1);  // every free fails
+  std::atomic<int> a{0}, b{0};
+  std::atomic<bool> done{false};
+  std::thread swapper([&] {
+    while (!done.load()) {
+      ASSERT_EQ(hurray_set_diagnostic_hook(&swapped_hook, &a), HURRAY_OK);
+      ASSERT_EQ(hurray_set_diagnostic_hook(&swapped_hook, &b), HURRAY_OK);
+      ASSERT_EQ(hurray_set_diagnostic_hook(nullptr, nullptr), HURRAY_OK);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) hurray_buffer_release(&handles[static_cast<size_t>(t * kEach + i)]);
+    });
+  }
+  for (auto &th : threads) th.join();
+  done.store(true);
+  swapper.join();
+  f().reset();  // stop failing
+  EXPECT_EQ(diagnostics().failed, before.failed + kThreads * kEach);
+  EXPECT_LE(a.load() + b.load(), kThreads * kEach);
+  EXPECT_EQ(f().current_device(), -1);
+}
+
+TEST_F(CudaFake, ZeroElementTensorsNeedNoDeviceMemory) {
+  const int64_t shape[2] = {0, 5};
+  hurray_buffer cpu{}, g{}, back{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 2, shape, 0, &cpu), HURRAY_OK);
+  ASSERT_EQ(hurray_copy(&cpu, dev(HURRAY_DEVICE_CUDA, 1), &g), HURRAY_OK) << hurray_last_error();
+  EXPECT_EQ(g.data, nullptr);
+  EXPECT_EQ(g.device.device_id, 1);
+  ASSERT_EQ(hurray_copy_async(&g, dev(HURRAY_DEVICE_CPU), reinterpret_cast<void *>(0x42), &back),
+            HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemAlloc") + f().call_count("cuMemcpyAsync"), 0);
+  for (hurray_buffer *h : {&cpu, &g, &back}) EXPECT_EQ(hurray_buffer_release(h), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemFree"), 0);
+}
