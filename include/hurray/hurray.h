@@ -408,7 +408,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
  * the default stream. Equal streams: nothing to do, HURRAY_OK.
  * Errors: UNSUPPORTED_DEVICE (not a GPU type, runtime unavailable, no such
  * device ordinal), DEVICE (the runtime refused, e.g. an invalid stream).
- * Thread-safe. (gpu §4.3) */
+ * Thread-safe. (gpu §4) */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
                                                        void *producer_stream,
                                                        void *consumer_stream);
@@ -431,7 +431,7 @@ typedef struct hurray_diagnostics {
  * struct_size holds the number of bytes written.
  * Errors: INVALID_ARGUMENT (out NULL, struct_size smaller than the first
  * counter's end). Thread-safe; the counters are read one by one (relaxed),
- * not as one snapshot. (gpu §3.4) */
+ * not as one snapshot. (gpu §3) */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *out);
 
 /* Diagnostic hook: receives each failed GPU release as a status
@@ -447,7 +447,7 @@ typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, v
 /* Installs `hook` (NULL removes it; default: none, failures are only
  * counted and nothing is printed). `user` is passed to every call. When this
  * returns, the previous hook is no longer running and will not be called
- * again. Always returns HURRAY_OK. Thread-safe. (gpu §3.4) */
+ * again. Always returns HURRAY_OK. Thread-safe. (gpu §3) */
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user);
 
 #ifdef __cplusplus
