@@ -359,7 +359,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * / hipStreamPerThread (2). It must stay valid until the handle (and every
  * handle shared from it) has been released. The memory is usable by work
  * queued on `stream` after this call; other streams must be ordered after it
- * (hurray_stream_wait).
+ * (hurray_stream_wait), and their work on it must be ordered before the
+ * release, since the free is queued on `stream`.
  * stream == NULL: exactly hurray_alloc (synchronous, any device type).
  * Ownership: on success *out is a new live handle owned by the caller; on
  * failure *out is untouched and nothing was allocated.
