@@ -92,6 +92,7 @@ tests_line() {
 # --------------------------------------------------------------------------
 APT_PACKAGES=(cmake ninja-build gcc g++ clang binutils pkg-config
               libgtest-dev libgmock-dev libbenchmark-dev
+              libamdhip64-dev
               python3 python3-venv python3-pip)
 
 stage_deps() {

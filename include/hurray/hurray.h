@@ -267,7 +267,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack(hurray_buffer *src,
  * Errors: INVALID_ARGUMENT (NULL t/out, bad ndim/shape/strides/data),
  * UNSUPPORTED_VERSION (major != 1), UNSUPPORTED_DTYPE, UNSUPPORTED_DEVICE,
  * OVERFLOW, OUT_OF_MEMORY; the message names the field at fault.
- * `options` must be HURRAY_IMPORT_DEFAULT. Thread-safe. */
+ * `options`: HURRAY_IMPORT_DEFAULT (0) or HURRAY_IMPORT_CHECK_DEVICE_POINTER
+ * (GPU section below); other bits are INVALID_ARGUMENT. Thread-safe. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(
     struct DLManagedTensorVersioned *t, uint32_t options, hurray_buffer *out);
 
@@ -298,8 +299,8 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  * unless `flags` has HURRAY_FLAG_SUBBYTE_PADDED. `flags` is copied into the
  * handle. On failure *out is untouched.
  * Errors: INVALID_ARGUMENT, UNSUPPORTED_DTYPE, UNSUPPORTED_DEVICE (device not
- * served by this build or unavailable), OVERFLOW, OUT_OF_MEMORY.
- * Thread-safe. */
+ * served by this build or unavailable), OVERFLOW, OUT_OF_MEMORY, DEVICE (a GPU
+ * runtime call failed otherwise; docs/impl/gpu.md). Thread-safe. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dtype dtype,
                                                  int32_t ndim, const int64_t *shape,
                                                  uint64_t flags, hurray_buffer *out);
