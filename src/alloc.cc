@@ -75,24 +75,30 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   b->device = device;
   b->ptr = ptr;
   b->stream = stream;
+  *out = compact_handle(&device_release, b, ptr, device, dtype, ndim, shape, b->dims, flags);
+  return HURRAY_OK;
+}
+
+hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *data,
+                             hurray_device device, hurray_dtype dtype, int32_t ndim,
+                             const int64_t *shape, int64_t *dims, uint64_t flags) {
   if (ndim > 0) {
-    std::memcpy(b->dims, shape, sizeof(int64_t) * static_cast<size_t>(ndim));
-    compact_strides(ndim, shape, b->dims + ndim);
+    std::memcpy(dims, shape, sizeof(int64_t) * static_cast<size_t>(ndim));
+    compact_strides(ndim, shape, dims + ndim);
   }
   hurray_buffer h;
   std::memset(&h, 0, sizeof h);
   h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = &device_release;
-  h.user_data = b;
+  h.release_fn = release;
+  h.user_data = user_data;
   h.flags = flags;
-  h.data = ptr;
+  h.data = data;
   h.device = device;
   h.dtype = dtype;
   h.ndim = ndim;
-  h.shape = ndim > 0 ? b->dims : nullptr;
-  h.strides = ndim > 0 ? b->dims + ndim : nullptr;
-  *out = h;
-  return HURRAY_OK;
+  h.shape = ndim > 0 ? dims : nullptr;
+  h.strides = ndim > 0 ? dims + ndim : nullptr;
+  return h;
 }
 
 }  // namespace hurray

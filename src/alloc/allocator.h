@@ -29,6 +29,13 @@ struct DeviceAllocator {
 // called for kDLCPU.
 const DeviceAllocator *find_device_allocator(int32_t device_type);
 
+// The handle of freshly allocated compact memory: copies `shape` into
+// dims[0..ndim) and writes its row-major strides into dims[ndim..2*ndim);
+// the handle's shape/strides point there (NULL when ndim is 0).
+hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *data,
+                             hurray_device device, hurray_dtype dtype, int32_t ndim,
+                             const int64_t *shape, int64_t *dims, uint64_t flags);
+
 // CPU: allocates a compact (dtype, shape) tensor with metadata and data in
 // one HURRAY_CPU_ALIGNMENT-aligned block (alloc/cpu.cc).
 int32_t cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64_t flags,

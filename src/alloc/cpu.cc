@@ -33,24 +33,9 @@ int32_t cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %llu bytes of CPU memory failed",
                 static_cast<unsigned long long>(total));
   }
-  auto *dims = static_cast<int64_t *>(block);
-  if (ndim > 0) {
-    std::memcpy(dims, shape, sizeof(int64_t) * static_cast<size_t>(ndim));
-    compact_strides(ndim, shape, dims + ndim);
-  }
-  hurray_buffer h;
-  std::memset(&h, 0, sizeof h);
-  h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = &cpu_release;
-  h.user_data = block;
-  h.flags = flags;
-  h.data = static_cast<char *>(block) + meta;
-  h.device = hurray_device{HURRAY_DEVICE_CPU, 0};
-  h.dtype = dtype;
-  h.ndim = ndim;
-  h.shape = ndim > 0 ? dims : nullptr;
-  h.strides = ndim > 0 ? dims + ndim : nullptr;
-  *out = h;
+  *out = compact_handle(&cpu_release, block, static_cast<char *>(block) + meta,
+                        hurray_device{HURRAY_DEVICE_CPU, 0}, dtype, ndim, shape,
+                        static_cast<int64_t *>(block), flags);
   return HURRAY_OK;
 }
 
