@@ -277,3 +277,14 @@ TEST(Copy, BadArgumentsLeaveOutUntouched) {
 }
 
 }  // namespace
+
+// hurray_stream_wait on one stream has nothing to order: OK without loading
+// any GPU runtime (none is present where this suite runs without a GPU).
+TEST(StreamWait, EqualStreamsNeedNoRuntime) {
+  void *s = reinterpret_cast<void *>(0x5);
+  EXPECT_OK(hurray_stream_wait(hurray_device{HURRAY_DEVICE_CUDA, 0}, s, s));
+  EXPECT_OK(hurray_stream_wait(hurray_device{HURRAY_DEVICE_ROCM, 1}, nullptr, nullptr));
+  // A device type that is not a GPU's is still an error.
+  EXPECT_STATUS(hurray_stream_wait(hurray_device{HURRAY_DEVICE_CPU, 0}, s, s),
+                HURRAY_ERR_UNSUPPORTED_DEVICE);
+}

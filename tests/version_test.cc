@@ -28,15 +28,17 @@ TEST(Version, RuntimeVersionIsTheHeaderVersion) {
 
 TEST(Version, OwnHeaderIsAccepted) { EXPECT_OK(hurray_check_version(HURRAY_VERSION)); }
 
-TEST(Version, OlderMinorOrPatchOfTheSameMajorIsAccepted) {
+TEST(Version, OlderPatchIsAcceptedAndOlderMinorOnlyFromMajorOne) {
   const uint32_t lib = hurray_version();
   const uint32_t major = lib >> 16, minor = (lib >> 8) & 0xFF, patch = lib & 0xFF;
-  EXPECT_OK(hurray_check_version(pack(major, 0, 0)));
+  EXPECT_OK(hurray_check_version(pack(major, minor, 0)));
   if (patch > 0) {
     EXPECT_OK(hurray_check_version(pack(major, minor, patch - 1)));
   }
   if (minor > 0) {
-    EXPECT_OK(hurray_check_version(pack(major, minor - 1, 255)));
+    // 0.x: any minor release may change the ABI; from 1.0 minors only add.
+    const int32_t expected = major == 0 ? HURRAY_ERR_UNSUPPORTED_VERSION : HURRAY_OK;
+    EXPECT_STATUS(hurray_check_version(pack(major, minor - 1, 255)), expected);
   }
 }
 

@@ -75,7 +75,9 @@ HURRAY_API uint32_t hurray_version(void);
 
 /* Checks that the loaded library can serve a caller compiled against header
  * version `header_version` (pass HURRAY_VERSION): the major numbers must be
- * equal and the library's minor.patch must be at least the header's.
+ * equal and the library's minor.patch must be at least the header's; while
+ * the major is 0 (any minor release may change the ABI) the minor numbers
+ * must be equal too.
  * Returns HURRAY_OK, or HURRAY_ERR_UNSUPPORTED_VERSION with a message that
  * names both versions. Thread-safe. (c-ffi §1) */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_check_version(uint32_t header_version);
@@ -97,7 +99,8 @@ typedef enum hurray_status {
 } hurray_status;
 
 /* Message describing the last failed call made by this thread, or "" if none
- * failed yet. The pointer stays valid until this thread's next libhurray call.
+ * failed yet. Successful calls leave it as it is. The pointer stays valid for
+ * the life of the thread; its text changes at this thread's next failing call.
  * Never NULL. Thread-safe (the message is thread-local). (c-ffi §2) */
 HURRAY_API const char *hurray_last_error(void);
 
@@ -238,7 +241,8 @@ struct DLManagedTensorVersioned;
  * exactly). On success *src is consumed and zeroed and *out receives a tensor
  * whose deleter calls the handle's release exactly once. A handle that
  * libhurray imported from a DLManagedTensorVersioned and that still describes
- * that tensor exactly is unwrapped: *out is the original tensor itself.
+ * that tensor exactly is unwrapped: *out is the original tensor itself, with
+ * the 1.x version and the strides its producer gave it.
  * On failure: nothing consumed, *out untouched.
  * Errors: INVALID_ARGUMENT (NULL, empty or malformed src), the validation
  * errors of hurray_buffer_validate, OUT_OF_MEMORY.

@@ -122,13 +122,17 @@ HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, 
 HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
                                       void *consumer_stream) {
   using namespace hurray;
-  const GpuVendor *v = find_gpu_vendor(device.device_type);
+  const int32_t type = device.device_type;
+  const bool gpu_type = type == HURRAY_DEVICE_CUDA || type == HURRAY_DEVICE_CUDA_HOST ||
+                        type == HURRAY_DEVICE_CUDA_MANAGED || type == HURRAY_DEVICE_ROCM ||
+                        type == HURRAY_DEVICE_ROCM_HOST;
+  if (gpu_type && producer_stream == consumer_stream) return HURRAY_OK;  // no runtime needed
+  const GpuVendor *v = find_gpu_vendor(type);
   if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  if (device.device_id < 0 || (!is_device_memory(device.device_type) && device.device_id != 0)) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s has no device_id %d",
-                device_type_name(device.device_type), device.device_id);
+  if (device.device_id < 0 || (!is_device_memory(type) && device.device_id != 0)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s has no device_id %d", device_type_name(type),
+                device.device_id);
   }
-  if (producer_stream == consumer_stream) return HURRAY_OK;
   return v->stream_wait(device.device_id, producer_stream, consumer_stream);
 }
 
