@@ -81,6 +81,7 @@ constexpr const char kCapsuleLegacyUsed[] = "used_dltensor";
 // Module-wide constants, set once in module init.
 // ---------------------------------------------------------------------------
 PyObject *g_str_dlpack;          // "__dlpack__"
+PyObject *g_str_dlpack_device;   // "__dlpack_device__"
 PyObject *g_str_stream;          // keyword names
 PyObject *g_str_max_version;
 PyObject *g_str_dl_device;
@@ -396,6 +397,10 @@ extern PyTypeObject BufferType;
 PyObject *new_buffer(hurray_buffer *h) {
   BufferObject *b = PyObject_New(BufferObject, &BufferType);
   if (b == nullptr) {
+    if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
+      PyErr_Clear();
+      PyErr_SetString(PyExc_MemoryError, "hurray: out of memory for a hurray.Buffer object");
+    }
     release_handle(h);
     return nullptr;
   }
@@ -830,43 +835,76 @@ PyObject *Buffer_dlpack_device(PyObject *self, PyObject *) {
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
 }
 
+// hurray_share hands out at most 2^32 handles per call (docs/impl/c-ffi.md)
+// and share(n) asks it for n + 1: the Buffer keeps one of them.
+constexpr long long kMaxShare = (1LL << 32) - 1;
+
+// Gives an out-of-memory error of share(n) a message: CPython's own
+// MemoryError (PyErr_NoMemory) has none. Other errors are left as they are.
+// Always returns nullptr.
+PyObject *share_no_memory(long long n, const char *what) {
+  if (PyErr_Occurred() != nullptr && !PyErr_ExceptionMatches(PyExc_MemoryError)) return nullptr;
+  PyErr_Clear();
+  PyErr_Format(PyExc_MemoryError, "hurray.Buffer.share: out of memory for %s (n is %lld)", what,
+               n);
+  return nullptr;
+}
+
 // share(n): n new Buffers on the same memory; this one stays valid.
+//
+// Everything that can fail for lack of memory is allocated before
+// hurray_share, so a failure leaves the Buffer exactly as it was; only the
+// creation of the Buffer objects comes after it, and a failure there gives
+// back every handle no Buffer owns yet.
 PyObject *Buffer_share(PyObject *self, PyObject *arg) {
   auto *b = reinterpret_cast<BufferObject *>(self);
   if (!PyLong_Check(arg)) {
     PyErr_Format(PyExc_TypeError, "share() expects an int, not %.100s", Py_TYPE(arg)->tp_name);
     return nullptr;
   }
-  Py_ssize_t n = PyLong_AsSsize_t(arg);
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(arg, &overflow);
   if (n == -1 && PyErr_Occurred()) return nullptr;
-  if (n < 1) {
-    PyErr_Format(PyExc_ValueError, "share(n) needs n >= 1, got %zd", n);
+  if (overflow < 0 || (overflow == 0 && n < 1)) {
+    PyErr_Format(PyExc_ValueError, "share(n) needs n >= 1, got %R", arg);
+    return nullptr;
+  }
+  if (overflow > 0 || n > kMaxShare) {
+    PyErr_Format(PyExc_ValueError,
+                 "hurray.Buffer.share: n is %R (at most %lld: hurray_share hands out at most "
+                 "2^32 handles per call, and this Buffer keeps one of them) [%s]",
+                 arg, kMaxShare, hurray_status_name(HURRAY_ERR_INVALID_ARGUMENT));
     return nullptr;
   }
   LIVE_OR_FAIL(b);
+  const size_t count = static_cast<size_t>(n) + 1;
   hurray_buffer stack[9];
   hurray_buffer *out = stack;
-  if (static_cast<size_t>(n) + 1 > sizeof stack / sizeof stack[0]) {
-    if (static_cast<size_t>(n) > (SIZE_MAX / sizeof(hurray_buffer)) - 1) return PyErr_NoMemory();
-    out = static_cast<hurray_buffer *>(PyMem_Malloc((static_cast<size_t>(n) + 1) * sizeof *out));
-    if (out == nullptr) return PyErr_NoMemory();
+  if (count > sizeof stack / sizeof stack[0]) {
+    out = static_cast<hurray_buffer *>(PyMem_Malloc(count * sizeof *out));
+    if (out == nullptr) return share_no_memory(n, "the array of handles");
   }
-  PyObject *list = nullptr;
-  int32_t st = hurray_share(&b->h, static_cast<size_t>(n) + 1, out);
+  PyObject *list = PyList_New(static_cast<Py_ssize_t>(n));
+  if (list == nullptr) {
+    if (out != stack) PyMem_Free(out);
+    return share_no_memory(n, "the list of Buffers");
+  }
+  int32_t st = hurray_share(&b->h, count, out);
   if (st != HURRAY_OK) {
     raise_status(st, "hurray.Buffer.share");
+    Py_CLEAR(list);
   } else {
     b->h = out[0];
-    list = PyList_New(n);
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject *nb = list != nullptr ? new_buffer(&out[i + 1]) : nullptr;
+    for (long long i = 0; i < n; ++i) {
+      PyObject *nb = new_buffer(&out[i + 1]);
       if (nb == nullptr) {
         // Give back every reference not yet owned by a Buffer.
-        for (Py_ssize_t j = i; j < n; ++j) release_handle(&out[j + 1]);
+        for (long long j = i + 1; j < n; ++j) release_handle(&out[j + 1]);
         Py_CLEAR(list);
+        share_no_memory(n, "the Buffer objects");
         break;
       }
-      PyList_SET_ITEM(list, i, nb);
+      PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), nb);
     }
   }
   if (out != stack) PyMem_Free(out);
@@ -953,7 +991,10 @@ bool import_capsule(PyObject *cap, hurray_buffer *out) {
   if (needs_wrap) {
     wrap = static_cast<ForeignRelease *>(std::malloc(sizeof(ForeignRelease)));
     if (wrap == nullptr) {
-      PyErr_NoMemory();
+      PyErr_Format(PyExc_MemoryError,
+                   "hurray.from_dlpack: out of memory for the %zu-byte release wrapper of the "
+                   "imported tensor (the capsule was left unconsumed)",
+                   sizeof(ForeignRelease));
       return false;
     }
   }
@@ -965,7 +1006,21 @@ bool import_capsule(PyObject *cap, hurray_buffer *out) {
                                         HURRAY_IMPORT_DEFAULT, &h);
   if (st != HURRAY_OK) {
     std::free(wrap);
-    raise_status(st, "hurray.from_dlpack");
+    if (st == HURRAY_ERR_UNSUPPORTED_VERSION && versioned) {
+      // libhurray's message speaks to C callers (they keep the tensor and
+      // must call its deleter). Here the capsule keeps its name, hence the
+      // tensor, and its destructor deletes it: say that instead.
+      const DlPackVersion v = static_cast<DLManagedTensorVersioned *>(ptr)->version;
+      PyErr_Format(PyExc_BufferError,
+                   "hurray.from_dlpack: the tensor is DLPack version %u.%u, and only major "
+                   "version %u can be read; the capsule was left unconsumed (still named "
+                   "'%s'), and its destructor deletes the tensor [%s]",
+                   static_cast<unsigned>(v.major), static_cast<unsigned>(v.minor),
+                   static_cast<unsigned>(HURRAY_DLPACK_MAJOR), kCapsuleVersioned,
+                   hurray_status_name(st));
+    } else {
+      raise_status(st, "hurray.from_dlpack");
+    }
     return false;
   }
   // The handle owns the tensor now; the renamed capsule no longer does.
@@ -981,36 +1036,59 @@ bool import_capsule(PyObject *cap, hurray_buffer *out) {
   return true;
 }
 
-// Calls obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]),
-// retrying as obj.__dlpack__() when the producer rejects the keywords with
-// TypeError (a producer older than DLPack 1.0).
-PyObject *call_dlpack(PyObject *obj, PyObject *copy, PyObject *device) {
+// One call obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]);
+// a keyword whose value is nullptr is left out.
+PyObject *call_dlpack_once(PyObject *obj, PyObject *dl_device, PyObject *copy) {
   PyObject *argv[4] = {obj, g_max_version, nullptr, nullptr};
+  Py_ssize_t nkw = 1;
+  if (dl_device != nullptr) argv[1 + nkw++] = dl_device;
+  if (copy != nullptr) argv[1 + nkw++] = copy;
   PyObject *kwnames = g_kw_max_version;
-  Py_INCREF(kwnames);
-  size_t nkw = 1;
-  if (copy != Py_None || device != Py_None) {
-    Py_DECREF(kwnames);
-    kwnames = PyTuple_New(1 + (copy != Py_None) + (device != Py_None));
+  if (nkw == 1) {
+    Py_INCREF(kwnames);
+  } else {
+    kwnames = PyTuple_New(nkw);
     if (kwnames == nullptr) return nullptr;
     Py_INCREF(g_str_max_version);
     PyTuple_SET_ITEM(kwnames, 0, g_str_max_version);
-    if (device != Py_None) {
+    Py_ssize_t k = 1;
+    if (dl_device != nullptr) {
       Py_INCREF(g_str_dl_device);
-      PyTuple_SET_ITEM(kwnames, nkw, g_str_dl_device);
-      argv[1 + nkw++] = device;
+      PyTuple_SET_ITEM(kwnames, k++, g_str_dl_device);
     }
-    if (copy != Py_None) {
+    if (copy != nullptr) {
       Py_INCREF(g_str_copy);
-      PyTuple_SET_ITEM(kwnames, nkw, g_str_copy);
-      argv[1 + nkw++] = copy;
+      PyTuple_SET_ITEM(kwnames, k++, g_str_copy);
     }
   }
   PyObject *cap = PyObject_VectorcallMethod(g_str_dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                             kwnames);
   Py_DECREF(kwnames);
+  return cap;
+}
+
+// Asks a producer for its capsule (docs/impl/python.md §2, from_dlpack):
+//   1. obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]);
+//   2. if dl_device was passed and the producer raised BufferError or
+//      NotImplementedError (it cannot export to that device, as NumPy for
+//      anything but the CPU), again without dl_device: the tensor comes on
+//      the producer's own device and from_dlpack copies it with hurray_copy.
+//      copy=False is passed again, copy=True is not (the producer's copy
+//      would be a second one);
+//   3. if the producer raised TypeError (older than DLPack 1.0, the keywords
+//      are unknown to it), obj.__dlpack__() without arguments.
+// dl_device and copy are nullptr when not to be passed.
+PyObject *call_dlpack(PyObject *obj, PyObject *copy, PyObject *dl_device) {
+  PyObject *cap = call_dlpack_once(obj, dl_device, copy);
+  if (cap == nullptr && dl_device != nullptr &&
+      (PyErr_ExceptionMatches(PyExc_BufferError) ||
+       PyErr_ExceptionMatches(PyExc_NotImplementedError))) {
+    PyErr_Clear();
+    cap = call_dlpack_once(obj, nullptr, copy == Py_False ? copy : nullptr);
+  }
   if (cap == nullptr && PyErr_ExceptionMatches(PyExc_TypeError)) {
     PyErr_Clear();
+    PyObject *argv[1] = {obj};
     cap = PyObject_VectorcallMethod(g_str_dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     nullptr);
   } else if (cap == nullptr && PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -1027,6 +1105,45 @@ PyObject *call_dlpack(PyObject *obj, PyObject *copy, PyObject *device) {
     }
   }
   return cap;
+}
+
+// The producer's own device, from obj.__dlpack_device__(). *known is false
+// (and no error set) when obj has no such method. Returns false with an
+// exception set when the method raises or returns something else than a
+// (device_type, device_id) tuple.
+bool producer_device(PyObject *obj, hurray_device *out, bool *known) {
+  *known = false;
+  PyObject *meth = PyObject_GetAttr(obj, g_str_dlpack_device);
+  if (meth == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;
+    PyErr_Clear();
+    return true;
+  }
+  PyObject *res = PyObject_CallNoArgs(meth);
+  Py_DECREF(meth);
+  if (res == nullptr) return false;
+  char what[160];
+  std::snprintf(what, sizeof what, "hurray.from_dlpack: the result of %.100s.__dlpack_device__()",
+                Py_TYPE(obj)->tp_name);
+  bool ok;
+  if (!PyTuple_Check(res)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a (device_type, device_id) tuple, not %.100s", what,
+                 Py_TYPE(res)->tp_name);
+    ok = false;
+  } else {
+    ok = parse_device(res, what, out);
+  }
+  Py_DECREF(res);
+  *known = ok;
+  return ok;
+}
+
+PyObject *raise_copy_false_crosses(hurray_device from, hurray_device to) {
+  PyErr_Format(PyExc_BufferError,
+               "hurray.from_dlpack: the tensor is on device (%d, %d); moving it to device "
+               "(%d, %d) needs a copy, but copy=False",
+               from.device_type, from.device_id, to.device_type, to.device_id);
+  return nullptr;
 }
 
 PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -1055,23 +1172,16 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   }
   const int copy_mode = parse_copy(copy);
   if (copy_mode == -2) return nullptr;
-  if (copy_mode != -1) copy = copy_mode ? Py_True : Py_False;
+  // The producer is passed a real bool, or no copy keyword at all.
+  PyObject *copy_arg = copy_mode == -1 ? nullptr : copy_mode ? Py_True : Py_False;
   hurray_device want{0, 0};
   const bool device_given = device != Py_None;
-  if (device_given) {
-    if (!parse_device(device, "from_dlpack: device", &want)) return nullptr;
-    // Producers are handed the normalised tuple.
-    device = Py_BuildValue("(ii)", want.device_type, want.device_id);
-    if (device == nullptr) return nullptr;
-  } else {
-    Py_INCREF(device);
-  }
+  if (device_given && !parse_device(device, "from_dlpack: device", &want)) return nullptr;
 
   hurray_buffer h;
   if (Py_TYPE(obj) == &BufferType && copy_mode != 1 &&
       (!device_given || same_device(want, reinterpret_cast<BufferObject *>(obj)->h.device))) {
     // Another Buffer on the same memory: share directly, no DLPack round trip.
-    Py_DECREF(device);
     auto *src = reinterpret_cast<BufferObject *>(obj);
     if (!check_live(src)) return nullptr;
     hurray_buffer pair[2];
@@ -1086,21 +1196,34 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     cap = obj;
     Py_INCREF(cap);
   } else {
-    cap = call_dlpack(obj, copy, device);
-    if (cap == nullptr) {
-      Py_DECREF(device);
-      return nullptr;
+    // A producer is asked for another device only when it is not already on
+    // that device; if it cannot export there, call_dlpack takes the tensor
+    // where it is, and the copy below moves it.
+    PyObject *dl_device = nullptr;
+    if (device_given) {
+      hurray_device own;
+      bool known = false;
+      if (!producer_device(obj, &own, &known)) return nullptr;
+      if (known && !same_device(own, want) && copy_mode == 0) {
+        return raise_copy_false_crosses(own, want);
+      }
+      if (!known || !same_device(own, want)) {
+        // Producers are handed the normalised tuple.
+        dl_device = Py_BuildValue("(ii)", want.device_type, want.device_id);
+        if (dl_device == nullptr) return nullptr;
+      }
     }
+    cap = call_dlpack(obj, copy_arg, dl_device);
+    Py_XDECREF(dl_device);
+    if (cap == nullptr) return nullptr;
     if (!PyCapsule_CheckExact(cap)) {
       PyErr_Format(PyExc_TypeError,
                    "hurray.from_dlpack: %.100s.__dlpack__() returned %.100s, not a capsule",
                    Py_TYPE(obj)->tp_name, Py_TYPE(cap)->tp_name);
       Py_DECREF(cap);
-      Py_DECREF(device);
       return nullptr;
     }
   }
-  Py_DECREF(device);
   bool ok = import_capsule(cap, &h);
   Py_DECREF(cap);
   if (!ok) return nullptr;
@@ -1109,10 +1232,7 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   const hurray_device target = device_given ? want : h.device;
   const bool other_device = !same_device(target, h.device);
   if (other_device && copy_mode == 0) {
-    PyErr_Format(PyExc_BufferError,
-                 "hurray.from_dlpack: the tensor is on device (%d, %d); moving it to device "
-                 "(%d, %d) needs a copy, but copy=False",
-                 h.device.device_type, h.device.device_id, target.device_type, target.device_id);
+    raise_copy_false_crosses(h.device, target);
     release_handle(&h);
     return nullptr;
   }
@@ -1235,7 +1355,10 @@ PyObject *mod_release_on_native_thread(PyObject *, PyObject *args, PyObject *kwa
     return nullptr;
   }
   auto *job = static_cast<NativeJob *>(std::calloc(1, sizeof(NativeJob)));
-  if (job == nullptr) return PyErr_NoMemory();
+  if (job == nullptr) {
+    PyErr_SetString(PyExc_MemoryError, "_release_on_native_thread: out of memory for the job");
+    return nullptr;
+  }
   job->delay_s = delay;
   if (Py_TYPE(obj) == &BufferType) {
     auto *b = reinterpret_cast<BufferObject *>(obj);
@@ -1269,7 +1392,9 @@ PyMethodDef module_methods[] = {
      "from_dlpack(obj, /, *, copy=None, device=None)\n--\n\n"
      "Take a tensor from any DLPack producer (an object with __dlpack__, or a raw\n"
      "'dltensor'/'dltensor_versioned' capsule) as a hurray.Buffer, zero-copy unless\n"
-     "copy=True or device names another device."},
+     "copy=True or device names another device. A producer that cannot export to\n"
+     "device (NumPy for anything but the CPU) is taken on its own device, and\n"
+     "libhurray makes the copy; copy=False then raises BufferError."},
     {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_empty)),
      METH_VARARGS | METH_KEYWORDS,
      "empty(shape, dtype='float32')\n--\n\nNew uninitialised CPU memory allocated by libhurray."},
@@ -1349,6 +1474,7 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyType_Ready(&BufferType) < 0) return nullptr;
 
   g_str_dlpack = intern("__dlpack__");
+  g_str_dlpack_device = intern("__dlpack_device__");
   g_str_stream = intern("stream");
   g_str_max_version = intern("max_version");
   g_str_dl_device = intern("dl_device");
@@ -1356,7 +1482,8 @@ PyMODINIT_FUNC PyInit__native(void) {
   g_str_device = intern("device");
   g_max_version = Py_BuildValue("(ii)", HURRAY_DLPACK_MAJOR, HURRAY_DLPACK_MINOR);
   g_kw_max_version = g_str_max_version ? PyTuple_Pack(1, g_str_max_version) : nullptr;
-  if (!g_str_dlpack || !g_str_stream || !g_str_max_version || !g_str_dl_device || !g_str_copy ||
+  if (!g_str_dlpack || !g_str_dlpack_device || !g_str_stream || !g_str_max_version ||
+      !g_str_dl_device || !g_str_copy ||
       !g_str_device || !g_max_version || !g_kw_max_version) {
     return nullptr;
   }

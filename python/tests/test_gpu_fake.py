@@ -105,6 +105,54 @@ def test_copy_to_cuda_and_back():
     )
 
 
+def test_from_dlpack_device_copies_what_the_producer_cannot_move():
+    run(
+        """
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        # NumPy refuses dl_device=(2, 0): hurray takes the array on the CPU
+        # and copies it to the device itself.
+        g = hurray.from_dlpack(a, device=(2, 0))
+        assert g.device == (2, 0) and g.is_copied and g.shape == (3, 4), g
+        assert fake.fake_cuda_live_allocations() == 1
+        np.testing.assert_array_equal(np.from_dlpack(g, device="cpu"), a)
+        c = hurray.from_dlpack(a, device=(2, 0), copy=True)
+        assert c.device == (2, 0) and c.is_copied
+        assert fake.fake_cuda_live_allocations() == 2
+        c.release()
+        try:
+            hurray.from_dlpack(a, device=(2, 0), copy=False)
+        except BufferError as e:
+            assert "copy=False" in str(e), str(e)
+        else:
+            raise AssertionError("copy=False crossed devices")
+        assert fake.fake_cuda_live_allocations() == 1
+
+        # The other way: a producer on the device that exports only there.
+        class OnDevice:
+            def __init__(self, buf):
+                self.buf, self.asked = buf, []
+            def __dlpack__(self, **kw):
+                self.asked.append(sorted(kw))
+                if "dl_device" in kw:
+                    raise NotImplementedError("dl_device")
+                return self.buf.__dlpack__(**kw)
+            def __dlpack_device__(self):
+                return self.buf.__dlpack_device__()
+
+        p = OnDevice(g)
+        fake.fake_cuda_reset()
+        h = hurray.from_dlpack(p, device="cpu")
+        assert h.device == (1, 0) and h.is_copied, h
+        assert p.asked == [["dl_device", "max_version"], ["max_version"]], p.asked
+        assert fake.fake_cuda_call_count(b"cuMemcpyAsync") >= 1  # hurray_copy, device to host
+        np.testing.assert_array_equal(np.from_dlpack(h), a)
+        assert fake.fake_cuda_live_allocations() == 1  # only g's
+        g.release()
+        assert fake.fake_cuda_live_allocations() == 0
+        """
+    )
+
+
 def test_stream_rules_and_waits():
     run(
         """

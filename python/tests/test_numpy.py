@@ -290,13 +290,113 @@ def test_from_dlpack_device_argument():
     a = np.arange(5.0)
     assert hurray.from_dlpack(a, device=(1, 0)).data_ptr == a.ctypes.data
     assert hurray.from_dlpack(a, device="cpu").data_ptr == a.ctypes.data
-    with pytest.raises(BufferError):  # NumPy (the producer) refuses
-        hurray.from_dlpack(a, device=(2, 0))
+    # NumPy cannot export to CUDA, so hurray takes the array on the CPU and
+    # copies it itself: done where a CUDA driver is present, else refused
+    # with libhurray's message (never NumPy's "unsupported device requested").
+    try:
+        g = hurray.from_dlpack(a, device=(2, 0))
+    except BufferError as e:
+        assert str(e).startswith("hurray.from_dlpack (copy): "), str(e)
+        assert "HURRAY_ERR_UNSUPPORTED_DEVICE" in str(e), str(e)
+    else:
+        assert g.device == (2, 0) and g.is_copied
     # Legacy producers cannot be asked: hurray does the copy / the refusal.
     with pytest.raises(BufferError):
         hurray.from_dlpack(a.__dlpack__(), device=(2, 0), copy=False)
     c = hurray.from_dlpack(LegacyOnly(a), copy=True)
     assert c.data_ptr != a.ctypes.data and c.is_copied
+
+
+class OwnDeviceOnly:
+    """A DLPack 1.x producer that exports only on its own device (the CPU):
+    any dl_device keyword is refused, as NumPy does for non-CPU devices.
+    Records the keywords of every __dlpack__ call."""
+
+    def __init__(self, obj, exc=BufferError, has_device=True):
+        self.obj, self.exc = obj, exc
+        self.calls = []
+        if has_device:
+            self.__dlpack_device__ = obj.__dlpack_device__
+
+    def __dlpack__(self, **kw):
+        self.calls.append(kw)
+        if "dl_device" in kw:
+            raise self.exc("only my own device")
+        return self.obj.__dlpack__(**kw)
+
+
+@pytest.mark.parametrize("exc", [BufferError, NotImplementedError])
+def test_from_dlpack_same_device_does_not_ask_for_dl_device(exc):
+    a = np.arange(5.0)
+    p = OwnDeviceOnly(a, exc)
+    for dev in ((1, 0), "cpu"):
+        assert hurray.from_dlpack(p, device=dev).data_ptr == a.ctypes.data
+        assert hurray.from_dlpack(p, device=dev, copy=False).data_ptr == a.ctypes.data
+        c = hurray.from_dlpack(p, device=dev, copy=True)
+        assert c.is_copied and c.data_ptr != a.ctypes.data
+        np.testing.assert_array_equal(np.from_dlpack(c), a)
+    assert not any("dl_device" in kw for kw in p.calls), p.calls
+
+
+@pytest.mark.parametrize("exc", [BufferError, NotImplementedError])
+def test_from_dlpack_retries_without_dl_device_when_refused(exc):
+    # No __dlpack_device__: hurray asks for the device first, and on refusal
+    # takes the tensor where it is and copies it itself.
+    a = np.arange(5.0)
+    p = OwnDeviceOnly(a, exc, has_device=False)
+    assert hurray.from_dlpack(p, device=(1, 0)).data_ptr == a.ctypes.data
+    assert p.calls == [dict(max_version=(1, 3), dl_device=(1, 0)), dict(max_version=(1, 3))]
+    p.calls.clear()
+    c = hurray.from_dlpack(p, device="cpu", copy=True)
+    assert c.is_copied and c.data_ptr != a.ctypes.data
+    # The retry does not ask for copy=True: the producer's copy would be a
+    # second one whenever hurray has to cross devices anyway.
+    assert p.calls == [dict(max_version=(1, 3), dl_device=(1, 0), copy=True),
+                       dict(max_version=(1, 3))]
+    p.calls.clear()
+    assert hurray.from_dlpack(p, device="cpu", copy=False).data_ptr == a.ctypes.data
+    assert p.calls[-1] == dict(max_version=(1, 3), copy=False)
+
+
+def test_from_dlpack_other_device_copy_false_is_refused_without_asking():
+    a = np.arange(5.0)
+    p = OwnDeviceOnly(a)
+    with pytest.raises(BufferError, match="copy=False") as info:
+        hurray.from_dlpack(p, device=(2, 0), copy=False)
+    assert "(1, 0)" in str(info.value) and "(2, 0)" in str(info.value)
+    assert p.calls == []
+    with pytest.raises(BufferError, match="copy=False"):
+        hurray.from_dlpack(a, device=(2, 0), copy=False)
+
+
+def test_from_dlpack_other_device_errors_of_the_producer_and_of_dlpack_device():
+    class Broken:
+        def __dlpack__(self, **kw):
+            raise BufferError("first") if "dl_device" in kw else RuntimeError("second")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    # The retry's own failure is what the caller sees.
+    with pytest.raises(RuntimeError, match="second"):
+        hurray.from_dlpack(Broken(), device=(2, 0))
+
+    class BadDevice(OwnDeviceOnly):
+        def __init__(self, result):
+            super().__init__(np.arange(3.0), has_device=False)
+            self.result = result
+
+        def __dlpack_device__(self):
+            if isinstance(self.result, Exception):
+                raise self.result
+            return self.result
+
+    with pytest.raises(KeyError, match="inner"):
+        hurray.from_dlpack(BadDevice(KeyError("inner")), device="cpu")
+    with pytest.raises(TypeError, match="__dlpack_device__"):
+        hurray.from_dlpack(BadDevice("cuda"), device="cpu")
+    with pytest.raises(ValueError, match="__dlpack_device__"):
+        hurray.from_dlpack(BadDevice((1, 0, 0)), device="cpu")
 
 
 def test_stream_rules_for_cpu():
