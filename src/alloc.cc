@@ -63,13 +63,11 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   if (b == nullptr) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
-  void *ptr = nullptr;
-  if (nbytes > 0) {
-    st = a->allocate(device, nbytes, stream, &ptr);
-    if (st != HURRAY_OK) {
-      std::free(b);
-      return st;
-    }
+  void *ptr = nullptr;  // stays NULL for zero bytes (the allocator checks the device only)
+  st = a->allocate(device, nbytes, stream, &ptr);
+  if (st != HURRAY_OK) {
+    std::free(b);
+    return st;
   }
   b->allocator = a;
   b->device = device;

@@ -140,8 +140,15 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
     v = copy_vendor(src->device.device_type, src->device, device, &ordinal);
     if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   }
-  // Device memory for the result is stream-ordered when the copy is.
-  void *alloc_stream = is_device_memory(device.device_type) ? stream : nullptr;
+  // Device memory for the result is stream-ordered when the copy is, and the
+  // stream is the destination's: a stream belongs to the device `ordinal`
+  // (the source's when both sides are device memory). A destination on
+  // another device is allocated synchronously on it, and the copy is still
+  // queued on the stream, in the stream's own context. The per-thread
+  // default stream is never used for allocation (see hurray_alloc_async).
+  void *alloc_stream = is_device_memory(device.device_type) && device.device_id == ordinal
+                           ? allocation_stream(stream)
+                           : nullptr;
   hurray_buffer dst;
   st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, &dst);
   if (st != HURRAY_OK) return st;

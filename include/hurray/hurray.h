@@ -340,8 +340,16 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * free and the thread's own current context/device is restored (a thread
  * that had no CUDA context is left with none). Releases never fail loudly:
  * after the driver was torn down (process exit), or in a child process after
- * fork(), the memory is left alone and counted; a free the driver refuses is
- * counted and passed to the diagnostic hook. (gpu §3)
+ * fork(), the memory is left alone and counted; a free the driver refuses,
+ * or a failure to make the owner current or to restore the thread's own
+ * context/device (cuCtxPopCurrent / hipSetDevice), is counted and passed to
+ * the diagnostic hook. (gpu §3)
+ *
+ * Allocations, copies and stream waits use the same scoping. If restoring
+ * the thread's context/device fails after the work itself succeeded, the
+ * call fails with HURRAY_ERR_DEVICE (the message names the call and says the
+ * device may still be current), memory it allocated is freed again and *out
+ * is untouched; work already queued on a stream stays queued. (gpu §3)
  * ======================================================================== */
 
 /* Option bit for hurray_from_dlpack_versioned and hurray_from_dlpack: before
@@ -350,8 +358,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * hipPointerGetAttributes). Only GPU device types are checked (kDLCPU and
  * other types pass unchecked) and tensors with no elements are not checked.
  * The check loads the vendor library if needed and costs one driver call.
- * Errors added: UNSUPPORTED_DEVICE (runtime unavailable), INVALID_ARGUMENT
- * (the pointer belongs elsewhere; the message says what the runtime reports).
+ * Errors added: UNSUPPORTED_DEVICE (runtime unavailable, or the claimed
+ * device_id names no device: a kDLCUDA/kDLROCM ordinal the runtime does not
+ * see, or not 0 for the pinned and managed types; the runtime is not asked),
+ * INVALID_ARGUMENT (the pointer belongs elsewhere; the message says what the
+ * runtime reports), DEVICE (the runtime failed the query).
  * On failure the caller still owns the tensor. (gpu §5) */
 #define HURRAY_IMPORT_CHECK_DEVICE_POINTER (1u << 0)
 
@@ -360,19 +371,27 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * frees it on that same stream (cuMemFreeAsync / hipFreeAsync), from
  * whichever thread releases, without blocking the host or the device.
  * `stream` is a CUstream (kDLCUDA) or hipStream_t (kDLROCM) of `device`,
- * including the special handles CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD
- * / hipStreamPerThread (2). It must stay valid until the handle (and every
- * handle shared from it) has been released. The memory is usable by work
- * queued on `stream` after this call; other streams must be ordered after it
+ * including CU_STREAM_LEGACY (1), the one legacy default stream shared by
+ * all threads. It must stay valid until the handle (and every handle shared
+ * from it) has been released. The memory is usable by work queued on
+ * `stream` after this call; other streams must be ordered after it
  * (hurray_stream_wait), and their work on it must be ordered before the
  * release, since the free is queued on `stream`.
+ * CU_STREAM_PER_THREAD / hipStreamPerThread (2) names the stream of the
+ * thread that uses the handle, so a free queued through it by another
+ * releasing thread would land on that thread's stream, unordered with the
+ * allocating thread's work. With it the allocation is synchronous, exactly
+ * hurray_alloc (cuMemAlloc / hipMalloc, freed with cuMemFree / hipFree):
+ * usable by every stream, and its release is not stream-ordered.
  * stream == NULL: exactly hurray_alloc (synchronous, any device type).
  * Ownership: on success *out is a new live handle owned by the caller; on
  * failure *out is untouched and nothing was allocated.
  * Errors: those of hurray_alloc; UNSUPPORTED_DEVICE when stream != NULL and
  * the device type is not kDLCUDA or kDLROCM, or the runtime lacks
- * stream-ordered allocation; OUT_OF_MEMORY when the device pool is
- * exhausted; DEVICE for other runtime failures.
+ * stream-ordered allocation (no hipMallocAsync), or the device does not
+ * support it (CUDA_ERROR_NOT_SUPPORTED / hipErrorNotSupported);
+ * OUT_OF_MEMORY when the device pool is exhausted; DEVICE for other runtime
+ * failures.
  * Thread-safe. (gpu §2) */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype,
                                                        int32_t ndim, const int64_t *shape,
@@ -388,10 +407,15 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  * (the source's device when both sides are GPU memory); NULL means the
  * default stream and a copy that is complete on return (what hurray_copy
  * does).
- * With a stream: the destination, when it is kDLCUDA/kDLROCM memory, is
- * allocated stream-ordered on `stream` (its release frees on `stream`, see
- * hurray_alloc_async), the copy is queued on `stream` and may still be
- * running on return: the source must stay alive and unchanged until then.
+ * With a stream: the copy is queued on `stream`, with the stream's device
+ * current, and may still be running on return: the source must stay alive
+ * and unchanged until then. A kDLCUDA/kDLROCM destination on the stream's
+ * device is allocated stream-ordered on `stream` (its release frees on
+ * `stream`, see hurray_alloc_async); one on another device ordinal is
+ * allocated synchronously on its own device (cuMemAlloc / hipMalloc; its
+ * release is not stream-ordered), since a stream belongs to one device.
+ * With the per-thread default stream (2) the copy is queued on the calling
+ * thread's stream and the destination is allocated synchronously.
  * A kDLCPU destination is always complete on return (the stream is
  * synchronised). A source that is not compact row-major is staged through
  * host memory and the call then completes before returning.
@@ -424,15 +448,19 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
 typedef struct hurray_diagnostics {
   uint32_t struct_size;           /* in: sizeof(hurray_diagnostics) as compiled */
   uint32_t reserved;              /* 0 */
-  uint64_t failed_releases;       /* the runtime's free returned an error (the
-                                     memory may be leaked); also sent to the hook */
+  uint64_t failed_releases;       /* a runtime call of a release failed: the
+                                     free (the memory may be leaked), or making
+                                     the owner current or restoring the
+                                     thread's context/device before or after
+                                     it; also sent to the hook */
   uint64_t teardown_leaks;        /* skipped: the driver was already torn down
                                      (CUDA_ERROR_DEINITIALIZED/hipErrorDeinitialized) */
   uint64_t fork_skipped_releases; /* skipped: released in a child after fork() */
 } hurray_diagnostics;
 
 /* Fills *out with the counters. The caller sets out->struct_size to
- * sizeof(hurray_diagnostics); fields beyond that size are not written, so
+ * sizeof(hurray_diagnostics); only whole fields that end within that size
+ * are written (a size that ends inside a field leaves that field alone), so
  * older callers stay compatible when fields are added, and on return
  * struct_size holds the number of bytes written.
  * Errors: INVALID_ARGUMENT (out NULL, struct_size smaller than the first
@@ -445,15 +473,23 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *o
  * the memory ("cuMemFree failed with CUDA_ERROR_ILLEGAL_ADDRESS (700) on
  * 0x7f.. of kDLCUDA 1"). The message lives only during the call.
  * Called on the releasing thread, possibly inside a DLPack deleter or during
- * process exit; calls are serialised (never two at once). The hook must not
- * call hurray_set_diagnostic_hook and must not block on other releases.
+ * process exit; calls are serialised (never two at once). The hook may
+ * release GPU memory itself (directly, or through a garbage collector it
+ * triggers): a release failing while the hook runs on the same thread is
+ * counted in failed_releases but not sent to the hook (that would nest a
+ * second call). The hook may call hurray_set_diagnostic_hook: the new hook
+ * serves the next failure. It must not wait for another thread's GPU
+ * release (that thread may be waiting to call the hook).
  * Teardown leaks and fork skips are counted only, never sent. */
 typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, void *user);
 
 /* Installs `hook` (NULL removes it; default: none, failures are only
  * counted and nothing is printed). `user` is passed to every call. When this
  * returns, the previous hook is no longer running and will not be called
- * again. Always returns HURRAY_OK. Thread-safe. (gpu §3) */
+ * again, so its `user` may be freed; the one exception is a call made by
+ * the running hook itself, which returns at once (the caller is the previous
+ * hook, still running until it returns). Always returns HURRAY_OK.
+ * Thread-safe. (gpu §3) */
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user);
 
 #ifdef __cplusplus

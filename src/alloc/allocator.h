@@ -15,9 +15,11 @@ namespace hurray {
 struct DeviceAllocator {
   // Short name for messages ("CUDA device memory").
   const char *name;
-  // Allocates `nbytes` (> 0) on `device`, stream-ordered on `stream` when it
-  // is non-NULL. On failure returns a status with the message set and leaves
-  // *ptr untouched.
+  // Allocates `nbytes` on `device`, stream-ordered on `stream` when it is
+  // non-NULL. With `nbytes` 0 nothing is allocated and *ptr is left alone,
+  // but the answer for a missing runtime or device is the same as for a
+  // non-empty request. On failure returns a status with the message set and
+  // leaves *ptr untouched.
   int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream, void **ptr);
   // Frees what `allocate` returned, with the same device and stream. Called
   // from any thread, including during process exit; never fails loudly.

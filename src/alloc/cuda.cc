@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cinttypes>
+#include <cstring>
 #include <mutex>
 
 #include "../error.h"
@@ -29,26 +30,39 @@ inline CUdeviceptr dptr(const void *p) {
 }
 inline void *hptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
 
-// Makes a context current for the scope's lifetime unless it already is;
-// the destructor restores what the thread had (possibly no context).
+// Makes a context current unless it already is, and restores what the
+// thread had (possibly no context) in leave(). Every path calls leave() and
+// looks at its result; the destructor only catches a path that forgot.
 class ContextScope {
  public:
   explicit ContextScope(const CudaDriver &d) : d_(d) {}
   ContextScope(const ContextScope &) = delete;
   ContextScope &operator=(const ContextScope &) = delete;
-  ~ContextScope() {
-    if (pushed_) {
-      CUcontext popped;
-      d_.ctx_pop_current(&popped);
-    }
-  }
-  CUresult enter(CUcontext ctx) {
+  ~ContextScope() { (void)leave(); }
+  // On failure *failed names the driver call that failed.
+  CUresult enter(CUcontext ctx, const char **failed) {
     CUcontext current = nullptr;
     CUresult r = d_.ctx_get_current(&current);
-    if (r != CUDA_SUCCESS || current == ctx) return r;
+    if (r != CUDA_SUCCESS) {
+      *failed = "cuCtxGetCurrent";
+      return r;
+    }
+    if (current == ctx) return CUDA_SUCCESS;
     r = d_.ctx_push_current(ctx);
-    pushed_ = r == CUDA_SUCCESS;
-    return r;
+    if (r != CUDA_SUCCESS) {
+      *failed = "cuCtxPushCurrent";
+      return r;
+    }
+    pushed_ = true;
+    return CUDA_SUCCESS;
+  }
+  // Pops what enter() pushed; CUDA_SUCCESS when nothing was pushed. A
+  // failure leaves the owner's context current on this thread.
+  CUresult leave() {
+    if (!pushed_) return CUDA_SUCCESS;
+    pushed_ = false;
+    CUcontext popped;
+    return d_.ctx_pop_current(&popped);
   }
 
  private:
@@ -91,15 +105,44 @@ int32_t check_ordinal(const CudaDriver &d, int32_t device_type, int32_t device_i
   return HURRAY_OK;
 }
 
+// The status for a failed driver call: out of memory, the stream-ordered
+// allocator missing on this device (CUDA_ERROR_NOT_SUPPORTED from
+// cuMemAllocAsync), or any other device error.
+int32_t status_of(CUresult r, const char *call) {
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return HURRAY_ERR_OUT_OF_MEMORY;
+  if (r == CUDA_ERROR_NOT_SUPPORTED && std::strcmp(call, "cuMemAllocAsync") == 0) {
+    return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  }
+  return HURRAY_ERR_DEVICE;
+}
+
 int32_t driver_failure(CUresult r, const char *call, int32_t device_id) {
-  return fail(r == CUDA_ERROR_OUT_OF_MEMORY ? HURRAY_ERR_OUT_OF_MEMORY : HURRAY_ERR_DEVICE,
-              "%s failed with %s (%d) on CUDA device %" PRId32, call, cuda_error_name(r),
-              static_cast<int>(r), device_id);
+  return fail(status_of(r, call), "%s failed with %s (%d) on CUDA device %" PRId32, call,
+              cuda_error_name(r), static_cast<int>(r), device_id);
+}
+
+// Restoring the caller's context after `call` failed: the thread keeps the
+// device's context current, which the caller must hear about.
+int32_t pop_failure(CUresult pop, CUresult r, const char *call, int32_t device_id) {
+  if (r != CUDA_SUCCESS) {
+    return fail(HURRAY_ERR_DEVICE,
+                "%s failed with %s (%d) on CUDA device %" PRId32
+                ", and cuCtxPopCurrent then failed with %s (%d): this thread may still have "
+                "that device's context current",
+                call, cuda_error_name(r), static_cast<int>(r), device_id, cuda_error_name(pop),
+                static_cast<int>(pop));
+  }
+  return fail(HURRAY_ERR_DEVICE,
+              "cuCtxPopCurrent failed with %s (%d) after %s on CUDA device %" PRId32
+              ": this thread may still have that device's context current",
+              cuda_error_name(pop), static_cast<int>(pop), call, device_id);
 }
 
 // Runs `op(driver)` with the primary context of `device_id` current, after
 // loading the driver and checking the ordinal. *call names the operation for
-// messages; `op` may update it as it goes.
+// messages; `op` may update it as it goes. A failure to restore the
+// thread's context afterwards fails the call (HURRAY_ERR_DEVICE) even when
+// `op` succeeded: the caller undoes what `op` did.
 template <typename Op>
 int32_t with_context(int32_t device_type, int32_t device_id, const char **call, Op op) {
   const CudaDriver *d = cuda_driver();
@@ -110,15 +153,27 @@ int32_t with_context(int32_t device_type, int32_t device_id, const char **call, 
   CUresult r = primary_context(*d, device_id, &ctx);
   if (r != CUDA_SUCCESS) return driver_failure(r, "cuDevicePrimaryCtxRetain", device_id);
   ContextScope scope(*d);
-  r = scope.enter(ctx);
-  if (r != CUDA_SUCCESS) return driver_failure(r, "cuCtxPushCurrent", device_id);
+  const char *failed = nullptr;
+  r = scope.enter(ctx, &failed);
+  if (r != CUDA_SUCCESS) return driver_failure(r, failed, device_id);
   r = op(*d);
+  const CUresult pop = scope.leave();
+  if (pop != CUDA_SUCCESS) return pop_failure(pop, r, *call, device_id);
   if (r != CUDA_SUCCESS) return driver_failure(r, *call, device_id);
   return HURRAY_OK;
 }
 
+void cuda_deallocate(hurray_device device, void *ptr, void *stream);
+
 int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, void **ptr) {
   const int32_t type = device.device_type;
+  if (nbytes == 0) {
+    // No memory to allocate, but the same answer as a one-element request
+    // for a missing driver or device.
+    const CudaDriver *d = cuda_driver();
+    if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+    return check_ordinal(*d, type, device.device_id);
+  }
   const size_t n = static_cast<size_t>(nbytes);
   void *p = nullptr;
   const char *call = type == HURRAY_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
@@ -130,7 +185,10 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, void 
     CUresult r;
     if (type == HURRAY_DEVICE_CUDA_HOST) {
       // Portable: pinned for every context, not only device 0's.
-      return d.mem_host_alloc(&p, n, CU_MEMHOSTALLOC_PORTABLE);
+      void *hp = nullptr;
+      r = d.mem_host_alloc(&hp, n, CU_MEMHOSTALLOC_PORTABLE);
+      if (r == CUDA_SUCCESS) p = hp;
+      return r;
     } else if (type == HURRAY_DEVICE_CUDA_MANAGED) {
       r = d.mem_alloc_managed(&dp, n, CU_MEM_ATTACH_GLOBAL);
     } else if (stream != nullptr) {
@@ -138,10 +196,16 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, void 
     } else {
       r = d.mem_alloc(&dp, n);
     }
-    p = hptr(dp);
+    if (r == CUDA_SUCCESS) p = hptr(dp);
     return r;
   });
-  if (st != HURRAY_OK) return st;
+  if (st != HURRAY_OK) {
+    // Allocated, but the thread's context could not be restored: give the
+    // memory back through the release path (which reports its own
+    // failures) and keep the allocation's error.
+    if (p != nullptr) cuda_deallocate(device, p, stream);
+    return st;
+  }
   *ptr = p;
   return HURRAY_OK;
 }
@@ -153,11 +217,12 @@ void cuda_deallocate(hurray_device device, void *ptr, void *stream) {
   const CudaDriver *d = loaded_cuda_driver();  // loaded: it allocated ptr
   const int32_t type = device.device_type;
   CUcontext ctx = d->primary[device.device_id].load(std::memory_order_acquire);
-  const char *call = "cuCtxPushCurrent";
+  const char *call = nullptr;
   CUresult r;
+  CUresult pop;
   {
     ContextScope scope(*d);
-    r = scope.enter(ctx);
+    r = scope.enter(ctx, &call);
     if (r == CUDA_SUCCESS) {
       if (type == HURRAY_DEVICE_CUDA_HOST) {
         call = "cuMemFreeHost";
@@ -170,11 +235,30 @@ void cuda_deallocate(hurray_device device, void *ptr, void *stream) {
         r = d->mem_free(dptr(ptr));
       }
     }
+    pop = scope.leave();
   }
-  if (r == CUDA_SUCCESS) return;
-  if (r == CUDA_ERROR_DEINITIALIZED) {
+  if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;
+  if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {
     g_torn_down.store(true, std::memory_order_relaxed);
-    return count_teardown_leak();
+    if (r != CUDA_SUCCESS) count_teardown_leak();  // else freed before the teardown
+    return;
+  }
+  if (r == CUDA_SUCCESS) {
+    report_failed_release(HURRAY_ERR_DEVICE,
+                          "cuCtxPopCurrent failed with %s (%d) after %s freed %p of %s %" PRId32
+                          ": the releasing thread may still have that device's context current",
+                          cuda_error_name(pop), static_cast<int>(pop), call, ptr,
+                          device_type_name(type), device.device_id);
+    return;
+  }
+  if (pop != CUDA_SUCCESS) {
+    report_failed_release(HURRAY_ERR_DEVICE,
+                          "%s failed with %s (%d) on %p of %s %" PRId32
+                          ", and cuCtxPopCurrent then failed with %s (%d)",
+                          call, cuda_error_name(r), static_cast<int>(r), ptr,
+                          device_type_name(type), device.device_id, cuda_error_name(pop),
+                          static_cast<int>(pop));
+    return;
   }
   report_failed_release(HURRAY_ERR_DEVICE, "%s failed with %s (%d) on %p of %s %" PRId32, call,
                         cuda_error_name(r), static_cast<int>(r), ptr, device_type_name(type),

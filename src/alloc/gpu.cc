@@ -30,18 +30,27 @@ std::mutex g_hook_mutex;
 hurray_diagnostic_hook_fn g_hook = nullptr;
 void *g_hook_user = nullptr;
 
+// True while this thread runs the hook, and so holds g_hook_mutex. A
+// release inside the hook whose free fails too (a hook that drops GPU
+// memory, or a garbage collector it triggers) must not lock it again: that
+// failure is counted only. Trivially destructible, so usable at exit.
+thread_local bool t_in_hook = false;
+
 }  // namespace
 
 void report_failed_release(int32_t status, const char *fmt, ...) {
   g_failed_releases.fetch_add(1, std::memory_order_relaxed);
+  if (t_in_hook) return;
   std::lock_guard<std::mutex> lock(g_hook_mutex);
   if (g_hook == nullptr) return;
-  char message[256];
+  char message[320];
   va_list args;
   va_start(args, fmt);
   std::vsnprintf(message, sizeof message, fmt, args);
   va_end(args);
+  t_in_hook = true;
   g_hook(status, message, g_hook_user);
+  t_in_hook = false;
 }
 
 void count_teardown_leak() { g_teardown_leaks.fetch_add(1, std::memory_order_relaxed); }
@@ -116,7 +125,9 @@ HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, 
                 "NULL stream for a synchronous allocation)",
                 device_type_name(device.device_type));
   }
-  return alloc_on(device, dtype, ndim, shape, flags, stream, out);
+  // The per-thread default stream cannot be named again by the release
+  // (it would be the releasing thread's): allocate synchronously instead.
+  return alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream), out);
 }
 
 HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
@@ -145,19 +156,36 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
                 "out->struct_size is %zu; set it to sizeof(hurray_diagnostics)", size);
   }
   hurray_diagnostics d;
-  d.struct_size = static_cast<uint32_t>(size < sizeof d ? size : sizeof d);
+  // Whole fields only: the end of the last field that fits in `size`.
+  const size_t ends[] = {offsetof(hurray_diagnostics, failed_releases) + sizeof d.failed_releases,
+                         offsetof(hurray_diagnostics, teardown_leaks) + sizeof d.teardown_leaks,
+                         offsetof(hurray_diagnostics, fork_skipped_releases) +
+                             sizeof d.fork_skipped_releases};
+  size_t written = 0;
+  for (size_t end : ends) {
+    if (end <= size) written = end;
+  }
+  d.struct_size = static_cast<uint32_t>(written);
   d.reserved = 0;
   d.failed_releases = g_failed_releases.load(std::memory_order_relaxed);
   d.teardown_leaks = g_teardown_leaks.load(std::memory_order_relaxed);
   d.fork_skipped_releases = g_fork_skips.load(std::memory_order_relaxed);
-  std::memcpy(out, &d, d.struct_size);
+  std::memcpy(out, &d, written);
   return HURRAY_OK;
 }
 
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user) {
-  std::lock_guard<std::mutex> lock(hurray::g_hook_mutex);
-  hurray::g_hook = hook;
-  hurray::g_hook_user = user;
+  using namespace hurray;
+  if (t_in_hook) {
+    // Called by the running hook: this thread already holds the mutex. The
+    // new hook serves the next failure; the caller is the one still running.
+    g_hook = hook;
+    g_hook_user = user;
+    return HURRAY_OK;
+  }
+  std::lock_guard<std::mutex> lock(g_hook_mutex);
+  g_hook = hook;
+  g_hook_user = user;
   return HURRAY_OK;
 }
 

@@ -45,11 +45,29 @@ inline bool is_device_memory(int32_t device_type) {
   return device_type == HURRAY_DEVICE_CUDA || device_type == HURRAY_DEVICE_ROCM;
 }
 
+// CU_STREAM_PER_THREAD and hipStreamPerThread (both 2) name the stream of
+// whichever thread uses the handle. Memory cannot be freed "on the stream it
+// was allocated on" from another thread through that handle, so such
+// requests are served synchronously (gpu §2).
+inline bool is_per_thread_stream(const void *stream) {
+  return reinterpret_cast<uintptr_t>(stream) == 2;
+}
+
+// The stream to allocate on when the caller names `stream`: `stream`
+// itself, or NULL (a synchronous allocation) for the per-thread default
+// stream.
+inline void *allocation_stream(void *stream) {
+  return is_per_thread_stream(stream) ? nullptr : stream;
+}
+
 // --- Release accounting (alloc/gpu.cc) -------------------------------------
 // Releases never fail loudly: each outcome other than success lands here.
 
-// A vendor free returned an error: counted, and the diagnostic hook (if any)
-// receives `status` and the formatted message. Never prints, never allocates.
+// A runtime call of a release failed (the free, or making the owner's
+// device current or restoring the thread's own): counted, and the diagnostic
+// hook (if any) receives `status` and the formatted message, unless this
+// thread is already running the hook (a failure nested in it is counted
+// only). Never prints, never allocates.
 void report_failed_release(int32_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 // The driver was already torn down (process exit): counted, nothing else.

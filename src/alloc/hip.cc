@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cinttypes>
+#include <cstring>
 
 #include "../error.h"
 #include "allocator.h"
@@ -26,23 +27,39 @@ bool is_teardown(hipError_t e) {
   return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
 }
 
-// Makes a device current for the scope's lifetime unless it already is;
-// the destructor sets the thread's previous device back.
+// Makes a device current unless it already is, and sets the thread's
+// previous device back in leave(). Every path calls leave() and looks at its
+// result; the destructor only catches a path that forgot.
 class DeviceScope {
  public:
   explicit DeviceScope(const HipRuntime &r) : r_(r) {}
   DeviceScope(const DeviceScope &) = delete;
   DeviceScope &operator=(const DeviceScope &) = delete;
-  ~DeviceScope() {
-    if (switched_) (void)r_.set_device(saved_);
-  }
-  hipError_t enter(int device) {
+  ~DeviceScope() { (void)leave(); }
+  // On failure *failed names the runtime call that failed.
+  hipError_t enter(int device, const char **failed) {
     hipError_t e = r_.get_device(&saved_);
-    if (e != hipSuccess || saved_ == device) return e;
+    if (e != hipSuccess) {
+      *failed = "hipGetDevice";
+      return e;
+    }
+    if (saved_ == device) return hipSuccess;
     e = r_.set_device(device);
-    switched_ = e == hipSuccess;
-    return e;
+    if (e != hipSuccess) {
+      *failed = "hipSetDevice";
+      return e;
+    }
+    switched_ = true;
+    return hipSuccess;
   }
+  // Sets the saved device back; hipSuccess when nothing was switched. A
+  // failure leaves the owner's device current on this thread.
+  hipError_t leave() {
+    if (!switched_) return hipSuccess;
+    switched_ = false;
+    return r_.set_device(saved_);
+  }
+  int saved() const { return saved_; }
 
  private:
   const HipRuntime &r_;
@@ -64,15 +81,45 @@ int32_t check_ordinal(const HipRuntime &r, int32_t device_type, int32_t device_i
   return HURRAY_OK;
 }
 
+// The status for a failed runtime call: out of memory, stream-ordered
+// allocation unsupported on this device (hipErrorNotSupported from
+// hipMallocAsync), or any other device error.
+int32_t status_of(hipError_t e, const char *call) {
+  if (e == hipErrorOutOfMemory) return HURRAY_ERR_OUT_OF_MEMORY;
+  if (e == hipErrorNotSupported && std::strcmp(call, "hipMallocAsync") == 0) {
+    return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  }
+  return HURRAY_ERR_DEVICE;
+}
+
 int32_t runtime_failure(hipError_t e, const char *call, int32_t device_id) {
-  return fail(e == hipErrorOutOfMemory ? HURRAY_ERR_OUT_OF_MEMORY : HURRAY_ERR_DEVICE,
-              "%s failed with %s (%d) on HIP device %" PRId32, call, hip_error_name(e),
-              static_cast<int>(e), device_id);
+  return fail(status_of(e, call), "%s failed with %s (%d) on HIP device %" PRId32, call,
+              hip_error_name(e), static_cast<int>(e), device_id);
+}
+
+// Setting the thread's own device back after `call` failed: the thread is
+// left on `device_id`, which the caller must hear about.
+int32_t restore_failure(hipError_t restore, int saved, hipError_t e, const char *call,
+                        int32_t device_id) {
+  if (e != hipSuccess) {
+    return fail(HURRAY_ERR_DEVICE,
+                "%s failed with %s (%d) on HIP device %" PRId32
+                ", and hipSetDevice(%d) then failed with %s (%d): this thread may still have "
+                "device %" PRId32 " current",
+                call, hip_error_name(e), static_cast<int>(e), device_id, saved,
+                hip_error_name(restore), static_cast<int>(restore), device_id);
+  }
+  return fail(HURRAY_ERR_DEVICE,
+              "restoring the thread's device failed: hipSetDevice(%d) failed with %s (%d) after "
+              "%s on HIP device %" PRId32 ", which may still be current on this thread",
+              saved, hip_error_name(restore), static_cast<int>(restore), call, device_id);
 }
 
 // Runs `op(runtime)` with device `device_id` current, after loading the
 // runtime and checking the ordinal. *call names the operation for messages;
-// `op` may update it as it goes.
+// `op` may update it as it goes. A failure to set the thread's device back
+// afterwards fails the call (HURRAY_ERR_DEVICE) even when `op` succeeded:
+// the caller undoes what `op` did.
 template <typename Op>
 int32_t with_device(int32_t device_type, int32_t device_id, const char **call, Op op) {
   const HipRuntime *r = hip_runtime();
@@ -80,12 +127,17 @@ int32_t with_device(int32_t device_type, int32_t device_id, const char **call, O
   int32_t st = check_ordinal(*r, device_type, device_id);
   if (st != HURRAY_OK) return st;
   DeviceScope scope(*r);
-  hipError_t e = scope.enter(device_id);
-  if (e != hipSuccess) return runtime_failure(e, "hipSetDevice", device_id);
+  const char *failed = nullptr;
+  hipError_t e = scope.enter(device_id, &failed);
+  if (e != hipSuccess) return runtime_failure(e, failed, device_id);
   e = op(*r);
+  const hipError_t restore = scope.leave();
+  if (restore != hipSuccess) return restore_failure(restore, scope.saved(), e, *call, device_id);
   if (e != hipSuccess) return runtime_failure(e, *call, device_id);
   return HURRAY_OK;
 }
+
+void hip_deallocate(hurray_device device, void *ptr, void *stream);
 
 int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream, void **ptr) {
   const int32_t type = device.device_type;
@@ -93,23 +145,40 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream, void *
   const char *call = type == HURRAY_DEVICE_ROCM_HOST ? "hipHostMalloc"
                      : stream != nullptr             ? "hipMallocAsync"
                                                      : "hipMalloc";
-  if (stream != nullptr) {
-    const HipRuntime *r = hip_runtime();
-    if (r == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-    if (r->malloc_async == nullptr || r->free_async == nullptr) {
-      return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                  "%s has no hipMallocAsync/hipFreeAsync (ROCm 5.2 or newer is needed for "
-                  "stream-ordered allocation)",
-                  r->path);
-    }
+  const HipRuntime *rt = hip_runtime();
+  if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (stream != nullptr && (rt->malloc_async == nullptr || rt->free_async == nullptr)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%s has no hipMallocAsync/hipFreeAsync (ROCm 5.2 or newer is needed for "
+                "stream-ordered allocation)",
+                rt->path);
+  }
+  if (nbytes == 0) {
+    // No memory to allocate, but the same answer as a one-element request
+    // for a missing runtime or device.
+    return check_ordinal(*rt, type, device.device_id);
   }
   void *p = nullptr;
   int32_t st = with_device(type, device.device_id, &call, [&](const HipRuntime &r) {
-    if (type == HURRAY_DEVICE_ROCM_HOST) return r.host_malloc(&p, n, hipHostMallocPortable);
-    if (stream != nullptr) return r.malloc_async(&p, n, static_cast<hipStream_t>(stream));
-    return r.device_malloc(&p, n);
+    void *q = nullptr;
+    hipError_t e;
+    if (type == HURRAY_DEVICE_ROCM_HOST) {
+      e = r.host_malloc(&q, n, hipHostMallocPortable);
+    } else if (stream != nullptr) {
+      e = r.malloc_async(&q, n, static_cast<hipStream_t>(stream));
+    } else {
+      e = r.device_malloc(&q, n);
+    }
+    if (e == hipSuccess) p = q;
+    return e;
   });
-  if (st != HURRAY_OK) return st;
+  if (st != HURRAY_OK) {
+    // Allocated, but the thread's device could not be set back: give the
+    // memory back through the release path (which reports its own
+    // failures) and keep the allocation's error.
+    if (p != nullptr) hip_deallocate(device, p, stream);
+    return st;
+  }
   *ptr = p;
   return HURRAY_OK;
 }
@@ -119,15 +188,16 @@ void hip_deallocate(hurray_device device, void *ptr, void *stream) {
   if (hip_forked_child()) return count_fork_skip();
   if (g_torn_down.load(std::memory_order_relaxed)) return count_teardown_leak();
   const HipRuntime *r = loaded_hip_runtime();  // loaded: it allocated ptr
-  const char *call;
+  const char *call = nullptr;
   hipError_t e;
+  hipError_t restore = hipSuccess;
+  int saved = 0;
   if (device.device_type == HURRAY_DEVICE_ROCM_HOST) {
     call = "hipHostFree";  // pinned host memory belongs to no device
     e = r->host_free(ptr);
   } else {
     DeviceScope scope(*r);
-    call = "hipSetDevice";
-    e = scope.enter(device.device_id);
+    e = scope.enter(device.device_id, &call);
     if (e == hipSuccess && stream != nullptr) {
       call = "hipFreeAsync";
       e = r->free_async(ptr, static_cast<hipStream_t>(stream));
@@ -135,15 +205,36 @@ void hip_deallocate(hurray_device device, void *ptr, void *stream) {
       call = "hipFree";
       e = r->device_free(ptr);
     }
+    restore = scope.leave();
+    saved = scope.saved();
   }
-  if (e == hipSuccess) return;
-  if (is_teardown(e)) {
+  if (e == hipSuccess && restore == hipSuccess) return;
+  if (is_teardown(e) || is_teardown(restore)) {
     g_torn_down.store(true, std::memory_order_relaxed);
-    return count_teardown_leak();
+    if (e != hipSuccess) count_teardown_leak();  // else freed before the teardown
+    return;
+  }
+  const char *type_name = device_type_name(device.device_type);
+  if (e == hipSuccess) {
+    report_failed_release(HURRAY_ERR_DEVICE,
+                          "restoring the releasing thread's device failed: hipSetDevice(%d) "
+                          "failed with %s (%d) after %s freed %p of %s %" PRId32,
+                          saved, hip_error_name(restore), static_cast<int>(restore), call, ptr,
+                          type_name, device.device_id);
+    return;
+  }
+  if (restore != hipSuccess) {
+    report_failed_release(HURRAY_ERR_DEVICE,
+                          "%s failed with %s (%d) on %p of %s %" PRId32
+                          ", and hipSetDevice(%d) then failed with %s (%d)",
+                          call, hip_error_name(e), static_cast<int>(e), ptr, type_name,
+                          device.device_id, saved, hip_error_name(restore),
+                          static_cast<int>(restore));
+    return;
   }
   report_failed_release(HURRAY_ERR_DEVICE, "%s failed with %s (%d) on %p of %s %" PRId32, call,
-                        hip_error_name(e), static_cast<int>(e), ptr,
-                        device_type_name(device.device_type), device.device_id);
+                        hip_error_name(e), static_cast<int>(e), ptr, type_name,
+                        device.device_id);
 }
 
 // --- vendor operations -----------------------------------------------------

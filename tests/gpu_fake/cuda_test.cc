@@ -740,3 +740,270 @@ TEST_F(CudaFake, ZeroElementTensorsNeedNoDeviceMemory) {
   for (hurray_buffer *h : {&cpu, &g, &back}) EXPECT_EQ(hurray_buffer_release(h), HURRAY_OK);
   EXPECT_EQ(f().call_count("cuMemFree"), 0);
 }
+
+// --- Review findings: per-thread streams, cross-device copies, context
+// --- restore failures, zero-element requests, diagnostics, error mapping.
+
+TEST_F(CudaFake, PerThreadDefaultStreamMemoryIsNotFreedOnTheReleasersStream) {
+  // CU_STREAM_PER_THREAD names the calling thread's stream: a free queued on
+  // it from the releasing thread would not be ordered after the allocating
+  // thread's work. Such requests allocate and free synchronously.
+  void *const per_thread = reinterpret_cast<void *>(2);
+  hurray_buffer h{};
+  std::thread([&] { h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), per_thread); }).join();
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 0);
+  auto allocs = f().log("cuMemAlloc");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].device, 1);
+  void *data = h.data;
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0);
+  auto frees = f().log("cuMemFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].ptr, data);
+  EXPECT_EQ(frees[0].device, 1);
+
+  // A copy on the per-thread stream is queued on it; its destination is
+  // allocated and freed synchronously.
+  const int64_t shape[1] = {16};
+  hurray_buffer cpu{}, g{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  f().reset();
+  ASSERT_EQ(hurray_copy_async(&cpu, dev(HURRAY_DEVICE_CUDA, 0), per_thread, &g), HURRAY_OK)
+      << hurray_last_error();
+  auto copies = f().log("cuMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, per_thread);
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 0);
+  EXPECT_EQ(f().call_count("cuMemAlloc"), 1);
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&g), HURRAY_OK); }).join();
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0);
+  EXPECT_EQ(f().call_count("cuMemFree"), 1);
+  hurray_buffer_release(&cpu);
+
+  // The legacy default stream is one stream for every thread of the
+  // context: still stream-ordered.
+  void *const legacy = reinterpret_cast<void *>(1);
+  f().reset();
+  h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0), legacy);
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 1);
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
+  auto async_frees = f().log("cuMemFreeAsync");
+  ASSERT_EQ(async_frees.size(), 1u);
+  EXPECT_EQ(async_frees[0].stream, legacy);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, CopyToAnotherDeviceOnAStreamAllocatesTheDestinationOnItsOwnDevice) {
+  void *const stream = reinterpret_cast<void *>(0x5000);  // a stream of device 0, the source's
+  const int64_t shape[1] = {12};
+  hurray_buffer cpu{}, src{}, out{}, same{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  for (int i = 0; i < 12; ++i) static_cast<float *>(cpu.data)[i] = 3.0f * i;
+  ASSERT_EQ(hurray_copy(&cpu, dev(HURRAY_DEVICE_CUDA, 0), &src), HURRAY_OK);
+  f().reset();
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_CUDA, 1), stream, &out), HURRAY_OK)
+      << hurray_last_error();
+  EXPECT_EQ(out.device.device_id, 1);
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 0) << "device 0's stream used for device 1's pool";
+  auto allocs = f().log("cuMemAlloc");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].device, 1);
+  auto copies = f().log("cuMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, stream);
+  EXPECT_EQ(copies[0].device, 0) << "queued on the stream in its own (the source's) context";
+  EXPECT_EQ(copies[0].ptr, out.data);
+  EXPECT_EQ(copies[0].other, src.data);
+  EXPECT_EQ(f().call_count("cuStreamSynchronize"), 0) << "still ordered on the stream only";
+  for (const fake_call &c : f().log(nullptr)) {
+    if (c.stream == stream) {
+      EXPECT_EQ(c.device, 0) << c.fn << " used the stream in another context";
+    }
+  }
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(static_cast<float *>(out.data)[i], 3.0f * i);
+  f().reset();
+  EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
+  auto frees = f().log("cuMemFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].device, 1);
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0);
+
+  // Same device: the destination is stream-ordered on the stream.
+  f().reset();
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_CUDA, 0), stream, &same), HURRAY_OK);
+  auto async_allocs = f().log("cuMemAllocAsync");
+  ASSERT_EQ(async_allocs.size(), 1u);
+  EXPECT_EQ(async_allocs[0].stream, stream);
+  EXPECT_EQ(async_allocs[0].device, 0);
+  for (hurray_buffer *b : {&same, &src, &cpu}) EXPECT_EQ(hurray_buffer_release(b), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, FailedContextRestoreIsReportedNotIgnored) {
+  HookLog log;
+  ASSERT_EQ(hurray_set_diagnostic_hook(&record_hook, &log), HURRAY_OK);
+  const Diag before = diagnostics();
+  // Release: the free succeeds, popping the owner's context does not.
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  std::thread([&] {
+    f().inject("cuCtxPopCurrent", kCudaUnknown, 1);
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    f().set_current_device(-1);  // undo what the failed pop left on this thread
+  }).join();
+  EXPECT_EQ(diagnostics().failed, before.failed + 1);
+  ASSERT_EQ(log.calls.size(), 1u);
+  EXPECT_EQ(log.calls[0].first, HURRAY_ERR_DEVICE);
+  EXPECT_NE(log.calls[0].second.find("cuCtxPopCurrent"), std::string::npos) << log.calls[0].second;
+  EXPECT_NE(log.calls[0].second.find("CUDA_ERROR_UNKNOWN"), std::string::npos);
+  EXPECT_NE(log.calls[0].second.find("kDLCUDA 1"), std::string::npos);
+  EXPECT_EQ(f().live_allocations(), live_before_) << "the free itself happened";
+  ASSERT_EQ(hurray_set_diagnostic_hook(nullptr, nullptr), HURRAY_OK);
+
+  // Allocation: HURRAY_ERR_DEVICE, the memory freed again, out untouched.
+  const int64_t shape[1] = {16};
+  std::thread([&] {
+    f().inject("cuCtxPopCurrent", kCudaUnknown, 1);
+    hurray_buffer out;
+    std::memset(&out, 0xAB, sizeof out);
+    const hurray_buffer pattern = out;
+    EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA, 1), kFloat32, 1, shape, 0, &out),
+              HURRAY_ERR_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "cuCtxPopCurrent"), nullptr) << hurray_last_error();
+    EXPECT_EQ(std::memcmp(&out, &pattern, sizeof out), 0);
+    f().set_current_device(-1);
+  }).join();
+  EXPECT_EQ(f().live_allocations(), live_before_);
+
+  // Copy (device 1 to the CPU: the pop after cuMemcpyAsync fails) and
+  // stream wait.
+  hurray_buffer g = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  std::thread([&] {
+    f().inject("cuCtxPopCurrent", kCudaUnknown, 1);
+    hurray_buffer out{};
+    EXPECT_EQ(hurray_copy(&g, dev(HURRAY_DEVICE_CPU), &out), HURRAY_ERR_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "cuCtxPopCurrent"), nullptr) << hurray_last_error();
+    f().set_current_device(-1);
+    f().inject("cuCtxPopCurrent", kCudaUnknown, 1);
+    EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 1), reinterpret_cast<void *>(0x10),
+                                 reinterpret_cast<void *>(0x20)),
+              HURRAY_ERR_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "cuCtxPopCurrent"), nullptr) << hurray_last_error();
+    f().set_current_device(-1);
+  }).join();
+  EXPECT_EQ(hurray_buffer_release(&g), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, MessagesNameTheContextCallThatFailed) {
+  const int64_t shape[1] = {16};
+  hurray_buffer out{};
+  f().inject("cuCtxGetCurrent", kCudaUnknown, 1);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA, 0), kFloat32, 1, shape, 0, &out),
+            HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "cuCtxGetCurrent failed"), nullptr)
+      << hurray_last_error();
+  EXPECT_EQ(std::strstr(hurray_last_error(), "cuCtxPushCurrent"), nullptr) << hurray_last_error();
+  f().inject("cuCtxPushCurrent", kCudaUnknown, 1);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA, 0), kFloat32, 1, shape, 0, &out),
+            HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "cuCtxPushCurrent failed"), nullptr)
+      << hurray_last_error();
+
+  HookLog log;
+  ASSERT_EQ(hurray_set_diagnostic_hook(&record_hook, &log), HURRAY_OK);
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  f().inject("cuCtxGetCurrent", kCudaUnknown, 1);
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);  // leaked: the free was never reached
+  ASSERT_EQ(hurray_set_diagnostic_hook(nullptr, nullptr), HURRAY_OK);
+  ASSERT_EQ(log.calls.size(), 1u);
+  EXPECT_NE(log.calls[0].second.find("cuCtxGetCurrent failed"), std::string::npos)
+      << log.calls[0].second;
+  EXPECT_EQ(f().current_device(), -1);
+}
+
+TEST_F(CudaFake, ZeroElementRequestsStillCheckTheDevice) {
+  const int64_t shape[1] = {0};
+  void *const stream = reinterpret_cast<void *>(0x44);
+  hurray_buffer h;
+  std::memset(&h, 0xAB, sizeof h);
+  const hurray_buffer pattern = h;
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA, 2), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "CUDA device 2 does not exist"), nullptr)
+      << hurray_last_error();
+  EXPECT_EQ(hurray_alloc_async(dev(HURRAY_DEVICE_CUDA, 2), kFloat32, 1, shape, 0, stream, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_HOST, 1), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_MANAGED, 3), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(std::memcmp(&h, &pattern, sizeof h), 0);
+  hurray_buffer cpu{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  EXPECT_EQ(hurray_copy(&cpu, dev(HURRAY_DEVICE_CUDA, 7), &h), HURRAY_ERR_UNSUPPORTED_DEVICE);
+  // An existing device: a handle without memory, no driver allocation.
+  f().reset();
+  ASSERT_EQ(hurray_alloc_async(dev(HURRAY_DEVICE_CUDA, 1), kFloat32, 1, shape, 0, stream, &h),
+            HURRAY_OK);
+  EXPECT_EQ(h.data, nullptr);
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  EXPECT_EQ(hurray_buffer_release(&cpu), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemAllocAsync") + f().call_count("cuMemFreeAsync"), 0);
+}
+
+TEST_F(CudaFake, DiagnosticsNeverWriteHalfAField) {
+  union {
+    hurray_diagnostics d;
+    unsigned char bytes[sizeof(hurray_diagnostics) + 16];
+  } u;
+  for (uint32_t size : {20u, 31u, 33u, 100u}) {
+    SCOPED_TRACE(size);
+    std::memset(&u, 0xCD, sizeof u);
+    u.d.struct_size = size;
+    ASSERT_EQ(hurray_get_diagnostics(&u.d), HURRAY_OK);
+    const uint32_t whole = size >= sizeof(hurray_diagnostics)
+                               ? static_cast<uint32_t>(sizeof(hurray_diagnostics))
+                               : 16u + (size - 16u) / 8u * 8u;
+    EXPECT_EQ(u.d.struct_size, whole);
+    for (size_t i = whole; i < sizeof u.bytes; ++i) {
+      EXPECT_EQ(u.bytes[i], 0xCD) << "byte " << i << " written";
+    }
+  }
+}
+
+TEST_F(CudaFake, NoStreamOrderedAllocatorIsUnsupportedDevice) {
+  constexpr int kCudaNotSupported = 801;
+  const int64_t shape[1] = {16};
+  void *const stream = reinterpret_cast<void *>(0x99);
+  hurray_buffer h{}, cpu{};
+  f().inject("cuMemAllocAsync", kCudaNotSupported, 1);
+  EXPECT_EQ(hurray_alloc_async(dev(HURRAY_DEVICE_CUDA, 0), kFloat32, 1, shape, 0, stream, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "CUDA_ERROR_NOT_SUPPORTED"), nullptr)
+      << hurray_last_error();
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  f().inject("cuMemAllocAsync", kCudaNotSupported, 1);
+  EXPECT_EQ(hurray_copy_async(&cpu, dev(HURRAY_DEVICE_CUDA, 1), stream, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(hurray_buffer_release(&cpu), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(CudaFake, ImportPointerCheckOfANonexistentOrdinalIsUnsupportedDevice) {
+  hurray_buffer d1 = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  int64_t shape[1] = {12};
+  int64_t strides[1] = {1};
+  for (auto claim : {std::make_pair(HURRAY_DEVICE_CUDA, 5), std::make_pair(HURRAY_DEVICE_CUDA, 2),
+                     std::make_pair(HURRAY_DEVICE_CUDA_HOST, 1)}) {
+    SCOPED_TRACE(std::to_string(claim.first) + "/" + std::to_string(claim.second));
+    DLManagedTensor t = make_tensor(d1.data, claim.first, claim.second, 1, shape, strides);
+    const int deleted = g_deleted.load();
+    hurray_buffer out{};
+    EXPECT_EQ(hurray_from_dlpack(&t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out),
+              HURRAY_ERR_UNSUPPORTED_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "device"), nullptr) << hurray_last_error();
+    EXPECT_EQ(g_deleted.load(), deleted) << "the caller still owns the tensor";
+  }
+  EXPECT_EQ(hurray_buffer_release(&d1), HURRAY_OK);
+}

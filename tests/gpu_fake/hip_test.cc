@@ -255,3 +255,148 @@ TEST_F(HipFake, CopiesAndStreamWaits) {
   EXPECT_EQ(f().call_count("hipEventDestroy"), 1);
   EXPECT_EQ(f().current_device(), 0);
 }
+
+// --- Review findings (see the CUDA counterparts in cuda_test.cc).
+
+namespace {
+std::vector<std::string> g_hip_hook_messages;
+void hip_record_hook(int32_t, const char *message, void *) {
+  g_hip_hook_messages.emplace_back(message);
+}
+}  // namespace
+
+TEST_F(HipFake, PerThreadDefaultStreamMemoryIsNotFreedOnTheReleasersStream) {
+  void *const per_thread = reinterpret_cast<void *>(2);  // hipStreamPerThread
+  hurray_buffer h{};
+  std::thread([&] { h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), per_thread); }).join();
+  EXPECT_EQ(f().call_count("hipMallocAsync"), 0);
+  EXPECT_EQ(f().call_count("hipMalloc"), 1);
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
+  EXPECT_EQ(f().call_count("hipFreeAsync"), 0);
+  auto frees = f().log("hipFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].device, 1);
+
+  const int64_t shape[1] = {8};
+  hurray_buffer cpu{}, g{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  f().reset();
+  ASSERT_EQ(hurray_copy_async(&cpu, dev(HURRAY_DEVICE_ROCM, 0), per_thread, &g), HURRAY_OK)
+      << hurray_last_error();
+  auto copies = f().log("hipMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, per_thread);
+  EXPECT_EQ(f().call_count("hipMallocAsync"), 0);
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&g), HURRAY_OK); }).join();
+  EXPECT_EQ(f().call_count("hipFreeAsync"), 0);
+  EXPECT_EQ(f().call_count("hipFree"), 1);
+  hurray_buffer_release(&cpu);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(HipFake, CopyToAnotherDeviceOnAStreamAllocatesTheDestinationOnItsOwnDevice) {
+  void *const stream = reinterpret_cast<void *>(0x7000);  // a stream of device 0
+  const int64_t shape[1] = {8};
+  hurray_buffer cpu{}, src{}, out{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  for (int i = 0; i < 8; ++i) static_cast<float *>(cpu.data)[i] = 0.5f * i;
+  ASSERT_EQ(hurray_copy(&cpu, dev(HURRAY_DEVICE_ROCM, 0), &src), HURRAY_OK);
+  f().reset();
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_ROCM, 1), stream, &out), HURRAY_OK)
+      << hurray_last_error();
+  EXPECT_EQ(f().call_count("hipMallocAsync"), 0);
+  auto allocs = f().log("hipMalloc");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].device, 1);
+  auto copies = f().log("hipMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, stream);
+  EXPECT_EQ(copies[0].device, 0);
+  EXPECT_EQ(f().call_count("hipStreamSynchronize"), 0);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(static_cast<float *>(out.data)[i], 0.5f * i);
+  f().reset();
+  EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
+  EXPECT_EQ(f().call_count("hipFreeAsync"), 0);
+  EXPECT_EQ(f().call_count("hipFree"), 1);
+  for (hurray_buffer *b : {&src, &cpu}) hurray_buffer_release(b);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(HipFake, FailedDeviceRestoreIsReportedNotIgnored) {
+  // The fake accepts any current device number but refuses to set one that
+  // does not exist: a thread "on device 5" cannot be set back to it.
+  g_hip_hook_messages.clear();
+  ASSERT_EQ(hurray_set_diagnostic_hook(&hip_record_hook, nullptr), HURRAY_OK);
+  const Diag before = diagnostics();
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  std::thread([&] {
+    f().set_current_device(5);
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  }).join();
+  ASSERT_EQ(hurray_set_diagnostic_hook(nullptr, nullptr), HURRAY_OK);
+  EXPECT_EQ(diagnostics().failed, before.failed + 1);
+  ASSERT_EQ(g_hip_hook_messages.size(), 1u);
+  EXPECT_NE(g_hip_hook_messages[0].find("hipSetDevice(5)"), std::string::npos)
+      << g_hip_hook_messages[0];
+  EXPECT_EQ(f().live_allocations(), live_before_) << "the free itself happened";
+
+  const int64_t shape[1] = {8};
+  hurray_buffer g = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  std::thread([&] {
+    f().set_current_device(5);
+    hurray_buffer out;
+    std::memset(&out, 0xAB, sizeof out);
+    const hurray_buffer pattern = out;
+    EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM, 1), kFloat32, 1, shape, 0, &out),
+              HURRAY_ERR_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "hipSetDevice(5)"), nullptr) << hurray_last_error();
+    EXPECT_EQ(std::memcmp(&out, &pattern, sizeof out), 0);
+    f().set_current_device(5);
+    EXPECT_EQ(hurray_copy(&g, dev(HURRAY_DEVICE_CPU), &out), HURRAY_ERR_DEVICE);
+    EXPECT_NE(std::strstr(hurray_last_error(), "hipSetDevice(5)"), nullptr) << hurray_last_error();
+  }).join();
+  EXPECT_EQ(hurray_buffer_release(&g), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+TEST_F(HipFake, MessagesNameTheDeviceCallThatFailed) {
+  const int64_t shape[1] = {8};
+  hurray_buffer out{};
+  f().inject("hipGetDevice", 999, 1);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM, 1), kFloat32, 1, shape, 0, &out),
+            HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "hipGetDevice failed"), nullptr)
+      << hurray_last_error();
+  f().inject("hipSetDevice", 999, 1);
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM, 1), kFloat32, 1, shape, 0, &out),
+            HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "hipSetDevice"), nullptr) << hurray_last_error();
+}
+
+TEST_F(HipFake, ZeroElementRequestsStillCheckTheDevice) {
+  const int64_t shape[1] = {0};
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM, 2), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "HIP device 2 does not exist"), nullptr)
+      << hurray_last_error();
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM_HOST, 1), kFloat32, 1, shape, 0, &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM, 1), kFloat32, 1, shape, 0, &h), HURRAY_OK);
+  EXPECT_EQ(h.data, nullptr);
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  EXPECT_EQ(f().call_count("hipMalloc") + f().call_count("hipFree"), 0);
+}
+
+TEST_F(HipFake, NoStreamOrderedAllocatorIsUnsupportedDevice) {
+  constexpr int kHipNotSupported = 801;
+  const int64_t shape[1] = {8};
+  hurray_buffer h{};
+  f().inject("hipMallocAsync", kHipNotSupported, 1);
+  EXPECT_EQ(hurray_alloc_async(dev(HURRAY_DEVICE_ROCM, 0), kFloat32, 1, shape, 0,
+                               reinterpret_cast<void *>(0x99), &h),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "hipErrorNotSupported"), nullptr)
+      << hurray_last_error();
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}

@@ -2,8 +2,9 @@
 // environment each scenario needs (which library, which fake settings):
 // loading happens once per process, so each loading scenario needs its own.
 //
-//   probe alloc TYPE ID        hurray_alloc on (TYPE, ID) and on the CPU;
-//                              prints status=, message=, cpu=
+//   probe alloc TYPE ID [N]    hurray_alloc of N elements (default 16) on
+//                              (TYPE, ID) and on the CPU; prints status=,
+//                              message=, cpu=
 //   probe exit-teardown TYPE   keeps GPU memory in a static object whose
 //                              destructor releases it after the driver tore
 //                              itself down at exit; prints the counters then
@@ -15,6 +16,9 @@
 //                              encoding); prints one verdict per line
 //   probe which-hip            allocates HIP memory and prints the loaded
 //                              libamdhip64 file
+//   probe reentrant-hook TYPE  every free fails; the diagnostic hook releases
+//                              another handle and swaps itself; prints what
+//                              the hook saw (killed by SIGALRM on a deadlock)
 #include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
@@ -68,8 +72,8 @@ hurray_diagnostics diag() {
   return d;
 }
 
-int32_t alloc(int type, int id, hurray_buffer *h) {
-  const int64_t shape[1] = {16};
+int32_t alloc(int type, int id, hurray_buffer *h, int64_t n = 16) {
+  const int64_t shape[1] = {n};
   return hurray_alloc(hurray_device{type, id}, kF32, 1, shape, 0, h);
 }
 
@@ -88,9 +92,9 @@ struct HeldUntilExit {
   }
 } g_held;
 
-int cmd_alloc(int type, int id) {
+int cmd_alloc(int type, int id, int64_t n) {
   hurray_buffer h{};
-  int32_t st = alloc(type, id, &h);
+  int32_t st = alloc(type, id, &h, n);
   out("status=%s\nmessage=%s\n", hurray_status_name(st), hurray_last_error());
   if (st == HURRAY_OK) hurray_buffer_release(&h);
   hurray_buffer c{};
@@ -196,6 +200,54 @@ int cmd_check_pointers() {
   return 0;
 }
 
+// reentrant-hook: the hook releases a second handle (whose free fails too)
+// and installs another hook, both from inside the hook.
+struct HookState {
+  hurray_buffer other{};
+  int calls = 0;
+  int swapped_calls = 0;
+  std::string first;
+};
+HookState g_hook_state;
+
+void swapped_hook(int32_t, const char *, void *) { ++g_hook_state.swapped_calls; }
+
+void reentrant_hook(int32_t, const char *message, void *) {
+  HookState &s = g_hook_state;
+  if (++s.calls == 1) s.first = message;
+  if (s.other.release_fn != nullptr) hurray_buffer_release(&s.other);
+  (void)hurray_set_diagnostic_hook(&swapped_hook, nullptr);
+}
+
+int cmd_reentrant_hook(int type) {
+  hurray_buffer a{}, c{};
+  if (alloc(type, 0, &a) != HURRAY_OK || alloc(type, 0, &g_hook_state.other) != HURRAY_OK ||
+      alloc(type, 0, &c) != HURRAY_OK) {
+    out("alloc failed: %s\n", hurray_last_error());
+    return 1;
+  }
+  auto inject = reinterpret_cast<void (*)(const char *, int, int)>(control(type, "inject"));
+  if (inject == nullptr) return 2;
+  const bool cuda = is_cuda(type);
+  const char *free_fn = type == HURRAY_DEVICE_CUDA_HOST   ? "cuMemFreeHost"
+                        : cuda                            ? "cuMemFree"
+                        : type == HURRAY_DEVICE_ROCM_HOST ? "hipHostFree"
+                                                          : "hipFree";
+  inject(free_fn, 700, -1);  // every free fails from now on (illegal address, both vendors)
+  (void)hurray_set_diagnostic_hook(&reentrant_hook, nullptr);
+  alarm(10);  // a deadlock ends the probe with SIGALRM
+  hurray_buffer_release(&a);
+  hurray_buffer_release(&c);  // goes to the hook installed from inside the hook
+  alarm(0);
+  (void)hurray_set_diagnostic_hook(nullptr, nullptr);
+  hurray_diagnostics d = diag();
+  out("hook_calls=%d swapped_calls=%d failed_releases=%llu\nfirst=%s\n", g_hook_state.calls,
+      g_hook_state.swapped_calls, static_cast<unsigned long long>(d.failed_releases),
+      g_hook_state.first.c_str());
+  inject(free_fn, 0, 0);
+  return 0;
+}
+
 int cmd_which_hip() {
   hurray_buffer h{};
   const int32_t st = alloc(HURRAY_DEVICE_ROCM, 0, &h);
@@ -218,12 +270,13 @@ int main(int argc, char **argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   const int a = argc > 2 ? std::atoi(argv[2]) : 0;
   const int b = argc > 3 ? std::atoi(argv[3]) : 0;
-  if (cmd == "alloc") return cmd_alloc(a, b);
+  if (cmd == "alloc") return cmd_alloc(a, b, argc > 4 ? std::atoll(argv[4]) : 16);
   if (cmd == "exit-teardown") return cmd_exit_teardown(a);
   if (cmd == "teardown-now") return cmd_teardown_now(a);
   if (cmd == "concurrent") return cmd_concurrent(a, b);
   if (cmd == "check-pointers") return cmd_check_pointers();
   if (cmd == "which-hip") return cmd_which_hip();
+  if (cmd == "reentrant-hook") return cmd_reentrant_hook(a);
   std::fprintf(stderr, "unknown command '%s'\n", cmd.c_str());
   return 64;
 }

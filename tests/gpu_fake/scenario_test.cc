@@ -114,6 +114,47 @@ TEST(CudaLoading, ConcurrentFirstUseLoadsOnce) {
   EXPECT_CONTAINS(r.out, "ok=8 init_count=1");
 }
 
+TEST(CudaLoading, ZeroElementAllocationNeedsAWorkingDriverToo) {
+  SKIP_WITHOUT_VENDOR(kWithCuda, "CUDA");
+  // No memory is needed, but the answer must match a one-element request's.
+  for (const char *count : {"0", "1"}) {
+    SCOPED_TRACE(count);
+    ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0", count},
+                              {{"HURRAY_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+    EXPECT_CONTAINS(r.out, "looked for /nonexistent/libcuda.so.1");
+    EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
+  }
+}
+
+// --- Diagnostic hook ---------------------------------------------------------
+
+// A hook that releases another GPU handle whose free fails too (say a Python
+// hook whose allocation runs the garbage collector), and that installs a
+// new hook, must not deadlock: the nested failure is counted, not sent.
+TEST(DiagnosticHook, HookMayReleaseGpuMemoryAndReplaceItself) {
+  struct Case {
+    const std::string &fake;
+    const char *env;
+    int type;
+  } cases[] = {{kCudaFake, "HURRAY_CUDA_DRIVER_PATH", HURRAY_DEVICE_CUDA},
+               {kHipFake, "HURRAY_HIP_LIBRARY_PATH", HURRAY_DEVICE_ROCM}};
+  int ran = 0;
+  for (const Case &c : cases) {
+    if (c.fake.empty()) continue;
+    ++ran;
+    SCOPED_TRACE(c.env);
+    ProbeResult r = run_probe({"reentrant-hook", str(c.type)}, {{c.env, c.fake}});
+    ASSERT_EQ(r.exit_code, 0) << "128 + 14 (SIGALRM) is a deadlock\n" << r.out << r.err;
+    EXPECT_CONTAINS(r.out, "hook_calls=1 swapped_calls=1 failed_releases=3");
+    EXPECT_CONTAINS(r.out, "first=" + std::string(c.type == HURRAY_DEVICE_CUDA ? "cuMemFree"
+                                                                               : "hipFree"));
+    EXPECT_EQ(r.err, "");
+  }
+  if (ran == 0) GTEST_SKIP() << "no fake GPU library is built in this configuration";
+}
+
 // --- CUDA: teardown ----------------------------------------------------------
 
 TEST(CudaTeardown, ReleaseAfterDriverTeardownAtExitLeaksQuietly) {
@@ -146,6 +187,18 @@ TEST(HipLoading, MissingLibraryGivesDeviceUnavailable) {
   EXPECT_CONTAINS(r.out, "/nonexistent/libamdhip64.so");
   EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
   EXPECT_EQ(r.err, "");
+}
+
+TEST(HipLoading, ZeroElementAllocationNeedsAWorkingRuntimeToo) {
+  SKIP_WITHOUT_VENDOR(kWithHip, "HIP");
+  for (const char *count : {"0", "1"}) {
+    SCOPED_TRACE(count);
+    ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM_HOST), "0", count},
+                              {{"HURRAY_HIP_LIBRARY_PATH", "/nonexistent/libamdhip64.so"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+    EXPECT_CONTAINS(r.out, "/nonexistent/libamdhip64.so");
+  }
 }
 
 TEST(HipLoading, NoDeviceGivesDeviceUnavailable) {
