@@ -235,12 +235,7 @@ BENCHMARK(BM_Hurray_HipAllocRelease);
 }  // namespace
 
 int main(int argc, char **argv) {
-#ifdef HURRAY_FAKE_CUDA_PATH
-  setenv("HURRAY_CUDA_DRIVER_PATH", HURRAY_FAKE_CUDA_PATH, 0);
-#endif
-#ifdef HURRAY_FAKE_HIP_PATH
-  setenv("HURRAY_HIP_LIBRARY_PATH", HURRAY_FAKE_HIP_PATH, 0);
-#endif
+  fake_use_built_fakes();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

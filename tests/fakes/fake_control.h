@@ -94,4 +94,17 @@ void fake_hip_set_current_device(int d);
 } /* extern "C" */
 #endif
 
+/* For a program's main(), before anything can load a GPU library: point
+   libhurray at the fakes the build made (HURRAY_FAKE_*_PATH), unless the
+   caller's environment already points it elsewhere. */
+#include <stdlib.h>
+static inline void fake_use_built_fakes(void) {
+#ifdef HURRAY_FAKE_CUDA_PATH
+  setenv("HURRAY_CUDA_DRIVER_PATH", HURRAY_FAKE_CUDA_PATH, 0);
+#endif
+#ifdef HURRAY_FAKE_HIP_PATH
+  setenv("HURRAY_HIP_LIBRARY_PATH", HURRAY_FAKE_HIP_PATH, 0);
+#endif
+}
+
 #endif /* HURRAY_TESTS_FAKES_FAKE_CONTROL_H_ */

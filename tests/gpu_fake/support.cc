@@ -151,14 +151,7 @@ ProbeResult run_probe(const std::vector<std::string> &args,
 }  // namespace gpu_test
 
 int main(int argc, char **argv) {
-  // Before anything can load a GPU library: tests use the fakes unless the
-  // caller pointed libhurray elsewhere.
-#ifdef HURRAY_FAKE_CUDA_PATH
-  setenv("HURRAY_CUDA_DRIVER_PATH", HURRAY_FAKE_CUDA_PATH, 0);
-#endif
-#ifdef HURRAY_FAKE_HIP_PATH
-  setenv("HURRAY_HIP_LIBRARY_PATH", HURRAY_FAKE_HIP_PATH, 0);
-#endif
+  fake_use_built_fakes();
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
