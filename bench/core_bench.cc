@@ -1,7 +1,7 @@
 // Core costs: export + deleter, import + release, fan-out per consumer, and
 // release contended from two threads. Results go to docs/performance.md.
 #include <benchmark/benchmark.h>
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 
 #include <cstdlib>
 

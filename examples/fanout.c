@@ -1,7 +1,7 @@
 /* fanout.c - wrap memory you own in a Hurray handle, give it to three
  * consumers (one of them a DLPack consumer), and see it freed exactly once,
  * after the last consumer lets go. Build: see examples/CMakeLists.txt. */
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 #include <hurray/hurray.h>
 #include <stdio.h>
 #include <stdlib.h>

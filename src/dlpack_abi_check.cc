@@ -1,8 +1,8 @@
 // Pins the DLPack ABI the library is built with: every size, offset, enum
 // value and flag bit, checked against the published 1.3 layout (see
-// docs/spec/buffer-protocol.md §6.1). Builds against third_party/dlpack or any
+// docs/spec/buffer-protocol.md §6.1). Builds against include/hurray/dlpack.h or any
 // external dlpack.h (HURRAY_DLPACK_INCLUDE_DIR) must agree, or fail here.
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 
 #include <cstddef>
 
@@ -80,6 +80,19 @@ static_assert(kDLFloat6_e2m3fn == 15 && kDLFloat6_e3m2fn == 16 && kDLFloat4_e2m1
               "DLDataTypeCode fp6/fp4 values");
 
 // The handle itself (spec §2.1).
+// The C exchange API table (1.3): a 16-byte header, then five function
+// pointers in the published order.
+static_assert(sizeof(void *) != 8 || sizeof(DLPackExchangeAPIHeader) == 16, "exchange header size");
+HURRAY_CHECK_OFFSET(DLPackExchangeAPIHeader, version, 0);
+HURRAY_CHECK_OFFSET(DLPackExchangeAPIHeader, prev_api, 8);
+static_assert(sizeof(void *) != 8 || sizeof(DLPackExchangeAPI) == 56, "exchange table size");
+HURRAY_CHECK_OFFSET(DLPackExchangeAPI, header, 0);
+HURRAY_CHECK_OFFSET(DLPackExchangeAPI, managed_tensor_allocator, 16);
+HURRAY_CHECK_OFFSET(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync, 24);
+HURRAY_CHECK_OFFSET(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync, 32);
+HURRAY_CHECK_OFFSET(DLPackExchangeAPI, dltensor_from_py_object_no_sync, 40);
+HURRAY_CHECK_OFFSET(DLPackExchangeAPI, current_work_stream, 48);
+
 static_assert(sizeof(hurray_buffer) == 80, "hurray_buffer size");
 HURRAY_CHECK_OFFSET(hurray_buffer, version, 0);
 HURRAY_CHECK_OFFSET(hurray_buffer, reserved, 4);

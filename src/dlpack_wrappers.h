@@ -4,7 +4,7 @@
 #ifndef HURRAY_SRC_DLPACK_WRAPPERS_H_
 #define HURRAY_SRC_DLPACK_WRAPPERS_H_
 
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 
 #include "hurray/hurray.h"
 

@@ -175,10 +175,12 @@ stage_external_dlpack() {
 
   cmake --preset dev -B "$build" \
     -DHURRAY_DLPACK_INCLUDE_DIR="$dir" \
+    -DHURRAY_UPSTREAM_DLPACK_INCLUDE_DIR="$dir" \
     -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_BUILD_EXAMPLES=OFF || return 1
-  # Make sure the external header really is the one compiled against.
-  if ! grep -q -- "-I$dir" "$build/compile_commands.json"; then
-    echo "$build does not compile with -I$dir" >&2
+  # Make sure the external header really is the one compiled against: it is
+  # force-included ahead of hurray/dlpack.h in every translation unit.
+  if ! grep -qF -- "-include $header" "$build/compile_commands.json"; then
+    echo "$build does not compile with -include $header" >&2
     return 1
   fi
   cmake --build "$build" -j "$JOBS" || return 1

@@ -7,8 +7,11 @@
  * docs/spec/buffer-protocol.md; every function below is specified in
  * docs/impl/c-ffi.md. Section references ("spec §N", "c-ffi §N") point there.
  *
- * This header is self-contained: it compiles as C11 and C++17 and needs no
- * dlpack.h (the DLPack structs appear only as incomplete types).
+ * It compiles as C11 and C++17 and includes the project's DLPack 1.3
+ * declarations (hurray/dlpack.h, installed beside it). A translation unit
+ * that included an upstream dlpack.h first (PyTorch's, TVM FFI's) keeps that
+ * one: both share one include guard and one set of definitions, and any
+ * DLPack 1.x header is accepted here.
  *
  * Conventions that hold for every function here unless its comment says
  * otherwise:
@@ -26,6 +29,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "dlpack.h"
+#include "hurray/version.h"
+
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION != 1
+#error "hurray.h needs a DLPack 1.x dlpack.h (an older one was included first)"
+#endif
 
 #if defined(_WIN32)
 #define HURRAY_API
@@ -49,15 +59,11 @@ extern "C" {
  * Versions (c-ffi §1)
  * ------------------------------------------------------------------------- */
 
-/* Library release version this header belongs to. The minor number grows when
- * functions are added; the major number when anything existing changes. */
-#define HURRAY_VERSION_MAJOR 0
-#define HURRAY_VERSION_MINOR 1
-#define HURRAY_VERSION_PATCH 0
-/* The three numbers packed as (major << 16) | (minor << 8) | patch. */
-#define HURRAY_VERSION                                                    \
-  ((uint32_t)((HURRAY_VERSION_MAJOR << 16) | (HURRAY_VERSION_MINOR << 8) | \
-              HURRAY_VERSION_PATCH))
+/* HURRAY_VERSION_MAJOR, _MINOR, _PATCH, HURRAY_VERSION (the three packed as
+ * (major << 16) | (minor << 8) | patch) and HURRAY_VERSION_STRING come from
+ * hurray/version.h, which the build generates from CMake's project(VERSION).
+ * The minor number grows when functions are added; the major number when
+ * anything existing changes. */
 
 /* Layout version of hurray_buffer written in its `version` field (spec §2). */
 #define HURRAY_BUFFER_VERSION 1u
@@ -232,9 +238,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
 /* ---------------------------------------------------------------------------
  * DLPack conversion (spec §6, c-ffi §5)
  * ------------------------------------------------------------------------- */
-
-struct DLManagedTensor;
-struct DLManagedTensorVersioned;
 
 /* Exports a handle as a DLManagedTensorVersioned (version 1.3; flags carried
  * over; strides always given when ndim > 0; shape/strides/byte_offset kept

@@ -5,9 +5,9 @@
 // policy of the callbacks below, are written down in docs/impl/python.md;
 // the comments here point at the places that implement them.
 //
-// Only the public C ABI (include/hurray/hurray.h) is used. The DLPack
-// structs are declared here from the published layout (we read a tensor's
-// version and flags, nothing more); libhurray does every conversion.
+// Only the public C ABI (include/hurray/hurray.h, which brings the project's
+// DLPack declarations, hurray/dlpack.h) is used; libhurray does every
+// conversion.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -22,50 +22,7 @@
 
 #include "hurray/hurray.h"
 
-// ---------------------------------------------------------------------------
-// DLPack declarations (layout of DLPack 1.x on 64-bit targets)
-// ---------------------------------------------------------------------------
-
-namespace {
-struct DlDevice {
-  int32_t device_type;
-  int32_t device_id;
-};
-struct DlDataType {
-  uint8_t code;
-  uint8_t bits;
-  uint16_t lanes;
-};
-struct DlTensor {
-  void *data;
-  DlDevice device;
-  int32_t ndim;
-  DlDataType dtype;
-  int64_t *shape;
-  int64_t *strides;
-  uint64_t byte_offset;
-};
-struct DlPackVersion {
-  uint32_t major;
-  uint32_t minor;
-};
-}  // namespace
-
-// The tags must match the forward declarations in hurray.h.
-struct DLManagedTensor {
-  DlTensor dl_tensor;
-  void *manager_ctx;
-  void (*deleter)(DLManagedTensor *self);
-};
-struct DLManagedTensorVersioned {
-  DlPackVersion version;
-  void *manager_ctx;
-  void (*deleter)(DLManagedTensorVersioned *self);
-  uint64_t flags;
-  DlTensor dl_tensor;
-};
-
-static_assert(sizeof(DlTensor) == 48, "DLTensor layout");
+static_assert(sizeof(DLTensor) == 48, "DLTensor layout");
 static_assert(sizeof(DLManagedTensor) == 64, "DLManagedTensor layout");
 static_assert(sizeof(DLManagedTensorVersioned) == 80, "DLManagedTensorVersioned layout");
 static_assert(offsetof(DLManagedTensorVersioned, flags) == 24, "flags offset");
@@ -1010,7 +967,7 @@ bool import_capsule(PyObject *cap, hurray_buffer *out) {
       // libhurray's message speaks to C callers (they keep the tensor and
       // must call its deleter). Here the capsule keeps its name, hence the
       // tensor, and its destructor deletes it: say that instead.
-      const DlPackVersion v = static_cast<DLManagedTensorVersioned *>(ptr)->version;
+      const DLPackVersion v = static_cast<DLManagedTensorVersioned *>(ptr)->version;
       PyErr_Format(PyExc_BufferError,
                    "hurray.from_dlpack: the tensor is DLPack version %u.%u, and only major "
                    "version %u can be read; the capsule was left unconsumed (still named "

@@ -3,7 +3,7 @@
 // streams and read the thread's context; everything else goes through
 // libhurray. Prints one line per check and a closing "N passed, M failed".
 #include <cuda.h>
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 
 #include <atomic>
 #include <chrono>

@@ -2,7 +2,7 @@
 // allocation of each kind, release from any thread in the right context,
 // stream-ordered frees, fan-out, failures, fork, DLPack, import checks,
 // copies and stream waits (docs/impl/gpu.md).
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 // libhurray's HIP back end against the fake runtime (tests/fakes/fake_hip.cc,
 // ROCm 6 encoding by default; the ROCm 5 encoding runs in scenario_test.cc).
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sys/wait.h>

@@ -5,7 +5,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 #include <hurray/hurray.h>
 
 static int g_released = 0;

@@ -2,7 +2,7 @@
 // dlpack.h this time (the other order is tested in C), plus the header-only
 // C++ layer when it is there.
 #include <hurray/hurray.h>
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 #if __has_include(<hurray/hurray.hpp>)
 #include <hurray/hurray.hpp>
 #endif

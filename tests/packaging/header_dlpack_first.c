@@ -3,7 +3,7 @@
  * second. The two must not clash, and hurray.h's forward declarations must
  * name the very structs dlpack.h defines: the assignments below would be
  * incompatible-pointer errors under -Werror otherwise. */
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 #include <hurray/hurray.h>
 
 #include <stdio.h>

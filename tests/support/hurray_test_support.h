@@ -12,7 +12,7 @@
 #ifndef HURRAY_TESTS_SUPPORT_HURRAY_TEST_SUPPORT_H_
 #define HURRAY_TESTS_SUPPORT_HURRAY_TEST_SUPPORT_H_
 
-#include <dlpack/dlpack.h>
+#include <hurray/dlpack.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
