@@ -5,7 +5,8 @@
  * vocabulary and carries one release callback that its holder calls exactly
  * once. The handle layout and its contract are specified in
  * docs/spec/buffer-protocol.md; every function below is specified in
- * docs/impl/c-ffi.md. Section references ("spec §N", "c-ffi §N") point there.
+ * docs/impl/c-ffi.md, the GPU functions in docs/impl/gpu.md. Section
+ * references ("spec §N", "c-ffi §N", "gpu §N") point there.
  *
  * It compiles as C11 and C++17 and includes the project's DLPack 1.3
  * declarations (hurray/dlpack.h, installed beside it). A translation unit
@@ -23,6 +24,18 @@
  *  - It is safe to call from any thread; calls on distinct objects never race.
  *    Two threads must not pass the same hurray_buffer object to functions
  *    that consume or clear it at the same time.
+ *
+ * Every function's comment has the same parts, in this order: a one-line
+ * summary and any description, then
+ *   Parameters:  each parameter, with [in], [out], [in, out] or
+ *                [in, consumed on success] ("Parameters: none" for (void));
+ *   Returns:     HURRAY_OK and each error status with its cause (or the value
+ *                returned by the functions that return no status);
+ *   On failure:  what the caller still owns and what is left untouched;
+ *   Threads:     which threads may call it and where callbacks run;
+ *   Spec:        the sections that specify it.
+ * tests/packaging/check_doc_comments.cmake fails the build's tests when a
+ * function declared with HURRAY_API lacks one of them.
  */
 #ifndef HURRAY_HURRAY_H_
 #define HURRAY_HURRAY_H_
@@ -33,10 +46,16 @@
 #include "dlpack.h"
 #include "hurray/version.h"
 
+/* The DLPack vocabulary used below is that of major version 1; a 0.x
+ * dlpack.h included before this header is refused here. */
 #if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION != 1
 #error "hurray.h needs a DLPack 1.x dlpack.h (an older one was included first)"
 #endif
 
+/* HURRAY_API marks every function of the ABI. While libhurray itself is
+ * built (HURRAY_BUILDING_LIBRARY) it gives the symbol default visibility, so
+ * that it is exported although the library is compiled with hidden
+ * visibility; for callers, and on Windows, it expands to nothing. */
 #if defined(_WIN32)
 #define HURRAY_API
 #elif defined(HURRAY_BUILDING_LIBRARY)
@@ -45,6 +64,10 @@
 #define HURRAY_API
 #endif
 
+/* HURRAY_NODISCARD marks functions whose status must be looked at (GCC and
+ * Clang warn when it is ignored); empty for other compilers. The functions
+ * that cannot fail in a way the caller must handle (releases, deleters,
+ * hook installation) do not carry it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HURRAY_NODISCARD __attribute__((warn_unused_result))
 #else
@@ -75,25 +98,41 @@ extern "C" {
 /* Largest ndim accepted anywhere (spec §3). */
 #define HURRAY_MAX_NDIM 64
 
-/* Runtime version of the loaded library, packed like HURRAY_VERSION.
- * Thread-safe; cannot fail. (c-ffi §1) */
+/* Runtime version of the loaded library (which may differ from the
+ * HURRAY_VERSION the caller was compiled with).
+ *
+ * Parameters: none
+ * Returns: the library's version packed like HURRAY_VERSION:
+ *   (major << 16) | (minor << 8) | patch.
+ * On failure: cannot fail.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/c-ffi.md §1. */
 HURRAY_API uint32_t hurray_version(void);
 
 /* Checks that the loaded library can serve a caller compiled against header
- * version `header_version` (pass HURRAY_VERSION): the major numbers must be
- * equal and the library's minor.patch must be at least the header's; while
- * the major is 0 (any minor release may change the ABI) the minor numbers
- * must be equal too.
- * Returns HURRAY_OK, or HURRAY_ERR_UNSUPPORTED_VERSION with a message that
- * names both versions. Thread-safe. (c-ffi §1) */
+ * version `header_version`. Programs that dlopen the library call it first.
+ *
+ * Parameters:
+ *   header_version  [in]  the caller's HURRAY_VERSION
+ * Returns: HURRAY_OK when the major numbers are equal and the library's
+ *   minor.patch is at least the header's, and, while the major is 0 (any
+ *   minor release may change the ABI), the minor numbers are equal too; else
+ *   HURRAY_ERR_UNSUPPORTED_VERSION  with a message that names both versions.
+ * On failure: nothing to release; only the thread's message is set.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/c-ffi.md §1. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_check_version(uint32_t header_version);
 
 /* ---------------------------------------------------------------------------
  * Status codes and errors (c-ffi §2)
  * ------------------------------------------------------------------------- */
 
+/* Status returned by the functions of this header, as an int32_t (the enum
+ * type itself never crosses the ABI). HURRAY_OK is 0; every other value
+ * comes with a message for the calling thread (hurray_last_error).
+ * (c-ffi §0) */
 typedef enum hurray_status {
-  HURRAY_OK = 0,
+  HURRAY_OK = 0,                       /* success */
   HURRAY_ERR_INVALID_ARGUMENT = 1,     /* NULL pointer, bad ndim/shape/strides */
   HURRAY_ERR_UNSUPPORTED_VERSION = 2,  /* DLPack major != 1, handle layout, library */
   HURRAY_ERR_UNSUPPORTED_DTYPE = 3,    /* unknown code, bits not valid for code, lanes 0 */
@@ -104,14 +143,27 @@ typedef enum hurray_status {
   HURRAY_ERR_INTERNAL = 8              /* a bug in libhurray; please report it */
 } hurray_status;
 
-/* Message describing the last failed call made by this thread, or "" if none
- * failed yet. Successful calls leave it as it is. The pointer stays valid for
- * the life of the thread; its text changes at this thread's next failing call.
- * Never NULL. Thread-safe (the message is thread-local). (c-ffi §2) */
+/* Message describing the last failed call made by this thread.
+ *
+ * Parameters: none
+ * Returns: the message, or "" if no call of this thread failed yet; never
+ *   NULL. The pointer stays valid for the life of the thread; its text
+ *   changes at this thread's next failing call. Successful calls leave it as
+ *   it is.
+ * On failure: cannot fail.
+ * Threads: safe from any thread; the message is thread-local.
+ * Spec: docs/impl/c-ffi.md §2. */
 HURRAY_API const char *hurray_last_error(void);
 
-/* Short constant name of a status code ("HURRAY_ERR_OVERFLOW"), or
- * "HURRAY_UNKNOWN_STATUS". Never NULL; static storage. Thread-safe. (c-ffi §2) */
+/* Short constant name of a status code ("HURRAY_ERR_OVERFLOW").
+ *
+ * Parameters:
+ *   status  [in]  any value
+ * Returns: the name of the hurray_status enumerator with that value, or
+ *   "HURRAY_UNKNOWN_STATUS" for any other value. Never NULL; static storage.
+ * On failure: cannot fail.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/c-ffi.md §2. */
 HURRAY_API const char *hurray_status_name(int32_t status);
 
 /* ---------------------------------------------------------------------------
@@ -125,28 +177,31 @@ HURRAY_API const char *hurray_status_name(int32_t status);
 #define HURRAY_FLAG_IS_COPIED ((uint64_t)1 << 1)      /* a private copy for this holder */
 #define HURRAY_FLAG_SUBBYTE_PADDED ((uint64_t)1 << 2) /* sub-byte elements take a byte each */
 
-/* DLPack device type values (DLDeviceType) used in hurray_device. */
-#define HURRAY_DEVICE_CPU 1
-#define HURRAY_DEVICE_CUDA 2
-#define HURRAY_DEVICE_CUDA_HOST 3
-#define HURRAY_DEVICE_ROCM 10
-#define HURRAY_DEVICE_ROCM_HOST 11
-#define HURRAY_DEVICE_CUDA_MANAGED 13
+/* DLPack device type values (DLDeviceType) used in hurray_device. Any other
+ * type DLPack 1.3 defines is also valid in a handle; these are the ones
+ * libhurray can allocate and copy (kDLCPU always, the GPU types as the GPU
+ * section below says). */
+#define HURRAY_DEVICE_CPU 1           /* kDLCPU: host memory */
+#define HURRAY_DEVICE_CUDA 2          /* kDLCUDA: CUDA device memory */
+#define HURRAY_DEVICE_CUDA_HOST 3     /* kDLCUDAHost: CUDA pinned host memory */
+#define HURRAY_DEVICE_ROCM 10         /* kDLROCM: ROCm/HIP device memory */
+#define HURRAY_DEVICE_ROCM_HOST 11    /* kDLROCMHost: ROCm/HIP pinned host memory */
+#define HURRAY_DEVICE_CUDA_MANAGED 13 /* kDLCUDAManaged: CUDA managed memory */
 
 /* Device of the memory: DLPack's device type value and device ordinal
  * (0 for CPU, pinned host and managed memory). 8 bytes. (spec §2.2) */
 typedef struct hurray_device {
-  int32_t device_type;
-  int32_t device_id;
+  int32_t device_type; /* a DLDeviceType value (HURRAY_DEVICE_*) */
+  int32_t device_id;   /* ordinal, >= 0 */
 } hurray_device;
 
 /* Element type with DLPack's DLDataType meaning: `code` is a DLDataTypeCode
  * value, `bits` the width of one lane, `lanes` the vector width (1 for
  * scalars). 4 bytes. (spec §2.2) */
 typedef struct hurray_dtype {
-  uint8_t code;
-  uint8_t bits;
-  uint16_t lanes;
+  uint8_t code;   /* DLDataTypeCode: 0 int, 1 uint, 2 float, ... 17 (spec §3) */
+  uint8_t bits;   /* bits of one lane */
+  uint16_t lanes; /* >= 1 */
 } hurray_dtype;
 
 /* Release callback: frees whatever the handle keeps alive. Called exactly once
@@ -180,39 +235,76 @@ typedef struct hurray_buffer {
                                ndim > 0; NULL allowed when ndim == 0     @72 */
 } hurray_buffer;
 
-/* Calls h->release_fn(h->user_data) if h is live, then zeroes *h (so it reads
- * as empty). Releasing an empty handle does nothing and returns HURRAY_OK.
- * Ownership: consumes the handle's reference. Errors: HURRAY_ERR_INVALID_ARGUMENT
- * if h is NULL. Thread-safe for distinct handles. (spec §4, c-ffi §3) */
+/* Releases a handle: zeroes *h (so it reads as empty), then calls
+ * release_fn(user_data) if the handle was live. *h is zeroed before the call
+ * because the callback may free the memory h points into. The handle is not
+ * validated: a live handle of any layout version is released.
+ *
+ * Parameters:
+ *   h  [in, out]  the handle; its reference is consumed and *h is left empty.
+ *                 Releasing an empty handle does nothing.
+ * Returns: HURRAY_OK (an empty handle included), or
+ *   HURRAY_ERR_INVALID_ARGUMENT  when h is NULL.
+ * On failure: nothing is called or written.
+ * Threads: safe from any thread for distinct handles; release_fn runs on the
+ *   calling thread.
+ * Spec: docs/spec/buffer-protocol.md §4; docs/impl/c-ffi.md §3. */
 HURRAY_API int32_t hurray_buffer_release(hurray_buffer *h);
 
 /* Checks that *h is a live, well-formed handle (spec §3): known version,
  * ndim in range, shape/strides present when ndim > 0, no negative extent,
  * dtype valid for DLPack 1.3, known device type with device_id >= 0, data
  * non-NULL unless it has no elements, and element count and byte extent
- * within 64-bit range. Reads only; consumes nothing. Errors:
- * INVALID_ARGUMENT, UNSUPPORTED_VERSION, UNSUPPORTED_DTYPE,
- * UNSUPPORTED_DEVICE, OVERFLOW; the message names the field. (c-ffi §3) */
+ * within 64-bit range. Reads only; consumes nothing. A device type DLPack
+ * 1.3 defines is valid here even when this build cannot serve it.
+ *
+ * Parameters:
+ *   h  [in]  the handle; only read
+ * Returns: HURRAY_OK, or, with a message naming the field:
+ *   HURRAY_ERR_INVALID_ARGUMENT     h NULL or empty; ndim outside
+ *                                   0..HURRAY_MAX_NDIM; shape or strides NULL
+ *                                   while ndim > 0; a negative extent;
+ *                                   device_id < 0; data NULL although the
+ *                                   tensor has elements
+ *   HURRAY_ERR_UNSUPPORTED_VERSION  version is not HURRAY_BUFFER_VERSION
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE    code unknown to DLPack 1.3, bits not
+ *                                   valid for the code, or lanes 0
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE   a device type DLPack 1.3 does not define
+ *   HURRAY_ERR_OVERFLOW             element count, byte_offset or byte extent
+ *                                   beyond signed 64-bit range
+ * On failure: nothing changed; *h stays owned by the caller.
+ * Threads: safe from any thread (reads only).
+ * Spec: docs/spec/buffer-protocol.md §3; docs/impl/c-ffi.md §3. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_validate(const hurray_buffer *h);
 
 /* Size facts of a valid handle. `numel` is the product of shape (1 for
  * ndim 0); `itemsize_bits` is bits*lanes per element (rounded up to a whole
  * number of bytes when HURRAY_FLAG_SUBBYTE_PADDED is set); `lowest`/`highest`
  * bound the bytes touched, relative to `data` (highest is one past the last
- * byte; both 0 when numel is 0); `contiguous` is 1 when the elements are in
- * compact row-major order. (spec §3.3) */
+ * byte; both 0 when numel is 0; lowest may be negative with negative
+ * strides); `contiguous` is 1 when the elements are in compact row-major
+ * order (always 1 when numel is 0), else 0. (spec §3.3) */
 typedef struct hurray_extent {
-  int64_t numel;
-  int64_t itemsize_bits;
-  int64_t lowest;
-  int64_t highest;
-  int32_t contiguous;
-  int32_t reserved;
+  int64_t numel;         /* number of elements */
+  int64_t itemsize_bits; /* bits one element occupies in memory */
+  int64_t lowest;        /* first byte touched, relative to data */
+  int64_t highest;       /* one past the last byte touched, relative to data */
+  int32_t contiguous;    /* 1: compact row-major; 0: not */
+  int32_t reserved;      /* written as 0 */
 } hurray_extent;
 
 /* Fills *out with the size facts of *h after validating it like
- * hurray_buffer_validate. Reads only. Errors: those of hurray_buffer_validate,
- * INVALID_ARGUMENT if out is NULL. (c-ffi §3) */
+ * hurray_buffer_validate. Reads only.
+ *
+ * Parameters:
+ *   h    [in]   the handle; only read
+ *   out  [out]  the size facts; written only on success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  when out is NULL (checked first),
+ *   or any error of hurray_buffer_validate for *h.
+ * On failure: *out untouched; *h unchanged and still owned by the caller.
+ * Threads: safe from any thread (reads only).
+ * Spec: docs/spec/buffer-protocol.md §3.3; docs/impl/c-ffi.md §3. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
                                                          hurray_extent *out);
 
@@ -221,17 +313,31 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  * ------------------------------------------------------------------------- */
 
 /* Turns one handle into `n` independent handles for n consumers.
- * On success: *src is consumed and zeroed; out[0..n-1] are live handles that
- * describe the same memory as *src did; the release of the source runs exactly
- * once, when the last of all handles sharing it is released, on the thread
- * that releases last. Sharing a handle that came from hurray_share adds to the
- * same count (no nesting). n == 1 moves *src to out[0].
- * On failure: nothing consumed, out untouched.
- * Errors: INVALID_ARGUMENT (NULL src/out, n == 0, src empty or invalid, n too
- * large for the count), OUT_OF_MEMORY (the one control block), and the
- * validation errors of hurray_buffer_validate.
- * Cost: one allocation the first time a handle is shared, none afterwards.
- * Thread-safe; the out handles may be released from any threads. */
+ *
+ * On success *src is consumed and zeroed, and out[0..n-1] are live handles
+ * that describe the same memory as *src did, each carrying one reference.
+ * The release of the source runs exactly once, when the last of all handles
+ * sharing it is released, on the thread that releases last. Sharing a handle
+ * that came from hurray_share adds n - 1 to the same count (no second
+ * control block, no nesting, no allocation). n == 1 moves *src to out[0].
+ *
+ * Parameters:
+ *   src  [in, consumed on success]  a live, valid handle; zeroed on success
+ *   n    [in]   number of handles to make, 1 .. 2^32
+ *   out  [out]  caller-provided array of n handles, written only on success;
+ *               may be src itself
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  n == 0 or n > 2^32 (too large for the
+ *                                count); out NULL; src NULL or empty
+ *   HURRAY_ERR_OUT_OF_MEMORY     the one control block cannot be allocated
+ *   or any other error of hurray_buffer_validate for *src.
+ * Cost: one allocation the first time a handle is shared with n > 1, none
+ *   afterwards.
+ * On failure: nothing consumed (*src unchanged, still the caller's); out
+ *   untouched.
+ * Threads: safe from any thread; the out handles may be released from any
+ *   threads, in any order.
+ * Spec: docs/spec/buffer-protocol.md §5; docs/impl/c-ffi.md §4. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
                                                  hurray_buffer *out);
 
@@ -239,56 +345,159 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
  * DLPack conversion (spec §6, c-ffi §5)
  * ------------------------------------------------------------------------- */
 
-/* Exports a handle as a DLManagedTensorVersioned (version 1.3; flags carried
- * over; strides always given when ndim > 0; shape/strides/byte_offset kept
- * exactly). On success *src is consumed and zeroed and *out receives a tensor
- * whose deleter calls the handle's release exactly once. A handle that
- * libhurray imported from a DLManagedTensorVersioned and that still describes
- * that tensor exactly is unwrapped: *out is the original tensor itself, with
- * the 1.x version and the strides its producer gave it.
- * On failure: nothing consumed, *out untouched.
- * Errors: INVALID_ARGUMENT (NULL, empty or malformed src), the validation
- * errors of hurray_buffer_validate, OUT_OF_MEMORY.
- * Cost: at most one heap allocation. Thread-safe. */
+/* Exports a handle as a DLManagedTensorVersioned.
+ *
+ * On success *src is consumed and zeroed and *out receives a tensor whose
+ * deleter calls the handle's release exactly once: version 1.3, flags
+ * carried over, strides always given when ndim > 0, shape/strides/
+ * byte_offset kept exactly (shape and strides point at the handle's own
+ * arrays, not copied). A handle that libhurray imported from a
+ * DLManagedTensorVersioned and that still describes that tensor exactly
+ * (same fields, shape/strides pointers and flags) is unwrapped: *out is the
+ * original tensor itself, with the 1.x version and the strides its producer
+ * gave it.
+ *
+ * Parameters:
+ *   src  [in, consumed on success]  a live, valid handle; zeroed on success
+ *   out  [out]  the tensor, now the caller's; written only on success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  out NULL; src NULL, empty or malformed
+ *   HURRAY_ERR_OUT_OF_MEMORY     the export block cannot be allocated
+ *   or any other error of hurray_buffer_validate for *src.
+ * Cost: at most one heap allocation (DLPack struct and handle together);
+ *   none when unwrapping.
+ * On failure: nothing consumed (*src unchanged, still the caller's); *out
+ *   untouched.
+ * Threads: safe from any thread; the tensor's deleter may be called from any
+ *   thread.
+ * Spec: docs/spec/buffer-protocol.md §6.2, §6.4; docs/impl/c-ffi.md §5. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned(
     hurray_buffer *src, struct DLManagedTensorVersioned **out);
 
-/* Same as hurray_to_dlpack_versioned for the legacy (unversioned)
- * DLManagedTensor. Flags cannot be expressed there and are dropped
- * (READ_ONLY included: prefer the versioned form for read-only memory). */
+/* Exports a handle as a legacy (unversioned) DLManagedTensor.
+ *
+ * Same as hurray_to_dlpack_versioned, except that flags cannot be expressed
+ * there and are dropped (READ_ONLY included: prefer the versioned form for
+ * read-only memory), and that the handle unwrapped is one libhurray imported
+ * from a DLManagedTensor that it still describes exactly (same fields and
+ * shape/strides pointers).
+ *
+ * Parameters:
+ *   src  [in, consumed on success]  a live, valid handle; zeroed on success
+ *   out  [out]  the tensor, now the caller's; written only on success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  out NULL; src NULL, empty or malformed
+ *   HURRAY_ERR_OUT_OF_MEMORY     the export block cannot be allocated
+ *   or any other error of hurray_buffer_validate for *src.
+ * Cost: at most one heap allocation; none when unwrapping.
+ * On failure: nothing consumed (*src unchanged, still the caller's); *out
+ *   untouched.
+ * Threads: safe from any thread; the tensor's deleter may be called from any
+ *   thread.
+ * Spec: docs/spec/buffer-protocol.md §6.2, §6.4; docs/impl/c-ffi.md §5. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack(hurray_buffer *src,
                                                      struct DLManagedTensor **out);
 
-/* Options for the import functions (bit set). */
+/* Options for the import functions (bit set). HURRAY_IMPORT_DEFAULT is none;
+ * HURRAY_IMPORT_CHECK_DEVICE_POINTER is in the GPU section below. */
 #define HURRAY_IMPORT_DEFAULT 0u
 
 /* Imports a DLManagedTensorVersioned as a handle.
+ *
  * On success the caller no longer owns `t`: out's release calls t->deleter(t)
  * exactly once with the very pointer passed here (a NULL deleter is legal and
- * means nothing to free). shape/strides of *out point into `t` (no copy) when
- * `t` gives strides; a tensor older than 1.2 with NULL strides is read as
- * compact row-major and costs one allocation. A tensor that libhurray itself
- * exported and that still describes its handle exactly is unwrapped: *out is
- * the original handle and the wrapper is freed.
- * On failure the caller still owns `t` (nothing was called on it).
- * Errors: INVALID_ARGUMENT (NULL t/out, bad ndim/shape/strides/data),
- * UNSUPPORTED_VERSION (major != 1), UNSUPPORTED_DTYPE, UNSUPPORTED_DEVICE,
- * OVERFLOW, OUT_OF_MEMORY; the message names the field at fault.
- * `options`: HURRAY_IMPORT_DEFAULT (0) or HURRAY_IMPORT_CHECK_DEVICE_POINTER
- * (GPU section below); other bits are INVALID_ARGUMENT. Thread-safe. */
+ * means nothing to free). Flags are carried as they are. shape/strides of
+ * *out point into `t` (no copy) when `t` gives strides or ndim is 0; a
+ * tensor older than 1.2 with NULL strides is read as compact row-major and
+ * costs one allocation. A tensor that libhurray itself exported and that
+ * still describes its handle exactly (same fields, shape/strides pointers and
+ * flags) is unwrapped: *out is the original handle and the wrapper is freed.
+ *
+ * Parameters:
+ *   t        [in, consumed on success]  the tensor
+ *   options  [in]   HURRAY_IMPORT_DEFAULT (0) or
+ *                   HURRAY_IMPORT_CHECK_DEVICE_POINTER (GPU section below)
+ *   out      [out]  the new live handle, owned by the caller; written only
+ *                   on success
+ * Returns: HURRAY_OK, or, with a message naming the field at fault
+ *   ("tensor.dl_tensor.shape[1] is -3 (must be >= 0)"):
+ *   HURRAY_ERR_INVALID_ARGUMENT     t or out NULL; other option bits; ndim
+ *                                   outside 0..HURRAY_MAX_NDIM; shape NULL
+ *                                   while ndim > 0; a negative extent;
+ *                                   strides NULL while ndim > 0 from version
+ *                                   1.2 on; data NULL although the tensor
+ *                                   has elements; device_id < 0
+ *   HURRAY_ERR_UNSUPPORTED_VERSION  version.major != 1
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE    dtype not valid for DLPack 1.3
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE   a device type DLPack 1.3 does not define
+ *   HURRAY_ERR_OVERFLOW             element count, byte_offset or byte extent
+ *                                   beyond signed 64-bit range
+ *   HURRAY_ERR_OUT_OF_MEMORY        the compact strides cannot be allocated
+ *   and, with HURRAY_IMPORT_CHECK_DEVICE_POINTER, the errors it adds.
+ * On failure: the caller still owns `t` (nothing was called on it); *out
+ *   untouched.
+ * Threads: safe from any thread; out's release, and so t->deleter, runs on
+ *   whichever thread releases the handle.
+ * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(
     struct DLManagedTensorVersioned *t, uint32_t options, hurray_buffer *out);
 
-/* Same as hurray_from_dlpack_versioned for the legacy DLManagedTensor
- * (flags are 0; NULL strides read as compact row-major at any ndim). */
+/* Imports a legacy DLManagedTensor as a handle.
+ *
+ * Same as hurray_from_dlpack_versioned, except: there is no version to check;
+ * NULL strides are read as compact row-major at any ndim (one allocation when
+ * ndim > 0); the handle's flags are 0, but a tensor that libhurray exported
+ * with hurray_to_dlpack and that still describes its handle exactly (same
+ * fields and shape/strides pointers) unwraps to that handle, whose own flags
+ * come back unchanged.
+ *
+ * Parameters:
+ *   t        [in, consumed on success]  the tensor
+ *   options  [in]   HURRAY_IMPORT_DEFAULT (0) or
+ *                   HURRAY_IMPORT_CHECK_DEVICE_POINTER (GPU section below)
+ *   out      [out]  the new live handle, owned by the caller; written only
+ *                   on success
+ * Returns: HURRAY_OK, or, with a message naming the field at fault:
+ *   HURRAY_ERR_INVALID_ARGUMENT     t or out NULL; other option bits; ndim
+ *                                   outside 0..HURRAY_MAX_NDIM; shape NULL
+ *                                   while ndim > 0; a negative extent; data
+ *                                   NULL although the tensor has elements;
+ *                                   device_id < 0
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE    dtype not valid for DLPack 1.3
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE   a device type DLPack 1.3 does not define
+ *   HURRAY_ERR_OVERFLOW             element count, byte_offset or byte extent
+ *                                   beyond signed 64-bit range
+ *   HURRAY_ERR_OUT_OF_MEMORY        the compact strides cannot be allocated
+ *   and, with HURRAY_IMPORT_CHECK_DEVICE_POINTER, the errors it adds.
+ * On failure: the caller still owns `t` (nothing was called on it); *out
+ *   untouched.
+ * Threads: safe from any thread; out's release, and so t->deleter, runs on
+ *   whichever thread releases the handle.
+ * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t,
                                                        uint32_t options,
                                                        hurray_buffer *out);
 
-/* Calls t->deleter(t) if t and its deleter are non-NULL: the standard way to
- * drop a DLPack tensor nobody will consume. Always returns HURRAY_OK.
- * Thread-safe. (c-ffi §5) */
+/* Drops a DLManagedTensorVersioned nobody will consume: calls t->deleter(t)
+ * if t and its deleter are non-NULL.
+ *
+ * Parameters:
+ *   t  [in, consumed]  the tensor, or NULL (then nothing happens)
+ * Returns: HURRAY_OK, always.
+ * On failure: cannot fail.
+ * Threads: safe from any thread; the deleter runs on the calling thread.
+ * Spec: docs/impl/c-ffi.md §5. */
 HURRAY_API int32_t hurray_dlpack_versioned_delete(struct DLManagedTensorVersioned *t);
+
+/* Drops a legacy DLManagedTensor nobody will consume: calls t->deleter(t)
+ * if t and its deleter are non-NULL.
+ *
+ * Parameters:
+ *   t  [in, consumed]  the tensor, or NULL (then nothing happens)
+ * Returns: HURRAY_OK, always.
+ * On failure: cannot fail.
+ * Threads: safe from any thread; the deleter runs on the calling thread.
+ * Spec: docs/impl/c-ffi.md §5. */
 HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
 
 /* ---------------------------------------------------------------------------
@@ -299,27 +508,79 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
 #define HURRAY_CPU_ALIGNMENT 64
 
 /* Allocates uninitialised memory for a (dtype, shape) tensor on `device`
- * with compact row-major strides and byte_offset 0, as one live handle whose
- * release frees it. `shape` has `ndim` entries (may be NULL when ndim is 0);
- * zero extents are allowed. CPU data is aligned to HURRAY_CPU_ALIGNMENT
- * bytes, metadata and data in one allocation. Sub-byte dtypes are packed
- * unless `flags` has HURRAY_FLAG_SUBBYTE_PADDED. `flags` is copied into the
- * handle. On failure *out is untouched.
- * Errors: INVALID_ARGUMENT, UNSUPPORTED_DTYPE, UNSUPPORTED_DEVICE (device not
- * served by this build or unavailable), OVERFLOW, OUT_OF_MEMORY, DEVICE (a GPU
- * runtime call failed otherwise; docs/impl/gpu.md). Thread-safe. */
+ * as one live handle whose release frees it.
+ *
+ * The handle has compact row-major strides, byte_offset 0 and the given
+ * flags. CPU data (kDLCPU, device_id 0) is aligned to HURRAY_CPU_ALIGNMENT
+ * bytes, metadata and data in one allocation, and is a valid non-NULL
+ * address even when there are no elements. Sub-byte dtypes are packed
+ * unless `flags` has HURRAY_FLAG_SUBBYTE_PADDED. GPU memory: see the GPU
+ * section below and gpu §2 (a zero-element GPU tensor gets no device memory
+ * and data NULL).
+ *
+ * Parameters:
+ *   device  [in]   where to allocate
+ *   dtype   [in]   element type
+ *   ndim    [in]   0 .. HURRAY_MAX_NDIM
+ *   shape   [in]   ndim extents, >= 0 (zero extents are allowed); copied,
+ *                  so it need not outlive the call; may be NULL when ndim
+ *                  is 0
+ *   flags   [in]   HURRAY_FLAG_* bits, copied into the handle
+ *   out     [out]  the new handle, owned by the caller; written only on
+ *                  success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT    out NULL; reserved flag bits set; ndim
+ *                                  out of range; shape NULL while ndim > 0;
+ *                                  a negative extent; device_id < 0
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE   dtype not valid for DLPack 1.3
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  device type unknown, not served by this
+ *                                  build or unavailable (GPU runtime missing,
+ *                                  no such device ordinal); kDLCPU with a
+ *                                  device_id other than 0
+ *   HURRAY_ERR_OVERFLOW            element count or byte size beyond 64-bit
+ *                                  range
+ *   HURRAY_ERR_OUT_OF_MEMORY       host or device allocation failed
+ *   HURRAY_ERR_DEVICE              a GPU runtime call failed otherwise
+ *                                  (docs/impl/gpu.md)
+ * On failure: *out untouched; nothing stays allocated.
+ * Threads: safe from any thread; the handle may be released from any thread.
+ * Spec: docs/spec/buffer-protocol.md §7.1; docs/impl/c-ffi.md §6;
+ *   docs/impl/gpu.md §2. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dtype dtype,
                                                  int32_t ndim, const int64_t *shape,
                                                  uint64_t flags, hurray_buffer *out);
 
 /* Copies the elements of *src into new compact row-major memory on `device`
- * (same dtype and shape), returning a new live handle in *out whose flags are
- * HURRAY_FLAG_IS_COPIED plus src's HURRAY_FLAG_SUBBYTE_PADDED (the copy is
- * private, hence writable). *src is only read (not consumed). On failure
- * *out is untouched.
- * Errors: those of hurray_alloc and hurray_buffer_validate; UNSUPPORTED_DTYPE
- * for non-contiguous packed sub-byte tensors; UNSUPPORTED_DEVICE for a device
- * pair this build cannot copy between. Thread-safe. */
+ * (same dtype and shape).
+ *
+ * The new handle's flags are HURRAY_FLAG_IS_COPIED plus src's
+ * HURRAY_FLAG_SUBBYTE_PADDED (the copy is private, hence writable). Host to
+ * host copies take any strides. This is hurray_copy_async with a NULL
+ * stream: the copy is complete on return; its device pairs are listed there
+ * (gpu §4).
+ *
+ * Parameters:
+ *   src     [in]   a live, valid handle; only read, never consumed
+ *   device  [in]   where the copy goes
+ *   out     [out]  the new handle, owned by the caller; written only on
+ *                  success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT    out NULL; src NULL, empty or malformed
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE   src is not contiguous and its packed
+ *                                  element size (bits*lanes) is not a whole
+ *                                  number of bytes (non-contiguous packed
+ *                                  sub-byte tensors)
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  a device pair this build cannot copy
+ *                                  between
+ *   HURRAY_ERR_OUT_OF_MEMORY       destination or host staging memory
+ *                                  cannot be allocated
+ *   HURRAY_ERR_DEVICE              a GPU runtime call failed
+ *   or any other error of hurray_buffer_validate (for *src) or hurray_alloc
+ *   (for the destination).
+ * On failure: *out untouched; nothing stays allocated; *src unchanged.
+ * Threads: safe from any thread.
+ * Spec: docs/spec/buffer-protocol.md §7.2; docs/impl/c-ffi.md §6;
+ *   docs/impl/gpu.md §4. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
                                                 hurray_device device,
                                                 hurray_buffer *out);
@@ -337,6 +598,12 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * (the CUDA toolkit's stub, no device, driver too old) every GPU request
  * fails with HURRAY_ERR_UNSUPPORTED_DEVICE and a message naming what was
  * looked for and what went wrong; CPU paths are unaffected. (gpu §1)
+ *
+ * A runtime call that fails makes the request fail with
+ * HURRAY_ERR_OUT_OF_MEMORY when the runtime reports its memory exhausted,
+ * HURRAY_ERR_UNSUPPORTED_DEVICE when cuMemAllocAsync / hipMallocAsync is not
+ * supported on the device, and HURRAY_ERR_DEVICE otherwise; the message names
+ * the call, its error and the device. (gpu §2)
  *
  * Release of GPU memory (through hurray_buffer_release or a DLPack deleter)
  * may happen on any thread: the owning device is made current around the
@@ -360,12 +627,14 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * the claimed device type and device_id (cuPointerGetAttributes /
  * hipPointerGetAttributes). Only GPU device types are checked (kDLCPU and
  * other types pass unchecked) and tensors with no elements are not checked.
- * The check loads the vendor library if needed and costs one driver call.
+ * The check runs after the tensor's own validation, loads the vendor library
+ * if needed and costs one driver call.
  * Errors added: UNSUPPORTED_DEVICE (runtime unavailable, or the claimed
  * device_id names no device: a kDLCUDA/kDLROCM ordinal the runtime does not
  * see, or not 0 for the pinned and managed types; the runtime is not asked),
  * INVALID_ARGUMENT (the pointer belongs elsewhere; the message says what the
- * runtime reports), DEVICE (the runtime failed the query).
+ * runtime reports), DEVICE (the runtime failed the query; OUT_OF_MEMORY if
+ * it reported its memory exhausted).
  * On failure the caller still owns the tensor. (gpu §5) */
 #define HURRAY_IMPORT_CHECK_DEVICE_POINTER (1u << 0)
 
@@ -373,13 +642,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * on `stream` (cuMemAllocAsync / hipMallocAsync) and the handle's release
  * frees it on that same stream (cuMemFreeAsync / hipFreeAsync), from
  * whichever thread releases, without blocking the host or the device.
- * `stream` is a CUstream (kDLCUDA) or hipStream_t (kDLROCM) of `device`,
- * including CU_STREAM_LEGACY (1), the one legacy default stream shared by
- * all threads. It must stay valid until the handle (and every handle shared
- * from it) has been released. The memory is usable by work queued on
- * `stream` after this call; other streams must be ordered after it
- * (hurray_stream_wait), and their work on it must be ordered before the
- * release, since the free is queued on `stream`.
+ *
+ * The memory is usable by work queued on `stream` after this call; other
+ * streams must be ordered after it (hurray_stream_wait), and their work on it
+ * must be ordered before the release, since the free is queued on `stream`.
  * CU_STREAM_PER_THREAD / hipStreamPerThread (2) names the stream of the
  * thread that uses the handle, so a free queued through it by another
  * releasing thread would land on that thread's stream, unordered with the
@@ -387,15 +653,34 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * hurray_alloc (cuMemAlloc / hipMalloc, freed with cuMemFree / hipFree):
  * usable by every stream, and its release is not stream-ordered.
  * stream == NULL: exactly hurray_alloc (synchronous, any device type).
- * Ownership: on success *out is a new live handle owned by the caller; on
- * failure *out is untouched and nothing was allocated.
- * Errors: those of hurray_alloc; UNSUPPORTED_DEVICE when stream != NULL and
- * the device type is not kDLCUDA or kDLROCM, or the runtime lacks
- * stream-ordered allocation (no hipMallocAsync), or the device does not
- * support it (CUDA_ERROR_NOT_SUPPORTED / hipErrorNotSupported);
- * OUT_OF_MEMORY when the device pool is exhausted; DEVICE for other runtime
- * failures.
- * Thread-safe. (gpu §2) */
+ *
+ * Parameters:
+ *   device  [in]   kDLCUDA or kDLROCM when stream != NULL; any type when NULL
+ *   dtype   [in]   as for hurray_alloc
+ *   ndim    [in]   as for hurray_alloc
+ *   shape   [in]   as for hurray_alloc
+ *   flags   [in]   as for hurray_alloc
+ *   stream  [in]   a CUstream (kDLCUDA) or hipStream_t (kDLROCM) of `device`,
+ *                  including CU_STREAM_LEGACY (1), the one legacy default
+ *                  stream shared by all threads, or 2 (see above), or NULL.
+ *                  It must stay valid until the handle (and every handle
+ *                  shared from it) has been released.
+ *   out     [out]  the new handle, owned by the caller; written only on
+ *                  success
+ * Returns: HURRAY_OK, or the errors of hurray_alloc, and
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  stream != NULL and the device type is
+ *                                  not kDLCUDA or kDLROCM; the runtime lacks
+ *                                  stream-ordered allocation (no
+ *                                  hipMallocAsync/hipFreeAsync); the
+ *                                  device does not support it
+ *                                  (CUDA_ERROR_NOT_SUPPORTED /
+ *                                  hipErrorNotSupported)
+ *   HURRAY_ERR_OUT_OF_MEMORY       the device pool is exhausted
+ *   HURRAY_ERR_DEVICE              other runtime failures
+ * On failure: *out untouched; nothing stays allocated.
+ * Threads: safe from any thread; the handle may be released from any thread
+ *   (the free is queued on `stream` whichever thread releases).
+ * Spec: docs/impl/gpu.md §2. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype,
                                                        int32_t ndim, const int64_t *shape,
                                                        uint64_t flags, void *stream,
@@ -404,12 +689,14 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
 /* hurray_copy ordered on a stream. Copies the elements of *src into new
  * compact row-major memory on `device` (same dtype and shape) and returns a
  * new live handle in *out with flags HURRAY_FLAG_IS_COPIED plus src's
- * HURRAY_FLAG_SUBBYTE_PADDED. Device pairs: CPU <-> CUDA kinds, CPU <-> ROCm
- * kinds, and any two kinds of the same vendor (including two device
- * ordinals); CPU -> CPU is a host copy. `stream` belongs to the GPU side
- * (the source's device when both sides are GPU memory); NULL means the
- * default stream and a copy that is complete on return (what hurray_copy
- * does).
+ * HURRAY_FLAG_SUBBYTE_PADDED.
+ *
+ * Device pairs: CPU <-> CUDA kinds, CPU <-> ROCm kinds, and any two kinds of
+ * the same vendor (including two device ordinals); CPU -> CPU is a host copy,
+ * and so is a pinned host source to CPU with a NULL stream (no vendor library
+ * is loaded for either). The device made current for the copy, which
+ * `stream` must belong to, is the source's ordinal when the source is
+ * kDLCUDA/kDLROCM memory, else the destination's when it is, else ordinal 0.
  * With a stream: the copy is queued on `stream`, with the stream's device
  * current, and may still be running on return: the source must stay alive
  * and unchanged until then. A kDLCUDA/kDLROCM destination on the stream's
@@ -422,11 +709,25 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  * A kDLCPU destination is always complete on return (the stream is
  * synchronised). A source that is not compact row-major is staged through
  * host memory and the call then completes before returning.
- * *src is only read, never consumed. On failure *out is untouched and
- * nothing stays allocated.
- * Errors: those of hurray_copy; UNSUPPORTED_DEVICE for CUDA <-> ROCm or any
- * pair involving another device type; DEVICE when the runtime fails the copy.
- * Thread-safe. (gpu §4) */
+ *
+ * Parameters:
+ *   src     [in]   a live, valid handle; only read, never consumed
+ *   device  [in]   where the copy goes
+ *   stream  [in]   a CUstream / hipStream_t of the device named above, 2 for
+ *                  the per-thread default stream, or NULL: the default
+ *                  stream and a copy that is complete on return (what
+ *                  hurray_copy does)
+ *   out     [out]  the new handle, owned by the caller; written only on
+ *                  success
+ * Returns: HURRAY_OK, or the errors of hurray_copy, those of
+ *   hurray_alloc_async for a stream-ordered destination, and
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  CUDA <-> ROCm, or any pair involving
+ *                                  another device type
+ *   HURRAY_ERR_DEVICE              the runtime fails the copy
+ * On failure: *out untouched; nothing stays allocated; *src unchanged. Work
+ *   already queued on the stream stays queued.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/gpu.md §4. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
                                                       hurray_device device, void *stream,
                                                       hurray_buffer *out);
@@ -434,14 +735,31 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
 /* Makes `consumer_stream` wait, on the device, for all work queued so far on
  * `producer_stream`: an event is recorded on the producer and waited on by
  * the consumer; the host never blocks. This is the synchronisation of the
- * DLPack Python protocol's __dlpack__(stream=...). `device` selects the
- * runtime and the device whose context is current during the calls (device
- * type kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM or kDLROCMHost; pinned
- * and managed memory use ordinal 0); both streams must belong to it. NULL is
- * the default stream. Equal streams: nothing to do, HURRAY_OK.
- * Errors: UNSUPPORTED_DEVICE (not a GPU type, runtime unavailable, no such
- * device ordinal), DEVICE (the runtime refused, e.g. an invalid stream).
- * Thread-safe. (gpu §4) */
+ * DLPack Python protocol's __dlpack__(stream=...).
+ *
+ * Parameters:
+ *   device           [in]  selects the runtime and the device whose context
+ *                          is current during the calls: device type
+ *                          kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM or
+ *                          kDLROCMHost (pinned and managed memory use
+ *                          ordinal 0)
+ *   producer_stream  [in]  a stream of that device; NULL is the default
+ *                          stream
+ *   consumer_stream  [in]  a stream of that device; NULL is the default
+ *                          stream
+ * Returns: HURRAY_OK, also at once for equal streams of a GPU device type
+ *   (nothing to do: the runtime is neither loaded nor asked, the ordinal not
+ *   checked), or
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  not a GPU type (equal streams included),
+ *                                  runtime unavailable, no such device
+ *                                  ordinal
+ *   HURRAY_ERR_OUT_OF_MEMORY       the runtime reports its memory exhausted
+ *                                  (creating the event)
+ *   HURRAY_ERR_DEVICE              the runtime refused, e.g. an invalid
+ *                                  stream
+ * On failure: nothing to release; waits already queued stay queued.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/gpu.md §4. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
                                                        void *producer_stream,
                                                        void *consumer_stream);
@@ -449,7 +767,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
 /* Counters of GPU releases that did not free, since the process started.
  * Cumulative, never reset; a forked child starts with its parent's values. */
 typedef struct hurray_diagnostics {
-  uint32_t struct_size;           /* in: sizeof(hurray_diagnostics) as compiled */
+  uint32_t struct_size;           /* in: sizeof(hurray_diagnostics) as compiled;
+                                     out: the number of bytes written */
   uint32_t reserved;              /* 0 */
   uint64_t failed_releases;       /* a runtime call of a release failed: the
                                      free (the memory may be leaked), or making
@@ -457,18 +776,29 @@ typedef struct hurray_diagnostics {
                                      thread's context/device before or after
                                      it; also sent to the hook */
   uint64_t teardown_leaks;        /* skipped: the driver was already torn down
-                                     (CUDA_ERROR_DEINITIALIZED/hipErrorDeinitialized) */
+                                     (CUDA_ERROR_DEINITIALIZED, hipErrorDeinitialized
+                                     or hipErrorContextIsDestroyed) */
   uint64_t fork_skipped_releases; /* skipped: released in a child after fork() */
 } hurray_diagnostics;
 
-/* Fills *out with the counters. The caller sets out->struct_size to
- * sizeof(hurray_diagnostics); only whole fields that end within that size
- * are written (a size that ends inside a field leaves that field alone), so
- * older callers stay compatible when fields are added, and on return
- * struct_size holds the number of bytes written.
- * Errors: INVALID_ARGUMENT (out NULL, struct_size smaller than the first
- * counter's end). Thread-safe; the counters are read one by one (relaxed),
- * not as one snapshot. (gpu §3) */
+/* Fills *out with the counters.
+ *
+ * Only whole fields that end within out->struct_size are written (a size
+ * that ends inside a field leaves that field alone), so older callers stay
+ * compatible when fields are added, and on return struct_size holds the
+ * number of bytes written.
+ *
+ * Parameters:
+ *   out  [in, out]  struct_size in: set by the caller to
+ *                   sizeof(hurray_diagnostics); the counters and struct_size
+ *                   out
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  out NULL, or struct_size smaller than the
+ *                                end of the first counter (failed_releases)
+ * On failure: *out untouched.
+ * Threads: safe from any thread; the counters are read one by one (relaxed),
+ *   not as one snapshot.
+ * Spec: docs/impl/gpu.md §3. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *out);
 
 /* Diagnostic hook: receives each failed GPU release as a status
@@ -486,13 +816,22 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *o
  * Teardown leaks and fork skips are counted only, never sent. */
 typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, void *user);
 
-/* Installs `hook` (NULL removes it; default: none, failures are only
- * counted and nothing is printed). `user` is passed to every call. When this
- * returns, the previous hook is no longer running and will not be called
- * again, so its `user` may be freed; the one exception is a call made by
- * the running hook itself, which returns at once (the caller is the previous
- * hook, still running until it returns). Always returns HURRAY_OK.
- * Thread-safe. (gpu §3) */
+/* Installs the diagnostic hook (default: none, failures are only counted and
+ * nothing is printed).
+ *
+ * When this returns, the previous hook is no longer running and will not be
+ * called again, so its `user` may be freed; the one exception is a call made
+ * by the running hook itself, which returns at once (the caller is the
+ * previous hook, still running until it returns).
+ *
+ * Parameters:
+ *   hook  [in]  the new hook; NULL removes it
+ *   user  [in]  passed to every call of `hook`; not owned by libhurray
+ * Returns: HURRAY_OK, always.
+ * On failure: cannot fail.
+ * Threads: safe from any thread, and from within the hook; waits while the
+ *   previous hook runs on another thread.
+ * Spec: docs/impl/gpu.md §3. */
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user);
 
 #ifdef __cplusplus

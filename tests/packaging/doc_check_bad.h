@@ -1,0 +1,44 @@
+/* Fixture for packaging.header_docs_rejects: each declaration below breaks
+ * one rule of check_doc_comments.cmake, which must name all of them. Never
+ * compiled or installed. */
+
+/* Lacks the Threads part.
+ *
+ * Parameters:
+ *   h  [in]  a handle
+ * Returns: HURRAY_OK.
+ * On failure: nothing.
+ * Spec: docs/impl/c-ffi.md §3. */
+HURRAY_API int32_t hurray_bad_threads(const hurray_buffer *h);
+
+/* Leaves parameter n out.
+ *
+ * Parameters:
+ *   src  [in]  a handle
+ * Returns: HURRAY_OK.
+ * On failure: nothing.
+ * Threads: any.
+ * Spec: docs/impl/c-ffi.md §4. */
+HURRAY_API int32_t hurray_bad_param(const hurray_buffer *src, size_t n);
+
+/* A (void) function without "Parameters: none".
+ *
+ * Returns: HURRAY_OK.
+ * On failure: nothing.
+ * Threads: any.
+ * Spec: docs/impl/c-ffi.md §1. */
+HURRAY_API int32_t hurray_bad_void(void);
+
+/* Returns before Parameters.
+ *
+ * Returns: HURRAY_OK.
+ * Parameters:
+ *   x  [in]  a value
+ * On failure: nothing.
+ * Threads: any.
+ * Spec: docs/impl/c-ffi.md §1. */
+HURRAY_API int32_t hurray_bad_order(int32_t x);
+
+/* The comment above belongs to the macro, not to the function. */
+#define HURRAY_BAD_MACRO 1
+HURRAY_API int32_t hurray_bad_nocomment(int32_t x);
