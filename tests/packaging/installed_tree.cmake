@@ -42,6 +42,9 @@ if(STEP STREQUAL "install")
   set(missing "")
   foreach(f
       "${INCLUDEDIR}/hurray/hurray.h"
+      "${INCLUDEDIR}/hurray/hurray.hpp"
+      "${INCLUDEDIR}/hurray/dlpack.h"
+      "${INCLUDEDIR}/hurray/version.h"
       "${LIBDIR}/libhurray.so.${VERSION}"
       "${LIBDIR}/cmake/hurray/hurrayConfig.cmake"
       "${LIBDIR}/cmake/hurray/hurrayConfigVersion.cmake"
@@ -57,7 +60,8 @@ if(STEP STREQUAL "install")
       list(APPEND missing "${LIBDIR}/${link} (a symbolic link)")
     endif()
   endforeach()
-  # Private headers and the bundled dlpack.h stay private.
+  # Private headers (src/) stay private: every installed header is one of
+  # include/hurray/*, hurray/dlpack.h among them (hurray.h includes it).
   file(GLOB_RECURSE installed_headers RELATIVE "${prefix}" "${prefix}/*.h" "${prefix}/*.hpp")
   foreach(h IN LISTS installed_headers)
     if(NOT h MATCHES "^${INCLUDEDIR}/hurray/[^/]+$")
