@@ -46,9 +46,11 @@ enum MemberIndex : size_t {
 };
 
 constexpr size_t kHeaderBytes = offsetof(hurray_api, version);
-static_assert(kHeaderBytes == 16, "hurray_api: 16 header bytes before the first member");
-static_assert(offsetof(hurray_api, abi_version) == 8 && offsetof(hurray_api, reserved) == 12,
-              "hurray_api header layout");
+static_assert(kHeaderBytes == offsetof(hurray_api, reserved) + sizeof(uint32_t),
+              "hurray_api: the first member follows the header without padding");
+static_assert(sizeof(void *) != 8 || (offsetof(hurray_api, abi_version) == 8 &&
+                                      offsetof(hurray_api, reserved) == 12 && kHeaderBytes == 16),
+              "hurray_api header layout on 64-bit targets");
 
 // One member per listed function, nothing else: the table's size is the
 // header plus one pointer per list entry, and each member sits at its list
@@ -69,7 +71,9 @@ constexpr hurray_api make_table() {
   t.struct_size = sizeof(hurray_api);
   t.abi_version = HURRAY_API_VERSION;
   t.reserved = 0;
-  // Assigned by name: the type of &hurray_<name> must be the member's type.
+  // Assigned by name from the same list, so every member is set (the size
+  // assert above leaves no unlisted member), and the type of &hurray_<name>
+  // must be the member's type.
 #define HURRAY_X(name) t.name = &hurray_##name;
   HURRAY_API_TABLE_MEMBERS(HURRAY_X)
 #undef HURRAY_X
@@ -79,11 +83,6 @@ constexpr hurray_api make_table() {
 // Constant-initialised (read-only data, no initialisation at run time), so
 // any thread may read it at any time, even while the library is loading.
 constexpr hurray_api kTable = make_table();
-
-#define HURRAY_X(name) \
-  static_assert(kTable.name != nullptr, "hurray_api::" #name " is not set");
-HURRAY_API_TABLE_MEMBERS(HURRAY_X)
-#undef HURRAY_X
 
 }  // namespace
 }  // namespace hurray

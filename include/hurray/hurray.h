@@ -532,7 +532,8 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * against an older header reads only the members it knows; newer members
  * are only ever appended after the last one. abi_version is the library's
  * HURRAY_API_VERSION (which may be newer than the caller's).
- * 16 bytes of header, then one pointer per member, in this order. */
+ * 16 bytes of header (offsets below are for 64-bit targets), then one
+ * pointer per member, in this order. */
 typedef struct hurray_api {
   size_t struct_size;   /* sizeof(hurray_api) in the library          @0  */
   uint32_t abi_version; /* the library's HURRAY_API_VERSION           @8  */
