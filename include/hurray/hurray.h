@@ -834,6 +834,134 @@ typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, v
  * Spec: docs/impl/gpu.md §3. */
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user);
 
+/* ===========================================================================
+ * Entry point for runtimes that dlopen libhurray, and a handle move helper
+ * (c-ffi §8)
+ *
+ * A runtime that loads libhurray with dlopen (a framework plugin, a language
+ * binding) resolves one symbol, hurray_get_api, and reaches every other
+ * function through the table it returns. It includes this header for the
+ * types only and links nothing of libhurray.
+ *
+ * The table has its own version, independent of the library release
+ * (HURRAY_VERSION): HURRAY_API_VERSION_MAJOR changes when any member's
+ * signature or meaning, or the layout of a type a member takes, changes
+ * incompatibly; HURRAY_API_VERSION_MINOR grows when members are appended.
+ * Members are only ever appended at the end, never removed or reordered,
+ * within one major version.
+ * ======================================================================== */
+
+/* Version of the hurray_api table this header describes. The two numbers
+ * are packed as (major << 16) | minor; pass HURRAY_API_VERSION to
+ * hurray_get_api. 0 is never a valid version. */
+#define HURRAY_API_VERSION_MAJOR 1u
+#define HURRAY_API_VERSION_MINOR 0u
+#define HURRAY_API_VERSION \
+  ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
+
+/* Function table of libhurray: one member per public function of this
+ * header (hurray_get_api itself excepted), named after it without the
+ * "hurray_" prefix and with exactly its signature and contract (see each
+ * function above). The table lives in the library's read-only data: it is
+ * constant for the life of the process, may be read from any thread without
+ * synchronisation, and must not be written or freed.
+ *
+ * struct_size is sizeof(hurray_api) as the library was compiled; a member
+ * exists when it ends within struct_size (HURRAY_API_HAS). A caller compiled
+ * against an older header reads only the members it knows; newer members
+ * are only ever appended after the last one. abi_version is the library's
+ * HURRAY_API_VERSION (which may be newer than the caller's).
+ * 16 bytes of header (offsets below are for 64-bit targets), then one
+ * pointer per member, in this order. */
+typedef struct hurray_api {
+  size_t struct_size;   /* sizeof(hurray_api) in the library          @0  */
+  uint32_t abi_version; /* the library's HURRAY_API_VERSION           @8  */
+  uint32_t reserved;    /* 0                                          @12 */
+
+  /* --- Version 1.0: in this order forever. ------------------------------ */
+  /* Versions (c-ffi §1) */
+  uint32_t (*version)(void);
+  int32_t (*check_version)(uint32_t header_version);
+  /* Errors (c-ffi §2) */
+  const char *(*last_error)(void);
+  const char *(*status_name)(int32_t status);
+  /* Handle helpers (c-ffi §3) */
+  int32_t (*buffer_release)(hurray_buffer *h);
+  int32_t (*buffer_validate)(const hurray_buffer *h);
+  int32_t (*buffer_extent)(const hurray_buffer *h, hurray_extent *out);
+  /* Fan-out (c-ffi §4) */
+  int32_t (*share)(hurray_buffer *src, size_t n, hurray_buffer *out);
+  /* DLPack conversion (c-ffi §5) */
+  int32_t (*to_dlpack_versioned)(hurray_buffer *src, struct DLManagedTensorVersioned **out);
+  int32_t (*to_dlpack)(hurray_buffer *src, struct DLManagedTensor **out);
+  int32_t (*from_dlpack_versioned)(struct DLManagedTensorVersioned *t, uint32_t options,
+                                   hurray_buffer *out);
+  int32_t (*from_dlpack)(struct DLManagedTensor *t, uint32_t options, hurray_buffer *out);
+  int32_t (*dlpack_versioned_delete)(struct DLManagedTensorVersioned *t);
+  int32_t (*dlpack_delete)(struct DLManagedTensor *t);
+  /* Allocation and copies (c-ffi §6) */
+  int32_t (*alloc)(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
+                   uint64_t flags, hurray_buffer *out);
+  int32_t (*copy)(const hurray_buffer *src, hurray_device device, hurray_buffer *out);
+  /* GPU memory (docs/impl/gpu.md) */
+  int32_t (*alloc_async)(hurray_device device, hurray_dtype dtype, int32_t ndim,
+                         const int64_t *shape, uint64_t flags, void *stream, hurray_buffer *out);
+  int32_t (*copy_async)(const hurray_buffer *src, hurray_device device, void *stream,
+                        hurray_buffer *out);
+  int32_t (*stream_wait)(hurray_device device, void *producer_stream, void *consumer_stream);
+  int32_t (*get_diagnostics)(hurray_diagnostics *out);
+  int32_t (*set_diagnostic_hook)(hurray_diagnostic_hook_fn hook, void *user);
+  /* --- Members of later minor versions are appended here. --------------- */
+} hurray_api;
+
+/* 1 when the table `api` (a const hurray_api *) has `member`, i.e. the
+ * member ends within api->struct_size; 0 otherwise. Needed only for members
+ * newer than the minor version the caller asked hurray_get_api for. */
+#define HURRAY_API_HAS(api, member)                      \
+  ((api)->struct_size >= offsetof(hurray_api, member) + \
+                             sizeof(((const hurray_api *)0)->member))
+
+/* Type of hurray_get_api, for the pointer dlsym returns. */
+typedef int32_t (*hurray_get_api_fn)(uint32_t abi_version, const hurray_api **out);
+
+/* Returns libhurray's function table for a caller compiled against table
+ * version `abi_version` (pass HURRAY_API_VERSION). The one symbol a runtime
+ * that dlopens libhurray needs to resolve (dlsym(lib, "hurray_get_api")).
+ * Version rule: the major numbers must be equal and the caller's minor must
+ * be at most the library's (the library serves every older minor of its
+ * major, since members are only appended).
+ * On success *out points to the library's constant table (static storage,
+ * never freed; every member non-NULL; api->struct_size >= the size of the
+ * table at the caller's minor version).
+ * On failure *out is untouched.
+ * Errors: INVALID_ARGUMENT (out is NULL); UNSUPPORTED_VERSION (abi_version
+ * is 0, has another major, or a newer minor than the library's; the message
+ * names both versions).
+ * Thread-safe; no allocation, no initialisation on first call. (c-ffi §8) */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_get_api(uint32_t abi_version, const hurray_api **out);
+
+/* Moves a handle: returns *h as it was and leaves *h empty (all fields
+ * zero, release_fn NULL), so exactly one of the two holds the reference and
+ * releasing both still releases once. Use it instead of copying the struct
+ * and clearing the source by hand. Moving an empty handle returns an empty
+ * handle; h == NULL returns an empty handle. Calls no libhurray function
+ * (header only, nothing to resolve); never fails. Not atomic: the same
+ * object must not be moved or used by two threads at once. (c-ffi §8) */
+static inline hurray_buffer hurray_buffer_move(hurray_buffer *h) {
+#ifdef __cplusplus
+  hurray_buffer moved = {};
+  const hurray_buffer empty = {};
+#else
+  hurray_buffer moved = {0};
+  const hurray_buffer empty = {0};
+#endif
+  if (h != NULL) {
+    moved = *h;
+    *h = empty;
+  }
+  return moved;
+}
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
