@@ -1172,10 +1172,11 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   // `device` given). Those go the capsule way below, as before.
   // docs/impl/python.md, "The DLPack C exchange API".
   bool imported = false;
+  bool use_table = false;
   if (!PyCapsule_CheckExact(obj) && copy_mode != 1) {
     const DLPackExchangeAPI *api = hurray_py::exchange_api_of(Py_TYPE(obj));
     if (api == nullptr && PyErr_Occurred()) return nullptr;
-    bool use_table = api != nullptr;
+    use_table = api != nullptr;
     if (use_table && device_given) {
       use_table = false;
       if (api->dltensor_from_py_object_no_sync != nullptr) {
@@ -1194,11 +1195,12 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
       }
     }
     if (use_table) {
+      hurray_py::count_consumer_path(true);
       if (!hurray_py::import_via_exchange_api(obj, api, &h)) return nullptr;
       imported = true;
     }
-    hurray_py::count_consumer_path(use_table);
   }
+  if (!use_table && !PyCapsule_CheckExact(obj)) hurray_py::count_consumer_path(false);
 
   PyObject *cap = nullptr;
   if (!imported && PyCapsule_CheckExact(obj)) {
