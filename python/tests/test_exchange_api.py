@@ -432,3 +432,64 @@ def test_version_is_the_cmake_project_version():
         assert metadata.version("hurray") == m.group(1)
     except metadata.PackageNotFoundError:  # a plain CMake build on PYTHONPATH
         pass
+
+
+# --- GPU streams (fake CUDA driver) -------------------------------------------
+
+
+def test_gpu_tensor_from_a_table_orders_the_buffer_after_the_producers_stream():
+    from test_gpu_fake import FAKE, run
+
+    if FAKE is None:
+        pytest.skip("no fake CUDA driver build (see test_gpu_fake.py)")
+    run(
+        """
+        api = ctypes.pythonapi
+        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        api.PyCapsule_New.restype = ctypes.py_object
+        api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        OUT = ctypes.POINTER(ctypes.c_void_p)
+        buf_table = (ctypes.c_void_p * 7).from_address(
+            api.PyCapsule_GetPointer(hurray.Buffer.__dlpack_c_exchange_api__, b"dlpack_exchange_api"))
+        buffer_from_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, OUT)(buf_table[3])
+        seen = []
+
+        # A GPU producer written with ctypes: exports an inner CUDA Buffer,
+        # and says its pending work is on stream `stream`.
+        @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, OUT)
+        def from_py(obj, out):
+            return buffer_from_py(obj.inner, out)
+
+        @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, OUT)
+        def work_stream(device_type, device_id, out):
+            seen.append((device_type, device_id))
+            out[0] = current[0]
+            return 0
+
+        table = (ctypes.c_void_p * 7)(1 | (3 << 32), None, None,
+                                      ctypes.cast(from_py, ctypes.c_void_p).value, None, None,
+                                      ctypes.cast(work_stream, ctypes.c_void_p).value)
+        current = [None]
+
+        class GpuProducer:
+            __dlpack_c_exchange_api__ = api.PyCapsule_New(ctypes.addressof(table),
+                                                          b"dlpack_exchange_api", None)
+            def __init__(self, inner):
+                self.inner = inner
+
+        g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float64)))
+        fake.fake_cuda_reset()
+        for s in (None, 1, 0x5000):
+            current[0] = s
+            b = hurray.from_dlpack(GpuProducer(g))
+            assert b.data_ptr == g.data_ptr and b.device == (2, 0)
+        assert seen == [(2, 0)] * 3, seen
+        # NULL and 1 are the legacy default stream, the Buffer's own: no wait.
+        # 0x5000: the legacy default stream waits for it.
+        waits = calls("cuStreamWaitEvent")
+        assert [(w.stream, w.other) for w in waits] == [(1, 0x5000)], \\
+            [(w.stream, w.other) for w in waits]
+        assert hurray._native._exchange_api_stats()["consumer_table"] == 3
+        """
+    )
