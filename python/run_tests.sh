@@ -4,8 +4,9 @@
 #   bash python/run_tests.sh [pytest args...]
 #
 # Uses (or creates) the venv in $HURRAY_VENV (default: <repo>/.venv),
-# installs pytest, NumPy >= 2.1, apache-tvm-ffi and jax[cpu] (a failed jax
-# install is tolerated: its tests then skip with the reason), builds and
+# installs pytest, NumPy >= 2.1, apache-tvm-ffi, torch (only when it cannot
+# be imported yet: it is large) and jax[cpu] (a failed jax install is
+# tolerated: its tests then skip with the reason), builds and
 # installs ./python, and runs pytest. Exits non-zero on any failure, and
 # also when no test ran.
 #
@@ -27,6 +28,11 @@ hurray_py_env "$venv" || { echo "python/run_tests.sh: could not set up Python" >
 hurray_py_log "installing test requirements into $venv"
 "$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi >&2 \
   || { echo "python/run_tests.sh: pip install of the test requirements failed" >&2; exit 1; }
+if ! "$HURRAY_PY" -c 'import torch' >/dev/null 2>&1; then
+  hurray_py_log "installing torch (large; only done when it is missing)"
+  timeout 1800 "$HURRAY_PY" -m pip install -q torch >&2 \
+    || { echo "python/run_tests.sh: pip install torch failed" >&2; exit 1; }
+fi
 if ! "$HURRAY_PY" -c 'import jax' >/dev/null 2>&1; then
   timeout 900 "$HURRAY_PY" -m pip install -q "jax[cpu]" >&2 \
     || hurray_py_log "jax[cpu] did not install: its tests will be skipped"

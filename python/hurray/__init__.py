@@ -16,6 +16,7 @@ producer's memory is released exactly once, after the last holder lets go.
 Ownership, threading and shutdown rules: docs/impl/python.md.
 """
 from ._native import (  # noqa: F401
+    __version__,
     DLPACK_MAJOR,
     DLPACK_MINOR,
     Buffer,
@@ -24,5 +25,7 @@ from ._native import (  # noqa: F401
     libhurray_version,
 )
 
-__version__ = "0.1.0"
+# __version__ is HURRAY_VERSION_STRING, compiled in from hurray/version.h,
+# which the build generates from the root CMakeLists.txt's project(VERSION);
+# the wheel's metadata version is read from the same line (pyproject.toml).
 __all__ = ["Buffer", "from_dlpack", "empty", "libhurray_version", "__version__"]

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "hurray/hurray.h"
+#include "exchange_api.h"
 
 static_assert(sizeof(DLTensor) == 48, "DLTensor layout");
 static_assert(sizeof(DLManagedTensor) == 64, "DLManagedTensor layout");
@@ -910,6 +911,55 @@ PyTypeObject BufferType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // Import: capsules and DLPack producers
 // ---------------------------------------------------------------------------
 
+// Imports one DLPack tensor (versioned or legacy) as a live handle. A
+// tensor with a foreign deleter gets its release wrapped in foreign_release
+// (GIL-safe on any thread); libhurray's own exports and deleter-less tensors
+// are taken as they are. `what` prefixes error messages.
+// Returns HURRAY_OK, or a failure status with a Python exception set, except
+// that HURRAY_ERR_UNSUPPORTED_VERSION sets none: the caller words it (who
+// owns the tensor then differs between the capsule and the exchange API).
+// On failure the caller still owns the tensor (nothing was called on it).
+int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer *out) {
+  bool needs_wrap;
+  if (versioned) {
+    auto *t = static_cast<DLManagedTensorVersioned *>(ptr);
+    needs_wrap = t->deleter != nullptr && t->deleter != g_hurray_versioned_deleter;
+  } else {
+    auto *t = static_cast<DLManagedTensor *>(ptr);
+    needs_wrap = t->deleter != nullptr && t->deleter != g_hurray_legacy_deleter;
+  }
+  ForeignRelease *wrap = nullptr;
+  if (needs_wrap) {
+    wrap = static_cast<ForeignRelease *>(std::malloc(sizeof(ForeignRelease)));
+    if (wrap == nullptr) {
+      PyErr_Format(PyExc_MemoryError,
+                   "%s: out of memory for the %zu-byte release wrapper of the imported tensor "
+                   "(the tensor was left unconsumed)",
+                   what, sizeof(ForeignRelease));
+      return HURRAY_ERR_OUT_OF_MEMORY;
+    }
+  }
+  hurray_buffer h;
+  int32_t st = versioned
+                   ? hurray_from_dlpack_versioned(static_cast<DLManagedTensorVersioned *>(ptr),
+                                                  HURRAY_IMPORT_DEFAULT, &h)
+                   : hurray_from_dlpack(static_cast<DLManagedTensor *>(ptr),
+                                        HURRAY_IMPORT_DEFAULT, &h);
+  if (st != HURRAY_OK) {
+    std::free(wrap);
+    if (st != HURRAY_ERR_UNSUPPORTED_VERSION || !versioned) raise_status(st, what);
+    return st;
+  }
+  if (wrap != nullptr) {
+    wrap->fn = h.release_fn;
+    wrap->user_data = h.user_data;
+    h.release_fn = foreign_release;
+    h.user_data = wrap;
+  }
+  *out = h;
+  return HURRAY_OK;
+}
+
 // Takes a DLPack capsule over as a live handle and marks it used. Returns
 // false with an exception set (the capsule then still owns its tensor).
 bool import_capsule(PyObject *cap, hurray_buffer *out) {
@@ -936,59 +986,25 @@ bool import_capsule(PyObject *cap, hurray_buffer *out) {
   void *ptr = PyCapsule_GetPointer(cap, name);
   if (ptr == nullptr) return false;
 
-  bool needs_wrap;
-  if (versioned) {
-    auto *t = static_cast<DLManagedTensorVersioned *>(ptr);
-    needs_wrap = t->deleter != nullptr && t->deleter != g_hurray_versioned_deleter;
-  } else {
-    auto *t = static_cast<DLManagedTensor *>(ptr);
-    needs_wrap = t->deleter != nullptr && t->deleter != g_hurray_legacy_deleter;
-  }
-  ForeignRelease *wrap = nullptr;
-  if (needs_wrap) {
-    wrap = static_cast<ForeignRelease *>(std::malloc(sizeof(ForeignRelease)));
-    if (wrap == nullptr) {
-      PyErr_Format(PyExc_MemoryError,
-                   "hurray.from_dlpack: out of memory for the %zu-byte release wrapper of the "
-                   "imported tensor (the capsule was left unconsumed)",
-                   sizeof(ForeignRelease));
-      return false;
-    }
-  }
   hurray_buffer h;
-  int32_t st = versioned
-                   ? hurray_from_dlpack_versioned(static_cast<DLManagedTensorVersioned *>(ptr),
-                                                  HURRAY_IMPORT_DEFAULT, &h)
-                   : hurray_from_dlpack(static_cast<DLManagedTensor *>(ptr),
-                                        HURRAY_IMPORT_DEFAULT, &h);
-  if (st != HURRAY_OK) {
-    std::free(wrap);
-    if (st == HURRAY_ERR_UNSUPPORTED_VERSION && versioned) {
-      // libhurray's message speaks to C callers (they keep the tensor and
-      // must call its deleter). Here the capsule keeps its name, hence the
-      // tensor, and its destructor deletes it: say that instead.
-      const DLPackVersion v = static_cast<DLManagedTensorVersioned *>(ptr)->version;
-      PyErr_Format(PyExc_BufferError,
-                   "hurray.from_dlpack: the tensor is DLPack version %u.%u, and only major "
-                   "version %u can be read; the capsule was left unconsumed (still named "
-                   "'%s'), and its destructor deletes the tensor [%s]",
-                   static_cast<unsigned>(v.major), static_cast<unsigned>(v.minor),
-                   static_cast<unsigned>(HURRAY_DLPACK_MAJOR), kCapsuleVersioned,
-                   hurray_status_name(st));
-    } else {
-      raise_status(st, "hurray.from_dlpack");
-    }
-    return false;
+  int32_t st = import_tensor(ptr, versioned, "hurray.from_dlpack", &h);
+  if (st == HURRAY_ERR_UNSUPPORTED_VERSION && versioned) {
+    // libhurray's message speaks to C callers (they keep the tensor and
+    // must call its deleter). Here the capsule keeps its name, hence the
+    // tensor, and its destructor deletes it: say that instead.
+    const DLPackVersion v = static_cast<DLManagedTensorVersioned *>(ptr)->version;
+    PyErr_Format(PyExc_BufferError,
+                 "hurray.from_dlpack: the tensor is DLPack version %u.%u, and only major "
+                 "version %u can be read; the capsule was left unconsumed (still named "
+                 "'%s'), and its destructor deletes the tensor [%s]",
+                 static_cast<unsigned>(v.major), static_cast<unsigned>(v.minor),
+                 static_cast<unsigned>(HURRAY_DLPACK_MAJOR), kCapsuleVersioned,
+                 hurray_status_name(st));
   }
+  if (st != HURRAY_OK) return false;
   // The handle owns the tensor now; the renamed capsule no longer does.
   // (SetName cannot fail on a capsule whose pointer was just read.)
   (void)PyCapsule_SetName(cap, versioned ? kCapsuleVersionedUsed : kCapsuleLegacyUsed);
-  if (wrap != nullptr) {
-    wrap->fn = h.release_fn;
-    wrap->user_data = h.user_data;
-    h.release_fn = foreign_release;
-    h.user_data = wrap;
-  }
   *out = h;
   return true;
 }
@@ -1148,11 +1164,49 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     return new_buffer(&pair[1]);
   }
 
-  PyObject *cap;
-  if (PyCapsule_CheckExact(obj)) {
+  // A producer whose type publishes the DLPack C exchange API is taken
+  // through its table, without Python-level calls, unless the table cannot
+  // honour the request: copy=True (the table never copies), or a `device`
+  // other than the tensor's own (the table cannot export elsewhere; asked
+  // with dltensor_from_py_object_no_sync, and when the table lacks it, any
+  // `device` given). Those go the capsule way below, as before.
+  // docs/impl/python.md, "The DLPack C exchange API".
+  bool imported = false;
+  bool use_table = false;
+  if (!PyCapsule_CheckExact(obj) && copy_mode != 1) {
+    const DLPackExchangeAPI *api = hurray_py::exchange_api_of(Py_TYPE(obj));
+    if (api == nullptr && PyErr_Occurred()) return nullptr;
+    use_table = api != nullptr;
+    if (use_table && device_given) {
+      use_table = false;
+      if (api->dltensor_from_py_object_no_sync != nullptr) {
+        DLTensor view;
+        if (api->dltensor_from_py_object_no_sync(obj, &view) != 0) {
+          if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_BufferError,
+                         "hurray.from_dlpack: %.100s's dltensor_from_py_object_no_sync failed "
+                         "without setting an exception",
+                         Py_TYPE(obj)->tp_name);
+          }
+          return nullptr;
+        }
+        use_table = same_device(hurray_device{view.device.device_type, view.device.device_id},
+                                want);
+      }
+    }
+    if (use_table) {
+      hurray_py::count_consumer_path(true);
+      if (!hurray_py::import_via_exchange_api(obj, api, &h)) return nullptr;
+      imported = true;
+    }
+  }
+  if (!use_table && !PyCapsule_CheckExact(obj)) hurray_py::count_consumer_path(false);
+
+  PyObject *cap = nullptr;
+  if (!imported && PyCapsule_CheckExact(obj)) {
     cap = obj;
     Py_INCREF(cap);
-  } else {
+  } else if (!imported) {
     // A producer is asked for another device only when it is not already on
     // that device; if it cannot export there, call_dlpack takes the tensor
     // where it is, and the copy below moves it.
@@ -1181,9 +1235,11 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
       return nullptr;
     }
   }
-  bool ok = import_capsule(cap, &h);
-  Py_DECREF(cap);
-  if (!ok) return nullptr;
+  if (!imported) {
+    bool ok = import_capsule(cap, &h);
+    Py_DECREF(cap);
+    if (!ok) return nullptr;
+  }
 
   // copy / device the producer did not (or could not be asked to) honour.
   const hurray_device target = device_given ? want : h.device;
@@ -1408,6 +1464,68 @@ PyObject *intern(const char *s) { return PyUnicode_InternFromString(s); }
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// Hooks for exchange_api.cc (declared in exchange_api.h)
+// ---------------------------------------------------------------------------
+namespace hurray_py {
+
+PyTypeObject *buffer_type() { return &BufferType; }
+
+hurray_buffer *live_handle(PyObject *obj) {
+  if (Py_TYPE(obj) != &BufferType) {
+    PyErr_Format(PyExc_TypeError, "hurray exchange API: expected a hurray.Buffer, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return nullptr;
+  }
+  auto *b = reinterpret_cast<BufferObject *>(obj);
+  return check_live(b) ? &b->h : nullptr;
+}
+
+PyObject *new_empty_buffer() {
+  BufferObject *b = PyObject_New(BufferObject, &BufferType);
+  if (b == nullptr) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_MemoryError, "hurray: out of memory for a hurray.Buffer object");
+    return nullptr;
+  }
+  std::memset(&b->h, 0, sizeof b->h);
+  b->weakreflist = nullptr;
+  return reinterpret_cast<PyObject *>(b);
+}
+
+void buffer_adopt(PyObject *buffer, hurray_buffer *h) {
+  reinterpret_cast<BufferObject *>(buffer)->h = *h;
+  std::memset(h, 0, sizeof *h);
+}
+
+bool import_versioned(DLManagedTensorVersioned *t, const char *what, hurray_buffer *out) {
+  int32_t st = import_tensor(t, true, what, out);
+  if (st == HURRAY_ERR_UNSUPPORTED_VERSION) {
+    PyErr_Format(PyExc_BufferError,
+                 "%s: the tensor is DLPack version %u.%u, and only major version %u can be "
+                 "read [%s]",
+                 what, static_cast<unsigned>(t->version.major),
+                 static_cast<unsigned>(t->version.minor),
+                 static_cast<unsigned>(HURRAY_DLPACK_MAJOR), hurray_status_name(st));
+  }
+  return st == HURRAY_OK;
+}
+
+void delete_tensor(DLManagedTensorVersioned *t) {
+  SavedError saved;
+  (void)hurray_dlpack_versioned_delete(t);
+}
+
+PyObject *raise_status(int32_t status, const char *what) {
+  return ::raise_status(status, what);
+}
+
+void release_handle(hurray_buffer *h) { ::release_handle(h); }
+
+void *buffer_stream(int32_t device_type) { return ::buffer_stream(device_type); }
+
+}  // namespace hurray_py
+
 PyMODINIT_FUNC PyInit__native(void) {
   int32_t st = hurray_check_version(HURRAY_VERSION);
   if (st != HURRAY_OK) {
@@ -1448,6 +1566,10 @@ PyMODINIT_FUNC PyInit__native(void) {
 
   PyObject *m = PyModule_Create(&module_def);
   if (m == nullptr) return nullptr;
+  if (!hurray_py::exchange_api_init(m)) {
+    Py_DECREF(m);
+    return nullptr;
+  }
   Py_INCREF(&BufferType);
   if (PyModule_AddObject(m, "Buffer", reinterpret_cast<PyObject *>(&BufferType)) < 0) {
     Py_DECREF(&BufferType);
@@ -1461,7 +1583,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_DECREF(m);
     return nullptr;
   }
-  if (PyModule_AddIntConstant(m, "DLPACK_MAJOR", HURRAY_DLPACK_MAJOR) < 0 ||
+  // The release these headers belong to, from the root CMakeLists.txt's
+  // project(VERSION): the Python package's one version (hurray.__version__).
+  if (PyModule_AddStringConstant(m, "__version__", HURRAY_VERSION_STRING) < 0 ||
+      PyModule_AddIntConstant(m, "DLPACK_MAJOR", HURRAY_DLPACK_MAJOR) < 0 ||
       PyModule_AddIntConstant(m, "DLPACK_MINOR", HURRAY_DLPACK_MINOR) < 0) {
     Py_DECREF(m);
     return nullptr;
