@@ -924,20 +924,26 @@ typedef struct hurray_api {
 /* Type of hurray_get_api, for the pointer dlsym returns. */
 typedef int32_t (*hurray_get_api_fn)(uint32_t abi_version, const hurray_api **out);
 
-/* Returns libhurray's function table for a caller compiled against table
- * version `abi_version` (pass HURRAY_API_VERSION). The one symbol a runtime
- * that dlopens libhurray needs to resolve (dlsym(lib, "hurray_get_api")).
- * Version rule: the major numbers must be equal and the caller's minor must
- * be at most the library's (the library serves every older minor of its
- * major, since members are only appended).
- * On success *out points to the library's constant table (static storage,
- * never freed; every member non-NULL; api->struct_size >= the size of the
- * table at the caller's minor version).
- * On failure *out is untouched.
- * Errors: INVALID_ARGUMENT (out is NULL); UNSUPPORTED_VERSION (abi_version
- * is 0, has another major, or a newer minor than the library's; the message
- * names both versions).
- * Thread-safe; no allocation, no initialisation on first call. (c-ffi §8) */
+/* Returns libhurray's function table: the one symbol a runtime that dlopens
+ * libhurray needs to resolve (dlsym(lib, "hurray_get_api")).
+ *
+ * Parameters:
+ *   abi_version  [in]   the table version the caller was compiled against
+ *                       (pass HURRAY_API_VERSION)
+ *   out          [out]  receives the table, written only on success
+ * Returns: HURRAY_OK when the major numbers are equal and the caller's minor
+ *   is at most the library's (every older minor of a major is served, since
+ *   members are only appended); *out then points to the library's constant
+ *   table (static storage, never freed; every member non-NULL;
+ *   api->struct_size >= the size of the table at the caller's minor), or
+ *   HURRAY_ERR_INVALID_ARGUMENT    out is NULL (checked first);
+ *   HURRAY_ERR_UNSUPPORTED_VERSION abi_version is 0, has another major, or a
+ *                                  newer minor than the library's (the
+ *                                  message names both versions).
+ * On failure: *out is untouched; nothing to release.
+ * Threads: safe from any thread; no allocation and no initialisation on the
+ *   first call.
+ * Spec: docs/impl/c-ffi.md §8. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_get_api(uint32_t abi_version, const hurray_api **out);
 
 /* Moves a handle: returns *h as it was and leaves *h empty (all fields
