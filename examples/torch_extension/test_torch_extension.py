@@ -5,6 +5,7 @@ PYTHONPATH). Every test reads the extension's cumulative counters before and
 after, so the tests are independent of each other and of their order.
 """
 import gc
+import re
 import threading
 import weakref
 
@@ -25,6 +26,11 @@ class Counts:
     def __getattr__(self, key):
         gc.collect()
         return ext.release_counts()[key] - self.base[key]
+
+
+def test_loaded_library_matches_headers():
+    # The module's import ran hurray_check_version(HURRAY_VERSION).
+    assert re.fullmatch(r"\d+\.\d+\.\d+", ext.hurray_version())
 
 
 def test_views_share_memory_and_metadata():
