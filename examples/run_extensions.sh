@@ -116,8 +116,8 @@ run_pytest() {
 failed=0
 log "pytest examples/torch_extension"
 PYTHONPATH="$out/torch${PYTHONPATH:+:$PYTHONPATH}" \
-  run_pytest "$py" -m pytest -q -p no:cacheprovider "$repo/examples/torch_extension" || failed=1
+  run_pytest "$py" -m pytest -p no:cacheprovider "$repo/examples/torch_extension" || failed=1
 log "pytest examples/tvm_ffi_extension"
 HURRAY_TVM_EXAMPLE="$tvm_so" \
-  run_pytest "$py" -m pytest -q -p no:cacheprovider "$repo/examples/tvm_ffi_extension" || failed=1
+  run_pytest "$py" -m pytest -p no:cacheprovider "$repo/examples/tvm_ffi_extension" || failed=1
 exit "$failed"
