@@ -9,6 +9,9 @@
 #   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
 #                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
 #   python          bash python/run_tests.sh, when python/tests and that script exist
+#   extensions      bash examples/run_extensions.sh: the PyTorch and TVM FFI
+#                   extension examples built against libhurray installed
+#                   (cmake --install) from build/dev, and their pytest suites
 # Name stages to run only those (deps always runs first), e.g.
 #   bash tests/run_all.sh dev tsan
 # `release` is a further stage, not run by default.
@@ -28,7 +31,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan external-dlpack python)
+DEFAULT_STAGES=(dev asan tsan external-dlpack python extensions)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -200,6 +203,13 @@ stage_python() {
 }
 
 # --------------------------------------------------------------------------
+# extensions: C++ extensions of PyTorch and TVM FFI linking installed libhurray.
+# --------------------------------------------------------------------------
+stage_extensions() {
+  HURRAY_JOBS=$JOBS bash examples/run_extensions.sh "$VENV" "$ROOT/build/dev"
+}
+
+# --------------------------------------------------------------------------
 total_start=$(date +%s)
 overall=0
 run_stage deps stage_deps || {
@@ -211,7 +221,8 @@ for s in "${STAGES[@]}"; do
   case "$s" in
     dev|asan|tsan|release|python) fn=stage_$s ;;
     external-dlpack) fn=stage_external_dlpack ;;
-    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python)" >&2
+    extensions) fn=stage_extensions ;;
+    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python extensions)" >&2
        N_FAILED=$((N_FAILED + 1)); SUMMARY+=("$(printf '%-16s FAIL  unknown stage' "$s")")
        overall=1; continue ;;
   esac
