@@ -7,9 +7,7 @@
 #   VENV       Python venv to use (default: $HURRAY_VENV, else <repo>/.venv);
 #              created if missing. torch, apache-tvm-ffi, numpy and pytest are
 #              pip-installed into it only when they do not import (torch from
-#              PyPI is large: it is installed once and reused; set
-#              HURRAY_TORCH_INDEX_URL, e.g. https://download.pytorch.org/whl/cpu,
-#              to take it from another index).
+#              PyPI is large: it is installed once and reused).
 #   BUILD_DIR  a libhurray build tree (default: <repo>/build/dev; configured
 #              with the dev preset if it is that one and not configured yet).
 #
@@ -49,7 +47,7 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 fi
 if need_pip torch; then
   log "pip install torch (large; installed once into $venv)"
-  "$py" -m pip install -q ${HURRAY_TORCH_INDEX_URL:+--index-url "$HURRAY_TORCH_INDEX_URL"} torch
+  "$py" -m pip install -q torch
 fi
 "$py" -c 'import torch, tvm_ffi, numpy; print("torch", torch.__version__, "| tvm_ffi", tvm_ffi.__version__, "| numpy", numpy.__version__)'
 
