@@ -11,15 +11,15 @@ type Status int32
 
 // The status codes of hurray.h (c-ffi §2).
 const (
-	OK                     Status = 0
-	ErrInvalidArgument     Status = 1
-	ErrUnsupportedVersion  Status = 2
-	ErrUnsupportedDType    Status = 3
-	ErrUnsupportedDevice   Status = 4
-	ErrOutOfMemory         Status = 5
-	ErrOverflow            Status = 6
-	ErrDevice              Status = 7
-	ErrInternal            Status = 8
+	OK                    Status = 0
+	ErrInvalidArgument    Status = 1
+	ErrUnsupportedVersion Status = 2
+	ErrUnsupportedDType   Status = 3
+	ErrUnsupportedDevice  Status = 4
+	ErrOutOfMemory        Status = 5
+	ErrOverflow           Status = 6
+	ErrDevice             Status = 7
+	ErrInternal           Status = 8
 )
 
 // String returns libhurray's name of the code ("HURRAY_ERR_OVERFLOW").
