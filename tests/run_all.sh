@@ -9,6 +9,7 @@
 #   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
 #                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
 #   python          bash python/run_tests.sh, when python/tests and that script exist
+#   bindings        bash bindings/run_tests.sh build/dev: the Go and Java bindings
 # Name stages to run only those (deps always runs first), e.g.
 #   bash tests/run_all.sh dev tsan
 # `release` is a further stage, not run by default.
@@ -28,7 +29,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan external-dlpack python)
+DEFAULT_STAGES=(dev asan tsan external-dlpack python bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -200,6 +201,21 @@ stage_python() {
 }
 
 # --------------------------------------------------------------------------
+# bindings: the Go (go test -race) and Java (JUnit 5) bindings and their
+# interop test; the script installs golang-go, openjdk-17 and junit5 itself.
+# --------------------------------------------------------------------------
+stage_bindings() {
+  local rc go_ok junit_ok junit_failed
+  HURRAY_JOBS=$JOBS bash bindings/run_tests.sh "$ROOT/build/dev"
+  rc=$?
+  go_ok=$(grep -Ec '^ok[[:space:]]' build/bindings/go-test.log 2>/dev/null)
+  junit_ok=$(sed -n 's/^\[ *\([0-9]*\) tests successful.*/\1/p' build/bindings/java-test.log 2>/dev/null)
+  junit_failed=$(sed -n 's/^\[ *\([0-9]*\) tests failed.*/\1/p' build/bindings/java-test.log 2>/dev/null)
+  echo "go: ${go_ok:-0} package(s) ok; junit: ${junit_ok:-0} passed, ${junit_failed:-?} failed" > "$STAGE_NOTE"
+  return "$rc"
+}
+
+# --------------------------------------------------------------------------
 total_start=$(date +%s)
 overall=0
 run_stage deps stage_deps || {
@@ -211,7 +227,8 @@ for s in "${STAGES[@]}"; do
   case "$s" in
     dev|asan|tsan|release|python) fn=stage_$s ;;
     external-dlpack) fn=stage_external_dlpack ;;
-    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python)" >&2
+    bindings) fn=stage_bindings ;;
+    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python bindings)" >&2
        N_FAILED=$((N_FAILED + 1)); SUMMARY+=("$(printf '%-16s FAIL  unknown stage' "$s")")
        overall=1; continue ;;
   esac
