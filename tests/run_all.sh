@@ -12,6 +12,7 @@
 #   extensions      bash examples/run_extensions.sh: the PyTorch and TVM FFI
 #                   extension examples built against libhurray installed
 #                   (cmake --install) from build/dev, and their pytest suites
+#   bindings        bash bindings/run_tests.sh build/dev: the Go and Java bindings
 # Name stages to run only those (deps always runs first), e.g.
 #   bash tests/run_all.sh dev tsan
 # `release` is a further stage, not run by default.
@@ -31,7 +32,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan external-dlpack python extensions)
+DEFAULT_STAGES=(dev asan tsan external-dlpack python extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -210,6 +211,21 @@ stage_extensions() {
 }
 
 # --------------------------------------------------------------------------
+# bindings: the Go (go test -race) and Java (JUnit 5) bindings and their
+# interop test; the script installs golang-go, openjdk-17 and junit5 itself.
+# --------------------------------------------------------------------------
+stage_bindings() {
+  local rc go_ok junit_ok junit_failed
+  HURRAY_JOBS=$JOBS bash bindings/run_tests.sh "$ROOT/build/dev"
+  rc=$?
+  go_ok=$(grep -Ec '^ok[[:space:]]' build/bindings/go-test.log 2>/dev/null)
+  junit_ok=$(sed -n 's/^\[ *\([0-9]*\) tests successful.*/\1/p' build/bindings/java-test.log 2>/dev/null)
+  junit_failed=$(sed -n 's/^\[ *\([0-9]*\) tests failed.*/\1/p' build/bindings/java-test.log 2>/dev/null)
+  echo "go: ${go_ok:-0} package(s) ok; junit: ${junit_ok:-0} passed, ${junit_failed:-?} failed" > "$STAGE_NOTE"
+  return "$rc"
+}
+
+# --------------------------------------------------------------------------
 total_start=$(date +%s)
 overall=0
 run_stage deps stage_deps || {
@@ -222,7 +238,8 @@ for s in "${STAGES[@]}"; do
     dev|asan|tsan|release|python) fn=stage_$s ;;
     external-dlpack) fn=stage_external_dlpack ;;
     extensions) fn=stage_extensions ;;
-    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python extensions)" >&2
+    bindings) fn=stage_bindings ;;
+    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python extensions bindings)" >&2
        N_FAILED=$((N_FAILED + 1)); SUMMARY+=("$(printf '%-16s FAIL  unknown stage' "$s")")
        overall=1; continue ;;
   esac

@@ -1,0 +1,24 @@
+// Package hurray is the Go binding of libhurray: it holds, shares and hands
+// on tensor memory described by a hurray_buffer handle, whose release
+// callback runs exactly once, from any thread (ADR-009).
+//
+// A *Buffer owns one handle. Release gives it back (idempotent: only the
+// first call releases). Share hands out more Buffers of the same memory; the
+// memory's own release (the producer's DLPack deleter, the allocation's free)
+// runs once, after the last of them is released, on the goroutine that
+// releases last. FromDLPack and FromDLPackVersioned take a C DLPack tensor
+// from another runtime; ToDLPack and ToDLPackVersioned hand a Buffer on as
+// one. A finaliser releases a Buffer that was dropped without Release: it is
+// a safety net only (FinalizerReleases counts how often it was needed).
+//
+// Errors from libhurray are *Error values carrying the Status code and
+// libhurray's message; errors.Is(err, hurray.ErrInvalidArgument) matches a
+// status.
+//
+// Building: cgo needs libhurray's headers and library, e.g.
+//
+//	CGO_CFLAGS="-I<repo>/include -I<build>/include" \
+//	CGO_LDFLAGS="-L<build> -Wl,-rpath,<build>" go test ./...
+//
+// See docs/impl/go.md for ownership, threads, finalisation and errors.
+package hurray

@@ -1,0 +1,67 @@
+package hurray
+
+// #include "hurray_go.h"
+import "C"
+
+import "fmt"
+
+// Status is a libhurray status code (hurray_status). It is an error itself,
+// so errors.Is(err, ErrOverflow) tests the code of an *Error.
+type Status int32
+
+// The status codes of hurray.h (c-ffi §2).
+const (
+	OK                    Status = 0
+	ErrInvalidArgument    Status = 1
+	ErrUnsupportedVersion Status = 2
+	ErrUnsupportedDType   Status = 3
+	ErrUnsupportedDevice  Status = 4
+	ErrOutOfMemory        Status = 5
+	ErrOverflow           Status = 6
+	ErrDevice             Status = 7
+	ErrInternal           Status = 8
+)
+
+// String returns libhurray's name of the code ("HURRAY_ERR_OVERFLOW").
+func (s Status) String() string { return C.GoString(C.hgo_status_name(C.int32_t(s))) }
+
+// Error makes a Status usable as an error value (for errors.Is).
+func (s Status) Error() string { return s.String() }
+
+// Error is a failed libhurray call: the operation, the status code and
+// libhurray's message for that call (hurray_last_error, captured on the
+// calling thread).
+type Error struct {
+	Op      string // the Go function, e.g. "hurray.Alloc"
+	Status  Status
+	Message string
+}
+
+// Error formats as "op: message [STATUS_NAME]".
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s [%s]", e.Op, e.Message, e.Status)
+}
+
+// Is reports whether target is this error's Status.
+func (e *Error) Is(target error) bool {
+	s, ok := target.(Status)
+	return ok && s == e.Status
+}
+
+// errBuf receives libhurray's message in the same C call that failed.
+type errBuf [C.HGO_MSG]C.char
+
+func (m *errBuf) ptr() *C.char { return &m[0] }
+
+// check turns a status into nil or an *Error carrying msg.
+func check(op string, status C.int32_t, msg *errBuf) error {
+	if status == 0 {
+		return nil
+	}
+	return &Error{Op: op, Status: Status(status), Message: C.GoString(msg.ptr())}
+}
+
+// released is the error of an operation on a Buffer already released.
+func released(op string) error {
+	return &Error{Op: op, Status: ErrInvalidArgument, Message: "the Buffer is released"}
+}

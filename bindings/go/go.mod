@@ -1,0 +1,3 @@
+module hurray
+
+go 1.19

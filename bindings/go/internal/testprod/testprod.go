@@ -1,0 +1,66 @@
+// Package testprod exposes the C test producer of bindings/testprod to the
+// Go tests (cgo cannot be used in _test.go files). Test code only.
+package testprod
+
+// #cgo CFLAGS: -I${SRCDIR}/../../../../include -I${SRCDIR}/../../../testprod
+// #cgo LDFLAGS: -lhurray
+// #include "testprod.h"
+import "C"
+
+import "unsafe"
+
+// Reset zeroes the producer's counters.
+func Reset() { C.tp_reset() }
+
+// MakeVersioned returns a compact float32 DLManagedTensorVersioned holding
+// start, start+1, ...; its deleter is counted.
+func MakeVersioned(shape []int64, start float32, flags uint64) unsafe.Pointer {
+	return unsafe.Pointer(C.tp_make_versioned(C.int32_t(len(shape)), ptr(shape), C.float(start), C.uint64_t(flags)))
+}
+
+// MakeLegacy is MakeVersioned as a legacy DLManagedTensor.
+func MakeLegacy(shape []int64, start float32) unsafe.Pointer {
+	return unsafe.Pointer(C.tp_make_legacy(C.int32_t(len(shape)), ptr(shape), C.float(start)))
+}
+
+// MakeVersionedMajor returns a 4-element tensor claiming DLPack major `major`.
+func MakeVersionedMajor(major uint32) unsafe.Pointer {
+	return unsafe.Pointer(C.tp_make_versioned_major(C.uint32_t(major)))
+}
+
+// DeleterCalls counts deleter calls since Reset.
+func DeleterCalls() int64 { return int64(C.tp_deleter_calls()) }
+
+// NoteRelease is called right before each consumer release.
+func NoteRelease() { C.tp_note_release() }
+
+// NotesAtDelete is the number of notes the last deleter call saw (-1: none).
+func NotesAtDelete() int64 { return int64(C.tp_notes_at_delete()) }
+
+// ConsumeVersioned sums a float32 DLManagedTensorVersioned in C and calls its
+// deleter; ok is false (tensor left alone) if it was not such a tensor.
+func ConsumeVersioned(t unsafe.Pointer) (sum float64, ok bool) {
+	var s C.double
+	r := C.tp_consume_versioned((*C.DLManagedTensorVersioned)(t), &s)
+	return float64(s), r == 0
+}
+
+// ConsumeLegacy is ConsumeVersioned for a legacy DLManagedTensor.
+func ConsumeLegacy(t unsafe.Pointer) (sum float64, ok bool) {
+	var s C.double
+	r := C.tp_consume_legacy((*C.DLManagedTensor)(t), &s)
+	return float64(s), r == 0
+}
+
+// Delete calls a versioned tensor's deleter (for tensors a test still owns).
+func Delete(t unsafe.Pointer) {
+	v := (*C.DLManagedTensorVersioned)(t)
+	C.hurray_dlpack_versioned_delete(v)
+}
+
+func ptr(s []int64) *C.int64_t {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.int64_t)(&s[0])
+}

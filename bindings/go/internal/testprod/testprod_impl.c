@@ -1,0 +1,2 @@
+/* Compiles the shared C test producer into this cgo package. */
+#include "../../../testprod/testprod.c"

@@ -1,0 +1,225 @@
+/*
+ * hurray_jni.c - JNI side of dev.hurray.Native (see Native.java).
+ *
+ * A Java handle is the address of a hurray_buffer struct malloc'd here; only
+ * Native.release frees it. Each failed libhurray call throws
+ * dev.hurray.HurrayException with the status and hurray_last_error(), read
+ * on this thread right after the call (a JNI call runs on its Java thread).
+ */
+#include <jni.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hurray/hurray.h>
+
+#define H(x) ((hurray_buffer *)(intptr_t)(x))
+#define J(p) ((jlong)(intptr_t)(p))
+
+static void throw_status(JNIEnv *env, int32_t status, const char *op, const char *message) {
+  jclass cls = (*env)->FindClass(env, "dev/hurray/HurrayException");
+  if (cls == NULL) return; /* NoClassDefFoundError pending */
+  jmethodID ctor =
+      (*env)->GetMethodID(env, cls, "<init>", "(ILjava/lang/String;Ljava/lang/String;)V");
+  if (ctor == NULL) return;
+  char text[640];
+  snprintf(text, sizeof text, "%s: %s", op, message);
+  jstring name = (*env)->NewStringUTF(env, hurray_status_name(status));
+  jstring msg = (*env)->NewStringUTF(env, text);
+  if (name == NULL || msg == NULL) return;
+  jthrowable ex = (jthrowable)(*env)->NewObject(env, cls, ctor, (jint)status, name, msg);
+  if (ex != NULL) (*env)->Throw(env, ex);
+}
+
+/* Throws for a failed call (status != OK); returns status. */
+static int32_t check(JNIEnv *env, int32_t status, const char *op) {
+  if (status != HURRAY_OK) throw_status(env, status, op, hurray_last_error());
+  return status;
+}
+
+static hurray_buffer *new_handle(JNIEnv *env, const char *op) {
+  hurray_buffer *h = calloc(1, sizeof *h);
+  if (h == NULL) throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for a handle");
+  return h;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_fromDLPackVersioned(JNIEnv *env, jclass c,
+                                                                    jlong t) {
+  (void)c;
+  const char *op = "HurrayBuffer.fromDLPackVersioned";
+  hurray_buffer *h = new_handle(env, op);
+  if (h == NULL) return 0;
+  if (check(env, hurray_from_dlpack_versioned((DLManagedTensorVersioned *)(intptr_t)t,
+                                              HURRAY_IMPORT_DEFAULT, h),
+            op) != HURRAY_OK) {
+    free(h);
+    return 0;
+  }
+  return J(h);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_fromDLPack(JNIEnv *env, jclass c, jlong t) {
+  (void)c;
+  const char *op = "HurrayBuffer.fromDLPack";
+  hurray_buffer *h = new_handle(env, op);
+  if (h == NULL) return 0;
+  if (check(env, hurray_from_dlpack((DLManagedTensor *)(intptr_t)t, HURRAY_IMPORT_DEFAULT, h),
+            op) != HURRAY_OK) {
+    free(h);
+    return 0;
+  }
+  return J(h);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_alloc(JNIEnv *env, jclass c, jint code, jint bits,
+                                                     jint lanes, jlongArray shape,
+                                                     jboolean read_only) {
+  (void)c;
+  const char *op = "HurrayBuffer.allocate";
+  if (code < 0 || code > 255 || bits < 0 || bits > 255 || lanes < 0 || lanes > 65535) {
+    throw_status(env, HURRAY_ERR_INVALID_ARGUMENT, op,
+                 "dtype out of range (code and bits 0..255, lanes 0..65535)");
+    return 0;
+  }
+  jsize ndim = (*env)->GetArrayLength(env, shape);
+  if (ndim > HURRAY_MAX_NDIM) {
+    throw_status(env, HURRAY_ERR_INVALID_ARGUMENT, op, "more than HURRAY_MAX_NDIM (64) extents");
+    return 0;
+  }
+  int64_t dims[HURRAY_MAX_NDIM];
+  (*env)->GetLongArrayRegion(env, shape, 0, ndim, (jlong *)dims);
+  hurray_buffer *h = new_handle(env, op);
+  if (h == NULL) return 0;
+  hurray_device cpu = {HURRAY_DEVICE_CPU, 0};
+  hurray_dtype dt = {(uint8_t)code, (uint8_t)bits, (uint16_t)lanes};
+  uint64_t flags = read_only ? HURRAY_FLAG_READ_ONLY : 0;
+  if (check(env, hurray_alloc(cpu, dt, (int32_t)ndim, dims, flags, h), op) != HURRAY_OK) {
+    free(h);
+    return 0;
+  }
+  return J(h);
+}
+
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_share(JNIEnv *env, jclass c, jlong handle,
+                                                          jint n) {
+  (void)c;
+  const char *op = "HurrayBuffer.share";
+  jlongArray result = (*env)->NewLongArray(env, n);
+  hurray_buffer *out = calloc((size_t)n + 1, sizeof *out);
+  jlong *addrs = calloc((size_t)n, sizeof *addrs);
+  int ok = result != NULL && out != NULL && addrs != NULL;
+  for (jint i = 0; ok && i < n; ++i) {
+    hurray_buffer *h = calloc(1, sizeof *h);
+    if (h == NULL) ok = 0;
+    addrs[i] = J(h);
+  }
+  if (!ok) {
+    for (jint i = 0; addrs != NULL && i < n; ++i) free(H(addrs[i]));
+    free(addrs);
+    free(out);
+    if (!(*env)->ExceptionCheck(env)) {
+      throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the handles");
+    }
+    return NULL;
+  }
+  hurray_buffer *src = H(handle);
+  if (check(env, hurray_share(src, (size_t)n + 1, out), op) != HURRAY_OK) {
+    for (jint i = 0; i < n; ++i) free(H(addrs[i]));
+    free(addrs);
+    free(out);
+    return NULL;
+  }
+  *src = out[0]; /* this buffer keeps one */
+  for (jint i = 0; i < n; ++i) *H(addrs[i]) = out[i + 1];
+  (*env)->SetLongArrayRegion(env, result, 0, n, addrs);
+  free(addrs);
+  free(out);
+  return result;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_toDLPackVersioned(JNIEnv *env, jclass c,
+                                                                  jlong handle) {
+  (void)c;
+  DLManagedTensorVersioned *t = NULL;
+  if (check(env, hurray_to_dlpack_versioned(H(handle), &t), "HurrayBuffer.toDLPackVersioned") !=
+      HURRAY_OK) {
+    return 0;
+  }
+  return J(t);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_toDLPack(JNIEnv *env, jclass c, jlong handle) {
+  (void)c;
+  DLManagedTensor *t = NULL;
+  if (check(env, hurray_to_dlpack(H(handle), &t), "HurrayBuffer.toDLPack") != HURRAY_OK) return 0;
+  return J(t);
+}
+
+JNIEXPORT void JNICALL Java_dev_hurray_Native_release(JNIEnv *env, jclass c, jlong handle) {
+  (void)env;
+  (void)c;
+  hurray_buffer *h = H(handle);
+  if (h == NULL) return;
+  (void)hurray_buffer_release(h);
+  free(h);
+}
+
+JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_isLive(JNIEnv *env, jclass c, jlong handle) {
+  (void)env;
+  (void)c;
+  return H(handle) != NULL && H(handle)->release_fn != NULL;
+}
+
+static jlongArray long_array(JNIEnv *env, const int64_t *p, int32_t n) {
+  jlongArray a = (*env)->NewLongArray(env, n);
+  if (a != NULL && n > 0) (*env)->SetLongArrayRegion(env, a, 0, n, (const jlong *)p);
+  return a;
+}
+
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_shape(JNIEnv *env, jclass c, jlong handle) {
+  (void)c;
+  return long_array(env, H(handle)->shape, H(handle)->ndim);
+}
+
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_strides(JNIEnv *env, jclass c, jlong handle) {
+  (void)c;
+  return long_array(env, H(handle)->strides, H(handle)->ndim);
+}
+
+JNIEXPORT jint JNICALL Java_dev_hurray_Native_dtype(JNIEnv *env, jclass c, jlong handle) {
+  (void)env;
+  (void)c;
+  hurray_dtype d = H(handle)->dtype;
+  return (jint)((uint32_t)d.code | ((uint32_t)d.bits << 8) | ((uint32_t)d.lanes << 16));
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_device(JNIEnv *env, jclass c, jlong handle) {
+  (void)env;
+  (void)c;
+  hurray_device d = H(handle)->device;
+  return (jlong)(((uint64_t)(uint32_t)d.device_type << 32) | (uint32_t)d.device_id);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_flags(JNIEnv *env, jclass c, jlong handle) {
+  (void)env;
+  (void)c;
+  return (jlong)H(handle)->flags;
+}
+
+JNIEXPORT jobject JNICALL Java_dev_hurray_Native_byteBuffer(JNIEnv *env, jclass c, jlong handle) {
+  (void)c;
+  const char *op = "HurrayBuffer.asByteBuffer";
+  hurray_buffer *h = H(handle);
+  int32_t type = h->device.device_type;
+  if (type != HURRAY_DEVICE_CPU && type != HURRAY_DEVICE_CUDA_HOST &&
+      type != HURRAY_DEVICE_ROCM_HOST) {
+    throw_status(env, HURRAY_ERR_UNSUPPORTED_DEVICE, op, "the memory is not host memory");
+    return NULL;
+  }
+  hurray_extent e;
+  if (check(env, hurray_buffer_extent(h, &e), op) != HURRAY_OK) return NULL;
+  static char empty;
+  void *base = e.highest > e.lowest ? (char *)h->data + e.lowest : (void *)&empty;
+  return (*env)->NewDirectByteBuffer(env, base, (jlong)(e.highest - e.lowest));
+}

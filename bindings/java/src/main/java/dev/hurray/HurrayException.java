@@ -1,0 +1,54 @@
+package dev.hurray;
+
+/**
+ * A failed libhurray call: the status code of {@code hurray.h} (1 =
+ * HURRAY_ERR_INVALID_ARGUMENT ... 8 = HURRAY_ERR_INTERNAL), its name and
+ * libhurray's message for that call. Unchecked. A failed call consumes
+ * nothing: the buffer or tensor passed in is still the caller's.
+ */
+public final class HurrayException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  /** HURRAY_ERR_INVALID_ARGUMENT. */
+  public static final int INVALID_ARGUMENT = 1;
+  /** HURRAY_ERR_UNSUPPORTED_VERSION. */
+  public static final int UNSUPPORTED_VERSION = 2;
+  /** HURRAY_ERR_UNSUPPORTED_DTYPE. */
+  public static final int UNSUPPORTED_DTYPE = 3;
+  /** HURRAY_ERR_UNSUPPORTED_DEVICE. */
+  public static final int UNSUPPORTED_DEVICE = 4;
+  /** HURRAY_ERR_OUT_OF_MEMORY. */
+  public static final int OUT_OF_MEMORY = 5;
+  /** HURRAY_ERR_OVERFLOW. */
+  public static final int OVERFLOW = 6;
+  /** HURRAY_ERR_DEVICE. */
+  public static final int DEVICE = 7;
+  /** HURRAY_ERR_INTERNAL. */
+  public static final int INTERNAL = 8;
+
+  private final int status;
+  private final String statusName;
+
+  /**
+   * Makes the exception (the JNI library does, for each failed call).
+   *
+   * @param status the hurray_status value
+   * @param statusName its name, e.g. "HURRAY_ERR_OVERFLOW"
+   * @param message libhurray's message, prefixed with the Java method
+   */
+  public HurrayException(int status, String statusName, String message) {
+    super(message + " [" + statusName + "]");
+    this.status = status;
+    this.statusName = statusName;
+  }
+
+  /** @return the hurray_status code (never 0) */
+  public int status() {
+    return status;
+  }
+
+  /** @return the status code's name, e.g. "HURRAY_ERR_INVALID_ARGUMENT" */
+  public String statusName() {
+    return statusName;
+  }
+}

@@ -1,0 +1,137 @@
+/*
+ * testprod_jni.c - JNI access to the C test producer (bindings/testprod) for
+ * the Java tests, and to the Go interop consumer (a Go c-shared library
+ * loaded with dlopen into the same JVM). Test code only.
+ */
+#include <dlfcn.h>
+#include <jni.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "testprod.h"
+
+#define T(x) ((void *)(intptr_t)(x))
+
+static void throw_error(JNIEnv *env, const char *what) {
+  jclass cls = (*env)->FindClass(env, "java/lang/IllegalStateException");
+  if (cls != NULL) (*env)->ThrowNew(env, cls, what);
+}
+
+JNIEXPORT void JNICALL Java_dev_hurray_TestProducer_reset(JNIEnv *e, jclass c) {
+  (void)e, (void)c;
+  tp_reset();
+}
+
+static int copy_shape(JNIEnv *env, jlongArray shape, int64_t dims[8], jsize *ndim) {
+  *ndim = (*env)->GetArrayLength(env, shape);
+  if (*ndim > 8) return -1;
+  (*env)->GetLongArrayRegion(env, shape, 0, *ndim, (jlong *)dims);
+  return 0;
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_TestProducer_makeVersioned(JNIEnv *env, jclass c,
+                                                                   jlongArray shape, jfloat start,
+                                                                   jlong flags) {
+  (void)c;
+  int64_t dims[8];
+  jsize ndim;
+  if (copy_shape(env, shape, dims, &ndim) != 0) return 0;
+  return (jlong)(intptr_t)tp_make_versioned(ndim, dims, start, (uint64_t)flags);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_TestProducer_makeLegacy(JNIEnv *env, jclass c,
+                                                                jlongArray shape, jfloat start) {
+  (void)c;
+  int64_t dims[8];
+  jsize ndim;
+  if (copy_shape(env, shape, dims, &ndim) != 0) return 0;
+  return (jlong)(intptr_t)tp_make_legacy(ndim, dims, start);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_TestProducer_makeVersionedMajor(JNIEnv *e, jclass c,
+                                                                        jint major) {
+  (void)e, (void)c;
+  return (jlong)(intptr_t)tp_make_versioned_major((uint32_t)major);
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_TestProducer_deleterCalls(JNIEnv *e, jclass c) {
+  (void)e, (void)c;
+  return tp_deleter_calls();
+}
+
+JNIEXPORT void JNICALL Java_dev_hurray_TestProducer_noteRelease(JNIEnv *e, jclass c) {
+  (void)e, (void)c;
+  tp_note_release();
+}
+
+JNIEXPORT jlong JNICALL Java_dev_hurray_TestProducer_notesAtDelete(JNIEnv *e, jclass c) {
+  (void)e, (void)c;
+  return tp_notes_at_delete();
+}
+
+JNIEXPORT void JNICALL Java_dev_hurray_TestProducer_deleteVersioned(JNIEnv *e, jclass c,
+                                                                    jlong t) {
+  (void)e, (void)c;
+  DLManagedTensorVersioned *v = T(t);
+  if (v != NULL && v->deleter != NULL) v->deleter(v);
+}
+
+JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_consumeVersioned(JNIEnv *env, jclass c,
+                                                                        jlong t) {
+  (void)c;
+  double sum = 0;
+  if (tp_consume_versioned(T(t), &sum) != 0) throw_error(env, "not a compact float32 tensor");
+  return sum;
+}
+
+JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_consumeLegacy(JNIEnv *env, jclass c,
+                                                                     jlong t) {
+  (void)c;
+  double sum = 0;
+  if (tp_consume_legacy(T(t), &sum) != 0) throw_error(env, "not a compact float32 tensor");
+  return sum;
+}
+
+/* The Go consumer's exports (bindings/go/interop/consumer). */
+typedef int (*go_consume_fn)(void *tensor, int n, void (*note)(void), double *sum);
+typedef void (*go_wait_fn)(void);
+static go_consume_fn g_go_consume;
+static go_wait_fn g_go_wait;
+
+JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_goConsume(JNIEnv *env, jclass c,
+                                                                 jstring lib, jlong t, jint n) {
+  (void)c;
+  if (g_go_consume == NULL) {
+    const char *path = (*env)->GetStringUTFChars(env, lib, NULL);
+    if (path == NULL) return 0;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    (*env)->ReleaseStringUTFChars(env, lib, path);
+    if (h == NULL) {
+      throw_error(env, dlerror());
+      return 0;
+    }
+    g_go_consume = (go_consume_fn)dlsym(h, "HurrayGoConsume");
+    g_go_wait = (go_wait_fn)dlsym(h, "HurrayGoWait");
+    if (g_go_consume == NULL || g_go_wait == NULL) {
+      throw_error(env, "HurrayGoConsume/HurrayGoWait not found in the Go library");
+      return 0;
+    }
+  }
+  double sum = 0;
+  int rc = g_go_consume(T(t), n, tp_note_release, &sum);
+  if (rc != 0) {
+    char text[64];
+    snprintf(text, sizeof text, "the Go consumer failed with status %d", rc);
+    throw_error(env, text);
+  }
+  return sum;
+}
+
+JNIEXPORT void JNICALL Java_dev_hurray_TestProducer_goWait(JNIEnv *env, jclass c) {
+  (void)c;
+  if (g_go_wait == NULL) {
+    throw_error(env, "goConsume was not called");
+    return;
+  }
+  g_go_wait();
+}

@@ -1,0 +1,209 @@
+package dev.hurray;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.ReadOnlyBufferException;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class HurrayBufferTest {
+  @BeforeEach
+  void reset() {
+    TestProducer.reset();
+  }
+
+  @Test
+  void exactlyOnceAcross8ThreadsInRandomOrder() throws Exception {
+    Random random = new Random(11);
+    for (int round = 0; round < 30; round++) {
+      TestProducer.reset();
+      HurrayBuffer first =
+          HurrayBuffer.fromDLPackVersioned(TestProducer.makeVersioned(new long[] {64}, 0f, 0));
+      List<HurrayBuffer> all = new ArrayList<>(List.of(first.share(63)));
+      all.add(first);
+      assertEquals(64, all.size());
+      Collections.shuffle(all, random);
+      CountDownLatch go = new CountDownLatch(1);
+      List<Thread> threads = new ArrayList<>();
+      for (int t = 0; t < 8; t++) {
+        final int start = t;
+        Thread th =
+            new Thread(
+                () -> {
+                  try {
+                    go.await();
+                  } catch (InterruptedException e) {
+                    throw new AssertionError(e);
+                  }
+                  for (int i = start; i < all.size(); i += 8) {
+                    TestProducer.noteRelease();
+                    all.get(i).close();
+                    all.get(i).close(); // idempotent
+                  }
+                });
+        th.start();
+        threads.add(th);
+      }
+      go.countDown();
+      for (Thread th : threads) {
+        th.join();
+      }
+      assertEquals(1, TestProducer.deleterCalls(), "deleter calls in round " + round);
+      assertEquals(64, TestProducer.notesAtDelete(), "the deleter ran before the last release");
+    }
+  }
+
+  @Test
+  void tryWithResourcesReleasesOnce() {
+    long t = TestProducer.makeVersioned(new long[] {2, 3}, 10f, 0);
+    try (HurrayBuffer b = HurrayBuffer.fromDLPackVersioned(t)) {
+      assertArrayEquals(new long[] {2, 3}, b.shape());
+      assertArrayEquals(new long[] {3, 1}, b.strides());
+      assertEquals(HurrayBuffer.DType.FLOAT32, b.dtype());
+      assertEquals(new HurrayBuffer.Device(HurrayBuffer.Device.CPU, 0), b.device());
+      assertFalse(b.readOnly());
+      ByteBuffer bytes = b.asByteBuffer();
+      assertEquals(24, bytes.capacity());
+      assertEquals(10f, bytes.getFloat(0));
+      assertEquals(15f, bytes.getFloat(20));
+      assertEquals(0, TestProducer.deleterCalls());
+    }
+    assertEquals(1, TestProducer.deleterCalls());
+  }
+
+  @Test
+  void legacyTensorFromC() {
+    try (HurrayBuffer b = HurrayBuffer.fromDLPack(TestProducer.makeLegacy(new long[] {5}, 1f))) {
+      assertArrayEquals(new long[] {1}, b.strides(), "NULL strides read as compact");
+    }
+    assertEquals(1, TestProducer.deleterCalls());
+  }
+
+  @Test
+  void cleanerReleasesAnUnclosedBuffer() throws Exception {
+    long before = HurrayBuffer.cleanerReleases();
+    dropOne();
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (TestProducer.deleterCalls() == 0 && System.nanoTime() < deadline) {
+      System.gc();
+      Thread.sleep(10);
+    }
+    assertEquals(1, TestProducer.deleterCalls(), "the Cleaner did not release");
+    assertEquals(1, HurrayBuffer.cleanerReleases() - before);
+  }
+
+  private static void dropOne() {
+    HurrayBuffer.fromDLPackVersioned(TestProducer.makeVersioned(new long[] {8}, 0f, 0));
+  }
+
+  @Test
+  void closedBufferIsNotCountedByTheCleaner() throws Exception {
+    long before = HurrayBuffer.cleanerReleases();
+    HurrayBuffer b =
+        HurrayBuffer.fromDLPackVersioned(TestProducer.makeVersioned(new long[] {1}, 0f, 0));
+    b.close();
+    b = null;
+    for (int i = 0; i < 5; i++) {
+      System.gc();
+      Thread.sleep(5);
+    }
+    assertEquals(1, TestProducer.deleterCalls());
+    assertEquals(before, HurrayBuffer.cleanerReleases());
+  }
+
+  @Test
+  void javaWritesAndCReads() {
+    HurrayBuffer b = HurrayBuffer.allocate(HurrayBuffer.DType.FLOAT32, new long[] {2, 3}, false);
+    ByteBuffer bytes = b.asByteBuffer();
+    for (int i = 0; i < 6; i++) {
+      bytes.putFloat(4 * i, i + 1);
+    }
+    long t = b.toDLPackVersioned();
+    assertFalse(b.isOpen(), "toDLPackVersioned hands the reference on");
+    assertEquals(21.0, TestProducer.consumeVersioned(t));
+
+    HurrayBuffer c = HurrayBuffer.allocate(HurrayBuffer.DType.FLOAT32, new long[] {4}, false);
+    c.asByteBuffer().putFloat(12, 7f).putFloat(0, 1f);
+    c.asByteBuffer().putFloat(4, 0f).putFloat(8, 0f);
+    assertEquals(8.0, TestProducer.consumeLegacy(c.toDLPack()));
+  }
+
+  @Test
+  void cTensorThroughJavaBackToC() {
+    HurrayBuffer b =
+        HurrayBuffer.fromDLPackVersioned(TestProducer.makeVersioned(new long[] {4}, 1f, 0));
+    HurrayBuffer[] more = b.share(1);
+    long t = more[0].toDLPackVersioned();
+    b.close();
+    assertEquals(0, TestProducer.deleterCalls(), "deleter ran while C held a share");
+    assertEquals(10.0, TestProducer.consumeVersioned(t));
+    assertEquals(1, TestProducer.deleterCalls());
+  }
+
+  @Test
+  void readOnlyMemoryGivesAReadOnlyByteBuffer() {
+    try (HurrayBuffer b =
+        HurrayBuffer.fromDLPackVersioned(TestProducer.makeVersioned(new long[] {3}, 0f, 1))) {
+      assertTrue(b.readOnly());
+      ByteBuffer bytes = b.asByteBuffer();
+      assertTrue(bytes.isReadOnly());
+      assertThrows(ReadOnlyBufferException.class, () -> bytes.putFloat(0, 1f));
+    }
+    try (HurrayBuffer a = HurrayBuffer.allocate(HurrayBuffer.DType.UINT8, new long[] {4}, true)) {
+      assertTrue(a.readOnly());
+    }
+  }
+
+  private static void assertStatus(int status, Runnable call) {
+    HurrayException e = assertThrows(HurrayException.class, call::run);
+    assertEquals(status, e.status(), e.getMessage());
+    assertTrue(e.getMessage().contains(e.statusName()), e.getMessage());
+  }
+
+  @Test
+  void errorsCarryExactCodes() {
+    assertStatus(
+        HurrayException.INVALID_ARGUMENT,
+        () -> HurrayBuffer.allocate(HurrayBuffer.DType.FLOAT32, new long[] {2, -1}, false));
+    assertStatus(
+        HurrayException.UNSUPPORTED_DTYPE,
+        () -> HurrayBuffer.allocate(new HurrayBuffer.DType(99, 8, 1), new long[] {1}, false));
+    assertStatus(
+        HurrayException.OVERFLOW,
+        () ->
+            HurrayBuffer.allocate(
+                HurrayBuffer.DType.INT64, new long[] {1L << 40, 1L << 40}, false));
+    assertStatus(HurrayException.INVALID_ARGUMENT, () -> HurrayBuffer.fromDLPackVersioned(0));
+
+    long bad = TestProducer.makeVersionedMajor(2);
+    assertStatus(HurrayException.UNSUPPORTED_VERSION, () -> HurrayBuffer.fromDLPackVersioned(bad));
+    assertEquals(0, TestProducer.deleterCalls(), "a refused tensor was deleted");
+    TestProducer.deleteVersioned(bad);
+    assertEquals(1, TestProducer.deleterCalls());
+
+    HurrayBuffer b = HurrayBuffer.allocate(HurrayBuffer.DType.UINT8, new long[] {3}, false);
+    assertStatus(HurrayException.INVALID_ARGUMENT, () -> b.share(0));
+    assertTrue(b.isOpen(), "a failed share closed the buffer");
+    b.close();
+    b.close();
+    assertStatus(HurrayException.INVALID_ARGUMENT, () -> b.share(1));
+    assertStatus(HurrayException.INVALID_ARGUMENT, b::asByteBuffer);
+    assertStatus(HurrayException.INVALID_ARGUMENT, b::toDLPackVersioned);
+    assertEquals(
+        "HURRAY_ERR_UNSUPPORTED_DTYPE",
+        assertThrows(
+                HurrayException.class,
+                () -> HurrayBuffer.allocate(new HurrayBuffer.DType(99, 8, 1), new long[] {1}, true))
+            .statusName());
+  }
+}

@@ -1,0 +1,49 @@
+package dev.hurray;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
+
+/**
+ * One tensor made in C, shared to a Go consumer (the hurray Go package in a
+ * c-shared library loaded into this JVM) and to Java consumers; each side
+ * releases on its own threads, concurrently. The producer's deleter must run
+ * once, after all 16 releases began.
+ */
+@EnabledIfSystemProperty(named = "hurray.go.consumer", matches = ".+")
+class InteropTest {
+  @Test
+  void cTensorSharedToGoAndJava() throws Exception {
+    String goLib = System.getProperty("hurray.go.consumer");
+    for (int round = 0; round < 20; round++) {
+      TestProducer.reset();
+      long tensor = TestProducer.makeVersioned(new long[] {4, 8}, 1f, 0);
+      HurrayBuffer owner = HurrayBuffer.fromDLPackVersioned(tensor);
+      HurrayBuffer[] javaSide = owner.share(8);
+      long forGo = owner.toDLPackVersioned(); // the owner's reference goes to Go
+      double goSum = TestProducer.goConsume(goLib, forGo, 8); // Go releases on 8 goroutines
+      List<Thread> threads = new ArrayList<>();
+      for (HurrayBuffer b : javaSide) {
+        Thread t =
+            new Thread(
+                () -> {
+                  Thread.yield();
+                  TestProducer.noteRelease();
+                  b.close();
+                });
+        t.start();
+        threads.add(t);
+      }
+      for (Thread t : threads) {
+        t.join();
+      }
+      TestProducer.goWait();
+      assertEquals(32 * 33 / 2.0, goSum, "sum of 1..32 read by Go");
+      assertEquals(1, TestProducer.deleterCalls(), "producer deleter calls, round " + round);
+      assertEquals(16, TestProducer.notesAtDelete(), "the deleter did not run last");
+    }
+  }
+}

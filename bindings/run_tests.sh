@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Tests of the Go and Java bindings (and their interop test).
+#
+#   bash bindings/run_tests.sh [build-dir]      (default: build/dev)
+#
+# Installs the Debian toolchains when missing (golang-go, openjdk-17-jdk-headless,
+# junit5; as root with apt-get, or with password-less sudo), builds libhurray
+# in build-dir if it is not there (cmake --preset dev for build/dev, else
+# cmake -S . -B build-dir), then builds and runs:
+#   go      go test -race ./... in bindings/go (no network: standard library only)
+#   java    the JNI library, the classes and JUnit 5 (console launcher), with
+#           InteropTest loading the Go consumer (go build -buildmode=c-shared)
+# Everything it builds goes under build/bindings/. Exits non-zero on any
+# failure and when a suite ran no test.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+bdir="${1:-$repo/build/dev}"
+case "$bdir" in /*) ;; *) bdir="$repo/$bdir" ;; esac
+out="$repo/build/bindings"
+export DEBIAN_FRONTEND=noninteractive
+log() { printf 'bindings/run_tests.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --- toolchains -------------------------------------------------------------
+need=()
+command -v go >/dev/null || need+=(golang-go)
+{ command -v javac >/dev/null && javac -version 2>&1 | grep -q ' 17\.'; } || need+=(openjdk-17-jdk-headless)
+[ -f /usr/share/java/junit-platform-console-standalone.jar ] || need+=(junit5)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null && sudo -n true 2>/dev/null || die "not root: install ${need[*]} first"
+    sudo=(sudo -n)
+  fi
+  log "apt: installing ${need[*]}"
+  "${sudo[@]}" apt-get update -q >&2 && "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}" >&2 \
+    || die "apt-get install ${need[*]} failed"
+fi
+JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")}"
+JUNIT=/usr/share/java/junit-platform-console-standalone.jar
+go version; "$JAVA_HOME/bin/javac" -version
+
+# --- libhurray --------------------------------------------------------------
+lib=$(ls "$bdir"/libhurray.so.* 2>/dev/null | awk 'length(a) == 0 || length($0) < length(a) { a = $0 } END { print a }')
+if [ -z "$lib" ] || [ ! -f "$bdir/include/hurray/version.h" ]; then
+  log "building libhurray in $bdir"
+  if [ "$bdir" = "$repo/build/dev" ]; then
+    (cd "$repo" && cmake --preset dev >&2) || die "cmake configure failed"
+  else
+    cmake -S "$repo" -B "$bdir" -DHURRAY_BUILD_TESTS=OFF >&2 || die "cmake configure failed"
+  fi
+  cmake --build "$bdir" --target hurray -j "${HURRAY_JOBS:-2}" >&2 || die "building libhurray failed"
+  lib=$(ls "$bdir"/libhurray.so.* | awk 'length(a) == 0 || length($0) < length(a) { a = $0 } END { print a }')
+fi
+log "libhurray: $lib"   # the SONAME file, e.g. libhurray.so.0.1
+mkdir -p "$out"
+rc=0
+
+# --- Go ---------------------------------------------------------------------
+export GOPATH="$out/go/path" GOCACHE="$out/go/cache" GOFLAGS= GO111MODULE=on GOPROXY=off GOTOOLCHAIN=local
+export CGO_ENABLED=1
+export CGO_CFLAGS="-I$repo/include -I$bdir/include"
+export CGO_LDFLAGS="-L$bdir -Wl,-rpath,$bdir"
+(cd "$here/go" && go vet ./...) || { log "go vet failed"; rc=1; }
+(cd "$here/go" && go test -race -count=1 ./... 2>&1) | tee "$out/go-test.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+grep -Eq '^ok[[:space:]]+hurray[[:space:]]' "$out/go-test.log" || { log "go test ran no tests of package hurray"; rc=1; }
+(cd "$here/go" && go build -buildmode=c-shared -o "$out/libhurray_go_consumer.so" ./interop/consumer) \
+  || { log "building the Go interop consumer failed"; rc=1; }
+
+# --- Java -------------------------------------------------------------------
+jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$repo/include" -I"$bdir/include")
+cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -shared)
+java_ok=1
+gcc "${cflags[@]}" "${jinc[@]}" "$here/java/src/main/c/hurray_jni.c" -L"$bdir" -lhurray \
+  -o "$out/libhurray_jni.so" || java_ok=0
+gcc "${cflags[@]}" "${jinc[@]}" -I"$here/testprod" "$here/java/src/test/c/testprod_jni.c" \
+  "$here/testprod/testprod.c" -ldl -o "$out/libhurray_testprod_jni.so" || java_ok=0
+rm -rf "$out/java/classes" "$out/java/test-classes"
+"$JAVA_HOME/bin/javac" -Xlint:all -Werror -d "$out/java/classes" \
+  $(find "$here/java/src/main/java" -name '*.java') || java_ok=0
+"$JAVA_HOME/bin/javac" -Xlint:all,-processing -d "$out/java/test-classes" -cp "$out/java/classes:$JUNIT" \
+  $(find "$here/java/src/test/java" -name '*.java') || java_ok=0
+if [ "$java_ok" = 1 ]; then
+  go_consumer=""
+  [ -f "$out/libhurray_go_consumer.so" ] && go_consumer="$out/libhurray_go_consumer.so"
+  # libjsig chains the JVM's signal handlers with those the Go runtime installs
+  # when the Go consumer is loaded into this JVM (InteropTest).
+  LD_PRELOAD="$JAVA_HOME/lib/libjsig.so" "$JAVA_HOME/bin/java" -Xcheck:jni \
+    -Dhurray.library="$lib" -Dhurray.jni.library="$out/libhurray_jni.so" \
+    -Dhurray.testprod.library="$out/libhurray_testprod_jni.so" \
+    -Dhurray.go.consumer="$go_consumer" \
+    -jar "$JUNIT" --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
+    --class-path "$out/java/classes:$out/java/test-classes" --select-package dev.hurray \
+    2>&1 | tee "$out/java-test.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+else
+  log "building the Java binding or its tests failed"; rc=1
+fi
+exit "$rc"
