@@ -4,7 +4,7 @@
 One command (from the repository root, with a Python that has apache-tvm-ffi,
 e.g. the test venv build/venv):
 
-    build/venv/bin/python bench/side_by_side.py                 # full run, ~2-3 min
+    build/venv/bin/python bench/side_by_side.py                 # full run, 3-4 min
     build/venv/bin/python bench/side_by_side.py --chart docs/side_by_side.png
     build/venv/bin/python bench/side_by_side.py --quick         # a few seconds, smoke check
 
@@ -210,12 +210,13 @@ def ensure_matplotlib():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    return plt
+    import matplotlib.ticker  # noqa: F401
+    return matplotlib, plt
 
 
 def chart(m: dict[str, float], path: Path) -> None:
-    plt = ensure_matplotlib()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=80)
+    matplotlib, plt = ensure_matplotlib()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 5.6), dpi=72)
     colours = {"import_release": "tab:blue", "export_delete": "tab:orange",
                "roundtrip": "tab:green", "validate": "tab:purple", "export_keep": "tab:red"}
     for op, label, theirs in NDIM_ROWS:
@@ -236,7 +237,7 @@ def chart(m: dict[str, float], path: Path) -> None:
     left.set_xlabel("ndim")
     left.set_ylabel("ns (median CPU time)")
     left.set_title("per operation against ndim")
-    left.legend(fontsize=6.5, loc="upper left")
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
 
     for op, style, colour, label in (("fanout/ours", "o-", "tab:blue", "ours: share to N"),
                                      ("reshare/ours", "o-", "tab:cyan", "ours: re-share to N"),
@@ -250,10 +251,15 @@ def chart(m: dict[str, float], path: Path) -> None:
     right.set_xscale("log", base=2)
     right.set_yscale("log")
     right.set_xticks(FANOUTS, [str(n) for n in FANOUTS])
+    for axis in (left, right):  # plain numbers on the log y axes
+        axis.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        axis.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+            lambda y, _: "%g" % y if f"{y:e}"[0] in "25" else ""))
+        axis.tick_params(axis="y", which="minor", labelsize=7)
     right.set_xlabel(f"N consumers (ndim {FANOUT_NDIM})")
     right.set_ylabel("ns per consumer, release included")
     right.set_title("fan-out against N")
-    right.legend(fontsize=7)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
