@@ -8,6 +8,8 @@
 #   tsan            cmake --workflow --preset tsan
 #   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
 #                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
+#   bench-smoke     bench/side_by_side.py --quick: libhurray beside tvm-ffi (Release
+#                   build in build/bench), run for a few seconds; no thresholds
 #   python          bash python/run_tests.sh, when python/tests and that script exist
 #   extensions      bash examples/run_extensions.sh: the PyTorch and TVM FFI
 #                   extension examples built against libhurray installed
@@ -32,7 +34,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan external-dlpack python extensions bindings)
+DEFAULT_STAGES=(dev asan tsan external-dlpack bench-smoke python extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -192,6 +194,18 @@ stage_external_dlpack() {
 }
 
 # --------------------------------------------------------------------------
+# bench-smoke: the side-by-side benchmark against tvm-ffi (bench/side_by_side.py)
+# builds and runs; its numbers are printed, never judged.
+# --------------------------------------------------------------------------
+stage_bench_smoke() {
+  local spec=${HURRAY_TVM_FFI_SPEC:-apache-tvm-ffi}
+  "$VENV/bin/python" -c 'import tvm_ffi.config' 2>/dev/null || "$VENV/bin/pip" install -q "$spec" || return 1
+  "$VENV/bin/python" bench/side_by_side.py --quick --build-dir "$ROOT/build/bench" \
+    --tvm-python "$VENV/bin/python" || return 1
+  echo "smoke run, no thresholds" > "$STAGE_NOTE"
+}
+
+# --------------------------------------------------------------------------
 # python: the bindings' own test script, once it exists.
 # --------------------------------------------------------------------------
 stage_python() {
@@ -237,9 +251,10 @@ for s in "${STAGES[@]}"; do
   case "$s" in
     dev|asan|tsan|release|python) fn=stage_$s ;;
     external-dlpack) fn=stage_external_dlpack ;;
+    bench-smoke) fn=stage_bench_smoke ;;
     extensions) fn=stage_extensions ;;
     bindings) fn=stage_bindings ;;
-    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack python extensions bindings)" >&2
+    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack bench-smoke python extensions bindings)" >&2
        N_FAILED=$((N_FAILED + 1)); SUMMARY+=("$(printf '%-16s FAIL  unknown stage' "$s")")
        overall=1; continue ;;
   esac
