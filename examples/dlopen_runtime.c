@@ -10,7 +10,12 @@
  *
  * Usage: hurray_example_dlopen_runtime [path-to-libhurray]
  * Without an argument it loads the library by its SONAME, libhurray.so.M.m
- * (M.m from hurray/version.h), through the usual dlopen search. */
+ * (M.m from hurray/version.h), through the usual dlopen search.
+ *
+ * Built against an installed libhurray (headers only; nothing to link):
+ *   cc -std=c11 -Wall -Wextra -I"$PREFIX/include" dlopen_runtime.c -ldl -pthread -o dlrt
+ *   ./dlrt "$PREFIX/lib/libhurray.so.0.1"      # or LD_LIBRARY_PATH=$PREFIX/lib ./dlrt
+ * (In this tree CMake builds it as hurray_example_dlopen_runtime.) */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -69,6 +69,24 @@ TEST(CppLayer, ThrowingShareKeepsTheHandle) {
   EXPECT_EQ(src.log.calls.load(), 0);
 }
 
+// A count hurray_share refuses must not size a vector first: share(SIZE_MAX)
+// would throw std::length_error, and 2^32 + 1 handles would try to zero
+// 343 GB before the library could say no.
+TEST(CppLayer, HugeShareCountIsRefusedBeforeAllocating) {
+  HandleSource src;
+  hurray::Buffer b(src.handle(hurray_test::dense({8})));
+  for (std::size_t n : {SIZE_MAX, static_cast<std::size_t>((std::uint64_t{1} << 32) + 1)}) {
+    try {
+      (void)b.share(n);
+      FAIL() << "share(" << n << ") did not throw";
+    } catch (const hurray::Error &e) {
+      EXPECT_EQ(e.status(), HURRAY_ERR_INVALID_ARGUMENT) << e.what();
+    }
+  }
+  EXPECT_TRUE(static_cast<bool>(b));
+  EXPECT_EQ(src.log.calls.load(), 0);
+}
+
 TEST(CppLayer, DLPackRoundTripUnwrapsAndReleasesOnce) {
   HandleSource src;
   const hurray_buffer original = src.handle(hurray_test::dense({2, 2}));

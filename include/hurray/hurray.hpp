@@ -107,7 +107,14 @@ class Buffer {
 
   // n Buffers sharing this memory (hurray_share); this Buffer is empty
   // afterwards. If this throws, this Buffer still owns its handle.
+  // Throws Error(HURRAY_ERR_INVALID_ARGUMENT) for the counts hurray_share
+  // refuses (n == 0, n > 2^32), the latter checked before anything is
+  // allocated, and std::bad_alloc when n handles do not fit in memory.
   std::vector<Buffer> share(std::size_t n) {
+    if (static_cast<std::uint64_t>(n) > (std::uint64_t{1} << 32)) {
+      throw Error(HURRAY_ERR_INVALID_ARGUMENT,
+                  "hurray::Buffer::share: n must be between 1 and 2^32, got " + std::to_string(n));
+    }
     std::vector<hurray_buffer> raw(n);
     std::vector<Buffer> result;
     result.reserve(n);  // every allocation happens before the handle moves
