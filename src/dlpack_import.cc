@@ -55,9 +55,28 @@ int32_t check_import_pointer(const DLTensor &t) {
       hurray_device{static_cast<int32_t>(t.device.device_type), t.device.device_id}, t.data);
 }
 
+// Imports with NULL strides at ndim > 0: the compact strides are kept in a
+// block with the tensor (the one allocation an import can make).
+__attribute__((noinline)) int32_t make_strides_block(const DLTensor &t, void (*release)(void *),
+                                                     void *tensor, hurray_buffer *h) {
+  size_t bytes = sizeof(StridesBlock) + sizeof(int64_t) * (static_cast<size_t>(t.ndim) - 1);
+  auto *b = static_cast<StridesBlock *>(std::malloc(bytes));
+  if (b == nullptr) {
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes for compact strides failed",
+                bytes);
+  }
+  b->release = release;
+  b->tensor = tensor;
+  compact_strides(t.ndim, t.shape, b->strides);
+  h->strides = b->strides;
+  h->release_fn = &strides_block_release;
+  h->user_data = b;
+  return HURRAY_OK;
+}
+
 // Shared tail of both imports once the tensor has been checked.
-int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
-                    hurray_buffer *out) {
+inline int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *),
+                           void *tensor, hurray_buffer *out) {
   hurray_buffer h;
   h.version = HURRAY_BUFFER_VERSION;
   h.reserved = 0;
@@ -70,18 +89,8 @@ int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), 
   h.ndim = t.ndim;
   h.shape = t.ndim > 0 ? t.shape : nullptr;
   if (t.ndim > 0 && t.strides == nullptr) {
-    size_t bytes = sizeof(StridesBlock) + sizeof(int64_t) * (static_cast<size_t>(t.ndim) - 1);
-    auto *b = static_cast<StridesBlock *>(std::malloc(bytes));
-    if (b == nullptr) {
-      return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes for compact strides failed",
-                  bytes);
-    }
-    b->release = release;
-    b->tensor = tensor;
-    compact_strides(t.ndim, t.shape, b->strides);
-    h.strides = b->strides;
-    h.release_fn = &strides_block_release;
-    h.user_data = b;
+    int32_t st = make_strides_block(t, release, tensor, &h);
+    if (st != HURRAY_OK) return st;
   } else {
     h.strides = t.ndim > 0 ? t.strides : nullptr;
     h.release_fn = release;
