@@ -121,6 +121,128 @@ void BM_ConcurrentRelease(benchmark::State &state) {
 }
 BENCHMARK(BM_ConcurrentRelease)->Threads(2)->UseRealTime();
 
+// --- Per-ndim costs (issue 8). Shape: 32 for the first 4 dimensions, 2 for
+// the next 12, 1 after that; compact row-major strides. ---------------------
+struct NdimTensor {
+  int64_t shape[HURRAY_MAX_NDIM];
+  int64_t strides[HURRAY_MAX_NDIM];
+  int32_t ndim;
+  explicit NdimTensor(int32_t n) : ndim(n) {
+    for (int32_t k = 0; k < n; ++k) shape[k] = k < 4 ? 32 : (k < 16 ? 2 : 1);
+    int64_t s = 1;
+    for (int32_t k = n - 1; k >= 0; --k) {
+      strides[k] = s;
+      s *= shape[k];
+    }
+  }
+  hurray_buffer handle() const {
+    hurray_buffer h = foreign_handle();
+    h.ndim = ndim;
+    h.shape = shape;
+    h.strides = strides;
+    return h;
+  }
+  DLManagedTensorVersioned versioned() const {
+    DLManagedTensorVersioned t{};
+    t.version = {1, 3};
+    t.deleter = &noop_deleter;
+    t.dl_tensor.data = g_storage;
+    t.dl_tensor.device = {kDLCPU, 0};
+    t.dl_tensor.ndim = ndim;
+    t.dl_tensor.dtype = {kDLFloat, 32, 1};
+    t.dl_tensor.shape = const_cast<int64_t *>(shape);
+    t.dl_tensor.strides = const_cast<int64_t *>(strides);
+    return t;
+  }
+};
+
+void BM_NdimImportRelease(benchmark::State &state) {
+  NdimTensor nt(static_cast<int32_t>(state.range(0)));
+  DLManagedTensorVersioned t = nt.versioned();
+  for (auto _ : state) {
+    hurray_buffer h;
+    if (hurray_from_dlpack_versioned(&t, HURRAY_IMPORT_DEFAULT, &h) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(h);
+    hurray_buffer_release(&h);
+  }
+}
+BENCHMARK(BM_NdimImportRelease)->Arg(1)->Arg(4)->Arg(16)->Arg(64);
+
+void BM_NdimExportDelete(benchmark::State &state) {
+  NdimTensor nt(static_cast<int32_t>(state.range(0)));
+  for (auto _ : state) {
+    hurray_buffer h = nt.handle();
+    DLManagedTensorVersioned *t = nullptr;
+    if (hurray_to_dlpack_versioned(&h, &t) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(t);
+    t->deleter(t);
+  }
+}
+BENCHMARK(BM_NdimExportDelete)->Arg(1)->Arg(4)->Arg(16)->Arg(64);
+
+// Export keeping a reference: share to 2, export one, delete it, release the
+// other (the first share allocates the control block).
+void BM_NdimShare2Export(benchmark::State &state) {
+  NdimTensor nt(static_cast<int32_t>(state.range(0)));
+  for (auto _ : state) {
+    hurray_buffer h = nt.handle();
+    hurray_buffer two[2];
+    if (hurray_share(&h, 2, two) != HURRAY_OK) std::abort();
+    DLManagedTensorVersioned *t = nullptr;
+    if (hurray_to_dlpack_versioned(&two[0], &t) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(t);
+    t->deleter(t);
+    hurray_buffer_release(&two[1]);
+  }
+}
+BENCHMARK(BM_NdimShare2Export)->Arg(1)->Arg(4)->Arg(16)->Arg(64);
+
+// Import, share, export, deleter: the export cannot unwrap (shared handle).
+void BM_NdimRoundTripNoUnwrap(benchmark::State &state) {
+  NdimTensor nt(static_cast<int32_t>(state.range(0)));
+  DLManagedTensorVersioned src = nt.versioned();
+  for (auto _ : state) {
+    hurray_buffer h;
+    if (hurray_from_dlpack_versioned(&src, HURRAY_IMPORT_DEFAULT, &h) != HURRAY_OK) std::abort();
+    hurray_buffer two[2];
+    if (hurray_share(&h, 2, two) != HURRAY_OK) std::abort();
+    DLManagedTensorVersioned *t = nullptr;
+    if (hurray_to_dlpack_versioned(&two[0], &t) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(t);
+    t->deleter(t);
+    hurray_buffer_release(&two[1]);
+  }
+}
+BENCHMARK(BM_NdimRoundTripNoUnwrap)->Arg(1)->Arg(4)->Arg(16)->Arg(64);
+
+void BM_NdimValidate(benchmark::State &state) {
+  NdimTensor nt(static_cast<int32_t>(state.range(0)));
+  hurray_buffer h = nt.handle();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(&h);
+    if (hurray_buffer_validate(&h) != HURRAY_OK) std::abort();
+  }
+}
+BENCHMARK(BM_NdimValidate)->Arg(1)->Arg(4)->Arg(16)->Arg(64);
+
+// A first share to one consumer of a shared handle's re-share: share(1) of a
+// handle that is already shared (a move) and share(2) of a shared handle
+// (one atomic add) with one release to keep the count steady.
+void BM_ReshareOne(benchmark::State &state) {
+  hurray_buffer h = foreign_handle();
+  hurray_buffer seed[2];
+  if (hurray_share(&h, 2, seed) != HURRAY_OK) std::abort();
+  for (auto _ : state) {
+    hurray_buffer two[2];
+    if (hurray_share(&seed[0], 2, two) != HURRAY_OK) std::abort();
+    seed[0] = two[0];
+    hurray_buffer_release(&two[1]);
+  }
+  hurray_buffer_release(&seed[0]);
+  hurray_buffer_release(&seed[1]);
+}
+BENCHMARK(BM_ReshareOne);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -4,6 +4,7 @@
 #include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
+#include "share.h"
 
 namespace hurray {
 
@@ -73,17 +74,23 @@ extern "C" {
 HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTensorVersioned **out) {
   using namespace hurray;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
-  int32_t st = check_handle(src, "src", nullptr);
-  if (st != HURRAY_OK) return st;
-
-  if (src->release_fn == &imported_versioned_release) {
-    // The handle came from a DLManagedTensorVersioned: hand that back as it is.
+  if (src != nullptr && src->release_fn == &imported_versioned_release &&
+      src->version == HURRAY_BUFFER_VERSION) {
+    // The handle came from a DLManagedTensorVersioned: if it still describes
+    // that tensor exactly, hand the tensor back as it is. Import validated
+    // exactly these fields (spec §3.4), so there is nothing to check again.
     auto *orig = static_cast<DLManagedTensorVersioned *>(src->user_data);
     if (orig->flags == src->flags && same_tensor(orig->dl_tensor, dltensor_of(*src))) {
       clear(src);
       *out = orig;
       return HURRAY_OK;
     }
+  }
+  // A consumer handle of hurray_share that nobody changed was validated when
+  // its block was made; every other handle is validated here.
+  if (src == nullptr || !is_unchanged_share(*src)) {
+    int32_t st = check_handle(src, "src", nullptr);
+    if (st != HURRAY_OK) return st;
   }
   auto *block = wrap<ExportedVersioned>(src);
   if (block == nullptr) return HURRAY_ERR_OUT_OF_MEMORY;
@@ -98,16 +105,24 @@ HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTenso
 HURRAY_API int32_t hurray_to_dlpack(hurray_buffer *src, DLManagedTensor **out) {
   using namespace hurray;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
-  int32_t st = check_handle(src, "src", nullptr);
-  if (st != HURRAY_OK) return st;
-
-  if (src->release_fn == &imported_legacy_release) {
+  if (src != nullptr && src->release_fn == &imported_legacy_release &&
+      src->version == HURRAY_BUFFER_VERSION) {
     auto *orig = static_cast<DLManagedTensor *>(src->user_data);
     if (same_tensor(orig->dl_tensor, dltensor_of(*src))) {
+      // Import validated these fields with flags 0; other flags (the legacy
+      // form drops them) change the element size, so they are checked.
+      if (src->flags != 0) {
+        int32_t st = check_handle(src, "src", nullptr);
+        if (st != HURRAY_OK) return st;
+      }
       clear(src);
       *out = orig;
       return HURRAY_OK;
     }
+  }
+  if (src == nullptr || !is_unchanged_share(*src)) {
+    int32_t st = check_handle(src, "src", nullptr);
+    if (st != HURRAY_OK) return st;
   }
   auto *block = wrap<ExportedLegacy>(src);
   if (block == nullptr) return HURRAY_ERR_OUT_OF_MEMORY;

@@ -55,9 +55,28 @@ int32_t check_import_pointer(const DLTensor &t) {
       hurray_device{static_cast<int32_t>(t.device.device_type), t.device.device_id}, t.data);
 }
 
+// Imports with NULL strides at ndim > 0: the compact strides are kept in a
+// block with the tensor (the one allocation an import can make).
+__attribute__((noinline)) int32_t make_strides_block(const DLTensor &t, void (*release)(void *),
+                                                     void *tensor, hurray_buffer *h) {
+  size_t bytes = sizeof(StridesBlock) + sizeof(int64_t) * (static_cast<size_t>(t.ndim) - 1);
+  auto *b = static_cast<StridesBlock *>(std::malloc(bytes));
+  if (b == nullptr) {
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes for compact strides failed",
+                bytes);
+  }
+  b->release = release;
+  b->tensor = tensor;
+  compact_strides(t.ndim, t.shape, b->strides);
+  h->strides = b->strides;
+  h->release_fn = &strides_block_release;
+  h->user_data = b;
+  return HURRAY_OK;
+}
+
 // Shared tail of both imports once the tensor has been checked.
-int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
-                    hurray_buffer *out) {
+inline int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *),
+                           void *tensor, hurray_buffer *out) {
   hurray_buffer h;
   h.version = HURRAY_BUFFER_VERSION;
   h.reserved = 0;
@@ -70,18 +89,8 @@ int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), 
   h.ndim = t.ndim;
   h.shape = t.ndim > 0 ? t.shape : nullptr;
   if (t.ndim > 0 && t.strides == nullptr) {
-    size_t bytes = sizeof(StridesBlock) + sizeof(int64_t) * (static_cast<size_t>(t.ndim) - 1);
-    auto *b = static_cast<StridesBlock *>(std::malloc(bytes));
-    if (b == nullptr) {
-      return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes for compact strides failed",
-                  bytes);
-    }
-    b->release = release;
-    b->tensor = tensor;
-    compact_strides(t.ndim, t.shape, b->strides);
-    h.strides = b->strides;
-    h.release_fn = &strides_block_release;
-    h.user_data = b;
+    int32_t st = make_strides_block(t, release, tensor, &h);
+    if (st != HURRAY_OK) return st;
   } else {
     h.strides = t.ndim > 0 ? t.strides : nullptr;
     h.release_fn = release;
@@ -91,19 +100,23 @@ int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), 
   return HURRAY_OK;
 }
 
-// If `t` is one of libhurray's own export blocks that still describes its
-// handle exactly, frees the block and gives the handle back. The legacy form
-// cannot carry flags, so there the handle's own flags come back unchanged.
+// True when `t` is one of libhurray's own export blocks that still describes
+// its handle exactly. The legacy form cannot carry flags, so there the
+// handle's own flags come back unchanged (`flags` NULL).
 template <typename Block, typename Tensor>
-bool unwrap(Tensor *t, const uint64_t *flags, hurray_buffer *out) {
+bool unwraps(const Tensor *t, const uint64_t *flags) {
+  auto *block = reinterpret_cast<const Block *>(t);
+  return t->manager_ctx == block && (flags == nullptr || block->handle.flags == *flags) &&
+         same_tensor(t->dl_tensor, dltensor_of(block->handle));
+}
+
+// Gives back the handle of an export block `unwraps` accepted and frees the
+// block.
+template <typename Block, typename Tensor>
+void unwrap(Tensor *t, hurray_buffer *out) {
   auto *block = reinterpret_cast<Block *>(t);
-  if (t->manager_ctx != block || (flags != nullptr && block->handle.flags != *flags) ||
-      !same_tensor(t->dl_tensor, dltensor_of(block->handle))) {
-    return false;
-  }
   *out = block->handle;
   std::free(block);
-  return true;
 }
 
 }  // namespace
@@ -126,17 +139,23 @@ HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uin
                 "and should call its deleter)",
                 t->version.major, t->version.minor);
   }
-  // From 1.2 on, strides are mandatory when ndim != 0.
-  const bool strides_required = t->version.minor >= 2;
-  int32_t st = check_desc(desc_of(t->dl_tensor, t->flags), "tensor.dl_tensor", strides_required,
-                          nullptr);
-  if (st != HURRAY_OK) return st;
-  if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
-    st = check_import_pointer(t->dl_tensor);
+  // One of libhurray's own exports that still describes its handle exactly
+  // unwraps without a second check: export validated that handle (spec
+  // §3.4). Anything else is checked here, where it enters from foreign code.
+  const bool own = t->deleter == &exported_versioned_deleter && unwraps<ExportedVersioned>(t, &t->flags);
+  if (!own) {
+    // From 1.2 on, strides are mandatory when ndim != 0.
+    const bool strides_required = t->version.minor >= 2;
+    int32_t st = check_desc(desc_of(t->dl_tensor, t->flags), "tensor.dl_tensor",
+                            strides_required, nullptr);
     if (st != HURRAY_OK) return st;
   }
-  if (t->deleter == &exported_versioned_deleter &&
-      unwrap<ExportedVersioned>(t, &t->flags, out)) {
+  if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
+    int32_t st = check_import_pointer(t->dl_tensor);
+    if (st != HURRAY_OK) return st;
+  }
+  if (own) {
+    unwrap<ExportedVersioned>(t, out);
     return HURRAY_OK;
   }
   return make_handle(t->dl_tensor, t->flags, &imported_versioned_release, t, out);
@@ -149,13 +168,17 @@ HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurr
   if ((options & ~kImportOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
-  int32_t st = check_desc(desc_of(t->dl_tensor, 0), "tensor.dl_tensor", false, nullptr);
-  if (st != HURRAY_OK) return st;
-  if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
-    st = check_import_pointer(t->dl_tensor);
+  const bool own = t->deleter == &exported_legacy_deleter && unwraps<ExportedLegacy>(t, nullptr);
+  if (!own) {
+    int32_t st = check_desc(desc_of(t->dl_tensor, 0), "tensor.dl_tensor", false, nullptr);
     if (st != HURRAY_OK) return st;
   }
-  if (t->deleter == &exported_legacy_deleter && unwrap<ExportedLegacy>(t, nullptr, out)) {
+  if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
+    int32_t st = check_import_pointer(t->dl_tensor);
+    if (st != HURRAY_OK) return st;
+  }
+  if (own) {
+    unwrap<ExportedLegacy>(t, out);
     return HURRAY_OK;
   }
   return make_handle(t->dl_tensor, 0, &imported_legacy_release, t, out);

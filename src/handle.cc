@@ -7,7 +7,7 @@
 
 namespace hurray {
 
-int32_t check_handle(const hurray_buffer *h, const char *what, hurray_extent *extent) {
+int32_t check_handle_exact(const hurray_buffer *h, const char *what, hurray_extent *extent) {
   if (h == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s is NULL", what);
   if (h->release_fn == nullptr) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s is empty (release_fn is NULL)", what);
@@ -17,7 +17,7 @@ int32_t check_handle(const hurray_buffer *h, const char *what, hurray_extent *ex
                 "%s.version is %" PRIu32 "; this library reads handle layout version %u", what,
                 h->version, HURRAY_BUFFER_VERSION);
   }
-  return check_desc(desc_of(*h), what, /*strides_required=*/true, extent);
+  return check_desc_exact(desc_of(*h), what, /*strides_required=*/true, extent);
 }
 
 }  // namespace hurray
@@ -40,7 +40,7 @@ HURRAY_API int32_t hurray_buffer_validate(const hurray_buffer *h) {
 HURRAY_API int32_t hurray_buffer_extent(const hurray_buffer *h, hurray_extent *out) {
   if (out == nullptr) return hurray::fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   hurray_extent e;
-  int32_t st = hurray::check_handle(h, "buffer", &e);
+  int32_t st = hurray::check_handle_exact(h, "buffer", &e);
   if (st == HURRAY_OK) *out = e;
   return st;
 }

@@ -3,6 +3,7 @@
 #ifndef HURRAY_SRC_LAYOUT_H_
 #define HURRAY_SRC_LAYOUT_H_
 
+#include <climits>
 #include <cstdint>
 
 #include "hurray/hurray.h"
@@ -23,21 +24,6 @@ struct Desc {
   uint64_t flags;
 };
 
-// Checks `d` against spec §3 and, when `extent` is non-NULL, fills it.
-// `who` prefixes field names in messages ("dl_tensor", "buffer").
-// With `strides_required`, NULL strides at ndim > 0 are an error; without it
-// they mean compact row-major.
-// Returns HURRAY_OK or a status with the thread-local message set.
-int32_t check_desc(const Desc &d, const char *who, bool strides_required,
-                   hurray_extent *extent);
-
-// Validates only the dtype (code known to DLPack 1.3, bits valid for the
-// code, lanes != 0).
-int32_t check_dtype(hurray_dtype dtype, const char *who);
-
-// Validates only the device (known DLPack device type, device_id >= 0).
-int32_t check_device(int32_t device_type, int32_t device_id, const char *who);
-
 // Bits one element occupies in memory (bits * lanes, rounded up to whole
 // bytes when `flags` has HURRAY_FLAG_SUBBYTE_PADDED). dtype must be valid.
 inline int64_t element_bits(hurray_dtype dtype, uint64_t flags) {
@@ -45,6 +31,97 @@ inline int64_t element_bits(hurray_dtype dtype, uint64_t flags) {
   if ((flags & HURRAY_FLAG_SUBBYTE_PADDED) != 0) b = (b + 7) / 8 * 8;
   return b;
 }
+
+// The exact check: `d` against spec §3 with overflow-checked arithmetic in
+// the order of the spec; when `extent` is non-NULL, fills it.
+// `who` prefixes field names in messages ("dl_tensor", "buffer").
+// With `strides_required`, NULL strides at ndim > 0 are an error; without it
+// they mean compact row-major.
+// Returns HURRAY_OK or a status with the thread-local message set.
+__attribute__((noinline)) int32_t check_desc_exact(const Desc &d, const char *who,
+                                                  bool strides_required, hurray_extent *extent);
+
+// Valid `bits` of each DLPack 1.3 dtype code 0..17 as a 256-bit set
+// (bit b of word b / 64): the table of spec §3 item 3.
+extern const uint64_t kValidDtypeBits[18][4];
+
+// Device types DLPack 1.3 defines (1-4, 7-18) as a bit set over the value.
+constexpr uint32_t kKnownDeviceTypes = 0x7FF9Eu;
+
+// The fast check (spec §3, "where validation runs"): true when `d` passes
+// every rule of check_desc_exact with strides given. It reads each extent
+// once and each stride only where the extent is above 1, and computes the
+// element count and the byte extent exactly with overflow-checked
+// arithmetic; it never sets a message. It returns false for anything it does
+// not prove valid -- an error, and also every tensor with a zero extent or
+// NULL strides, which the exact check then decides -- so a false is never a
+// verdict on its own: the caller runs check_desc_exact, whose answer and
+// message are the ones the call returns.
+inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
+                         int32_t device_id, hurray_dtype dtype, int32_t ndim,
+                         const int64_t *shape, const int64_t *strides) {
+  // ndim in 0..64; shape and strides present when ndim > 0 (the fast path
+  // needs strides even where the exact check would synthesise them).
+  if (static_cast<uint32_t>(ndim) > HURRAY_MAX_NDIM) return false;
+  if (ndim > 0 && (shape == nullptr || strides == nullptr)) return false;
+  // dtype: a known code whose table has this bit width, lanes >= 1.
+  if (dtype.code > 17 || dtype.lanes == 0 ||
+      ((kValidDtypeBits[dtype.code][dtype.bits >> 6] >> (dtype.bits & 63)) & 1) == 0) {
+    return false;
+  }
+  // device: a known type (the set is below 32) and a non-negative ordinal.
+  if (static_cast<uint32_t>(device_type) > 31 || ((kKnownDeviceTypes >> device_type) & 1) == 0 ||
+      device_id < 0) {
+    return false;
+  }
+  if (data == nullptr) return false;
+
+  // One pass over the shape. Extent 1 changes neither the element count nor
+  // the extent, whatever its stride; extent 0 or below goes to the exact
+  // check (a zero-size tensor skips the extent rules there). Overflow of any
+  // product or sum also goes there, for the message.
+  int64_t numel = 1, hi = 0, lo = 0;
+  for (int32_t k = 0; k < ndim; ++k) {
+    const int64_t n = shape[k];
+    if (n == 1) continue;
+    if (n <= 0) return false;
+    const int64_t s = strides[k];
+    int64_t span;
+    if (__builtin_mul_overflow(numel, n, &numel)) return false;
+    if (__builtin_mul_overflow(n - 1, s, &span)) return false;
+    // Positive spans go to hi and negative ones to lo, so a partial sum
+    // overflows exactly when the total does: the order is irrelevant.
+    if (s >= 0 ? __builtin_add_overflow(hi, span, &hi) : __builtin_add_overflow(lo, span, &lo)) {
+      return false;
+    }
+  }
+  // Byte extent: with at most 2^38 elements on either side of element
+  // (0,...,0), at most 2^24 bits per element (255 bits x 65535 lanes) and
+  // byte_offset below 2^62, every product and sum of spec §3.3 stays below
+  // 2^63 in magnitude. Larger tensors get the exact arithmetic.
+  constexpr uint64_t kSpanBound = uint64_t{1} << 38;
+  static_assert(int64_t{255} * 65535 < (int64_t{1} << 24), "element size bound");
+  return static_cast<uint64_t>(hi) < kSpanBound && uint64_t{0} - static_cast<uint64_t>(lo) <= kSpanBound &&
+         (byte_offset >> 62) == 0;
+}
+
+// check_desc_exact, through the fast check first when no extent is wanted.
+inline int32_t check_desc(const Desc &d, const char *who, bool strides_required,
+                          hurray_extent *extent) {
+  if (extent == nullptr &&
+      desc_fast_ok(d.data, d.byte_offset, d.device_type, d.device_id, d.dtype, d.ndim, d.shape,
+                   d.strides)) {
+    return HURRAY_OK;
+  }
+  return check_desc_exact(d, who, strides_required, extent);
+}
+
+// Validates only the dtype (code known to DLPack 1.3, bits valid for the
+// code, lanes != 0).
+int32_t check_dtype(hurray_dtype dtype, const char *who);
+
+// Validates only the device (known DLPack device type, device_id >= 0).
+int32_t check_device(int32_t device_type, int32_t device_id, const char *who);
 
 // Writes compact row-major strides for `shape` into `strides` (ndim entries).
 // Shape must already be checked; with a zero extent the result is still the

@@ -16,11 +16,6 @@
 namespace hurray {
 namespace {
 
-struct ShareBlock {
-  std::atomic<uint64_t> refs;
-  hurray_buffer source;  // released when refs drops to 0
-};
-
 // Far below 2^64 so that no sequence of legal calls can wrap the count.
 constexpr uint64_t kMaxShare = uint64_t{1} << 32;
 
@@ -48,8 +43,12 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
   if (n > kMaxShare) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "n is %zu (at most 2^32 per call)", n);
   }
-  int32_t st = check_handle(src, "src", nullptr);
-  if (st != HURRAY_OK) return st;
+  // A handle this function issued and nobody changed was validated when its
+  // block was made; anything else is validated here (spec §3.4).
+  if (src == nullptr || !is_unchanged_share(*src)) {
+    int32_t st = check_handle(src, "src", nullptr);
+    if (st != HURRAY_OK) return st;
+  }
 
   hurray_buffer h = *src;  // out may alias src
   if (n > 1) {
