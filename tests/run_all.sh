@@ -6,6 +6,8 @@
 #   dev             cmake --workflow --preset dev   (Debug; tests, examples, benches built)
 #   asan            cmake --workflow --preset asan  (ASan + UBSan, any report fails)
 #   tsan            cmake --workflow --preset tsan
+#   fuzz            the libFuzzer target tests/fuzz/ (clang, build/fuzz) run for two
+#                   minutes on the seed corpus tests/fuzz/corpus (docs/impl/fuzzing.md)
 #   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
 #                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
 #   bench-smoke     bench/side_by_side.py --quick: libhurray beside tvm-ffi (Release
@@ -34,7 +36,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan external-dlpack bench-smoke python extensions bindings)
+DEFAULT_STAGES=(dev asan tsan fuzz external-dlpack bench-smoke python extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -146,6 +148,63 @@ stage_tsan() { workflow tsan; }
 stage_release() { workflow release; }
 
 # --------------------------------------------------------------------------
+# fuzz: the libFuzzer target of tests/fuzz/ (docs/impl/fuzzing.md), built
+# with clang in build/fuzz and run for HURRAY_FUZZ_SECONDS (120) on the
+# checked-in seeds. New inputs go to build/fuzz/corpus (never the checked-in
+# directory), crashes to build/fuzz/artifacts; any crash or sanitizer report
+# fails the stage.
+# --------------------------------------------------------------------------
+stage_fuzz() {
+  local build=$ROOT/build/fuzz secs=${HURRAY_FUZZ_SECONDS:-120} probe rc runs sudo=()
+  # Clang's libFuzzer runtime: Debian ships it in libclang-rt-<major>-dev.
+  probe=$(mktemp -d)
+  printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned long) { return 0; }\n' \
+    > "$probe/p.cc"
+  if ! clang++ -fsanitize=fuzzer "$probe/p.cc" -o "$probe/p" 2>/dev/null; then
+    local major pkg
+    major=$(clang++ -dumpversion | cut -d. -f1)
+    pkg=libclang-rt-$major-dev
+    echo "libFuzzer runtime missing: installing $pkg"
+    if [ "$(id -u)" -ne 0 ]; then
+      command -v sudo >/dev/null && sudo -n true 2>/dev/null || {
+        echo "not root and no password-less sudo: install $pkg first" >&2; rm -rf "$probe"; return 1; }
+      sudo=(sudo -n)
+    fi
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "$pkg" ||
+      { "${sudo[@]}" apt-get update -q && "${sudo[@]}" apt-get install -y -q --no-install-recommends "$pkg"; } ||
+      { rm -rf "$probe"; return 1; }
+  fi
+  rm -rf "$probe"
+  python3 tests/fuzz/make_corpus.py --check || return 1
+  cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHURRAY_BUILD_FUZZERS=ON -DHURRAY_BUILD_TESTS=OFF \
+    -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_BUILD_EXAMPLES=OFF -DHURRAY_BUILD_PYTHON=OFF || return 1
+  cmake --build "$build" -j "$JOBS" --target hurray_dlpack_fuzz || return 1
+  mkdir -p "$build/corpus" "$build/artifacts" "$build/run"
+  rm -f "$build/run/fuzz-0.log"
+  touch "$build/run/started"  # artifacts newer than this are this run's
+  # -jobs=1: one worker whose log (build/fuzz/run/fuzz-0.log) is printed at
+  # the end; the first corpus directory receives the new inputs.
+  (cd "$build/run" &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "$build/tests/fuzz/hurray_dlpack_fuzz" -jobs=1 -max_total_time="$secs" -timeout=30 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/" \
+      "$build/corpus" "$ROOT/tests/fuzz/corpus")
+  rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/run/fuzz-0.log" | tail -n 1)
+  echo "--- libFuzzer summary"
+  grep -E '^stat::|^#[0-9]+ *DONE|^Done ' "$build/run/fuzz-0.log" | awk '!seen[$0]++'
+  if [ "$rc" -ne 0 ] || [ -n "$(find "$build/artifacts" -type f -newer "$build/run/started")" ]; then
+    echo "fuzz: the target failed (exit $rc); its inputs (replay: build/fuzz/tests/fuzz/hurray_dlpack_fuzz FILE):" >&2
+    find "$build/artifacts" -type f -newer "$build/run/started" >&2
+    echo "${runs:-?} inputs, FAILED; see build/fuzz/artifacts" > "$STAGE_NOTE"
+    return 1
+  fi
+  echo "${runs:-?} inputs in ${secs}s, no crash; corpus build/fuzz/corpus: $(ls "$build/corpus" | wc -l) new" > "$STAGE_NOTE"
+}
+
+# --------------------------------------------------------------------------
 # external-dlpack: build against the upstream header apache-tvm-ffi installs.
 # --------------------------------------------------------------------------
 find_upstream_dlpack() {
@@ -250,11 +309,12 @@ run_stage deps stage_deps || {
 for s in "${STAGES[@]}"; do
   case "$s" in
     dev|asan|tsan|release|python) fn=stage_$s ;;
+    fuzz) fn=stage_fuzz ;;
     external-dlpack) fn=stage_external_dlpack ;;
     bench-smoke) fn=stage_bench_smoke ;;
     extensions) fn=stage_extensions ;;
     bindings) fn=stage_bindings ;;
-    *) echo "unknown stage '$s' (known: dev asan tsan release external-dlpack bench-smoke python extensions bindings)" >&2
+    *) echo "unknown stage '$s' (known: dev asan tsan fuzz release external-dlpack bench-smoke python extensions bindings)" >&2
        N_FAILED=$((N_FAILED + 1)); SUMMARY+=("$(printf '%-16s FAIL  unknown stage' "$s")")
        overall=1; continue ;;
   esac
