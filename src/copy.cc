@@ -1,37 +1,23 @@
 // hurray_copy / hurray_copy_async: elements of a handle into new compact
 // memory, on the host or through a GPU runtime (spec §7.2, docs/impl/gpu.md §4).
+// The strided pieces live in src/copy/: the byte plan (plan.*), the host
+// gather (host.*) and the copies on the device (device.h, cuda_device.cc,
+// hip_device.cc, strided_kernel.ptx).
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "alloc.h"
 #include "alloc/gpu.h"
+#include "copy/device.h"
+#include "copy/host.h"
+#include "copy/plan.h"
 #include "error.h"
 #include "handle.h"
 #include "layout.h"
 
 namespace hurray {
 namespace {
-
-// Host-to-host gather of a strided tensor with whole-byte elements into
-// compact row-major `dst`. `base` is the address of element (0, ..., 0).
-void copy_strided_host(const char *base, const hurray_buffer &src, int64_t elem_bytes,
-                       char *dst) {
-  int64_t index[HURRAY_MAX_NDIM] = {0};
-  const int32_t nd = src.ndim;
-  const char *p = base;
-  for (;;) {
-    std::memcpy(dst, p, static_cast<size_t>(elem_bytes));
-    dst += elem_bytes;
-    int32_t k = nd - 1;
-    for (; k >= 0; --k) {
-      p += src.strides[k] * elem_bytes;
-      if (++index[k] < src.shape[k]) break;
-      p -= src.strides[k] * elem_bytes * index[k];
-      index[k] = 0;
-    }
-    if (k < 0) return;
-  }
-}
 
 // The vendor that moves the bytes between src and dst, and the device
 // ordinal to make current: the device-memory side (the source's when both
@@ -56,6 +42,10 @@ const GpuVendor *copy_vendor(int32_t src_type, const hurray_device &src_dev,
   return vs != nullptr ? vs : vd;
 }
 
+bool is_cuda_type(int32_t t) {
+  return t == HURRAY_DEVICE_CUDA || t == HURRAY_DEVICE_CUDA_HOST || t == HURRAY_DEVICE_CUDA_MANAGED;
+}
+
 // Frees host staging memory on every path out of a scope.
 struct Staging {
   void *p = nullptr;
@@ -70,50 +60,103 @@ struct Staging {
   }
 };
 
-// Fills the already allocated `dst` from `src` through vendor `v`.
-// A non-contiguous source is gathered on the host: read straight from
-// host-accessible memory, or after bringing its whole byte span over; the
-// result then goes to dst (directly when dst is CPU memory). Such copies
-// finish before returning.
+// Address of element (0, ..., 0) of `h`, without pointer arithmetic on
+// memory the host may not own.
+uintptr_t first_element(const hurray_buffer &h) {
+  return reinterpret_cast<uintptr_t>(h.data) + static_cast<uintptr_t>(h.byte_offset);
+}
+
+// Pinned host memory is read by the host only after the work that may still
+// be writing it: the work queued on `stream` (of device `ordinal`), or with
+// no stream on the legacy default stream of the source's own device.
+int32_t wait_for_pinned_source(const GpuVendor &v, const hurray_buffer &src, int32_t ordinal,
+                               void *stream) {
+  return v.synchronize(stream != nullptr ? ordinal : src.device.device_id, stream);
+}
+
+// The HIP fallback for layouts its 2-D / 3-D copies cannot do: the whole
+// byte span of the device source comes to the host, is gathered there, and
+// the elements go back (or straight into a CPU destination). Completes
+// before returning.
+int32_t stage_through_host(const GpuVendor &v, int32_t ordinal, const hurray_buffer &src,
+                           const hurray_extent &e, const CopyPlan &plan, hurray_buffer &dst,
+                           void *stream) {
+  const uint64_t span_bytes = static_cast<uint64_t>(e.highest - e.lowest);
+  Staging span;
+  if (!span.allocate(span_bytes)) return HURRAY_ERR_OUT_OF_MEMORY;
+  const void *src_lowest =
+      reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src.data) +
+                                     static_cast<uintptr_t>(e.lowest));
+  int32_t st = v.copy(ordinal, span.p, src_lowest, span_bytes, stream);
+  if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);
+  if (st != HURRAY_OK) return st;
+  // Element (0, ..., 0) sits byte_offset - lowest bytes into the image.
+  const void *base = static_cast<const char *>(span.p) +
+                     (static_cast<int64_t>(src.byte_offset) - e.lowest);
+  if (dst.device.device_type == HURRAY_DEVICE_CPU) {
+    copy_plan_host(plan, base, dst.data);
+    return HURRAY_OK;
+  }
+  const uint64_t packed = static_cast<uint64_t>(plan.numel) * static_cast<uint64_t>(plan.elem_bytes);
+  Staging packed_buf;
+  if (!packed_buf.allocate(packed)) return HURRAY_ERR_OUT_OF_MEMORY;
+  copy_plan_host(plan, base, packed_buf.p);
+  st = v.copy(ordinal, dst.data, packed_buf.p, packed, stream);
+  if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);  // the buffer outlives the copy
+  return st;
+}
+
+// Fills the already allocated, compact `dst` from `src` through vendor `v`.
 int32_t gpu_fill(const GpuVendor &v, int32_t ordinal, const hurray_buffer &src,
                  const hurray_extent &e, hurray_buffer &dst, void *stream) {
-  const uint64_t packed = static_cast<uint64_t>(e.numel) * static_cast<uint64_t>(e.itemsize_bits / 8);
-  const char *src_lowest = static_cast<const char *>(src.data) + e.lowest;
   if (e.contiguous) {
+    const void *src_lowest =
+        reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src.data) +
+                                       static_cast<uintptr_t>(e.lowest));
     return v.copy(ordinal, dst.data, src_lowest, static_cast<uint64_t>(e.highest - e.lowest),
                   stream);
   }
-  int32_t st;
-  // 1. A host-readable image of the source's bytes.
-  const char *base;  // element (0, ..., 0) in host-readable memory
-  Staging span;
+  CopyPlan plan;
+  int32_t st = make_copy_plan(src.ndim, src.shape, src.strides, dst.strides, e.itemsize_bits / 8,
+                              &plan);
+  if (st != HURRAY_OK) return st;
   if (host_accessible(src.device.device_type)) {
-    // Pinned memory may still be written by work queued on the stream.
-    if (src.device.device_type != HURRAY_DEVICE_CPU && stream != nullptr) {
-      st = v.synchronize(ordinal, stream);
+    // Gathered by the host, straight from the source.
+    if (src.device.device_type != HURRAY_DEVICE_CPU) {
+      st = wait_for_pinned_source(v, src, ordinal, stream);
       if (st != HURRAY_OK) return st;
     }
-    base = static_cast<const char *>(src.data) + src.byte_offset;
+    const void *base = reinterpret_cast<const void *>(first_element(src));
+    if (dst.device.device_type == HURRAY_DEVICE_CPU) {
+      copy_plan_host(plan, base, dst.data);
+      return HURRAY_OK;
+    }
+    const uint64_t packed =
+        static_cast<uint64_t>(plan.numel) * static_cast<uint64_t>(plan.elem_bytes);
+    Staging packed_buf;
+    if (!packed_buf.allocate(packed)) return HURRAY_ERR_OUT_OF_MEMORY;
+    copy_plan_host(plan, base, packed_buf.p);
+    st = v.copy(ordinal, dst.data, packed_buf.p, packed, stream);
+    if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);  // the buffer outlives the copy
+    return st;
+  }
+  // Device (or managed) memory: copied by the device. (A vendor left out of
+  // the build has no GpuVendor, so only the host fallback is left there.)
+  const DeviceCopy c{plan, reinterpret_cast<const void *>(first_element(src)), dst.data,
+                     src.device, dst.device};
+  if (is_cuda_type(src.device.device_type)) {
+#if defined(HURRAY_WITH_CUDA)
+    return cuda_copy_on_device(ordinal, c, stream);
+#endif
   } else {
-    const uint64_t span_bytes = static_cast<uint64_t>(e.highest - e.lowest);
-    if (!span.allocate(span_bytes)) return HURRAY_ERR_OUT_OF_MEMORY;
-    st = v.copy(ordinal, span.p, src_lowest, span_bytes, stream);
-    if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);
-    if (st != HURRAY_OK) return st;
-    base = static_cast<const char *>(span.p) + (static_cast<int64_t>(src.byte_offset) - e.lowest);
+#if defined(HURRAY_WITH_HIP)
+    bool done = false;
+    st = hip_copy_on_device(ordinal, c, stream, &done);
+    if (st != HURRAY_OK || done) return st;
+#endif
   }
-  // 2. Gather, straight into a CPU destination or into a staging buffer.
-  if (dst.device.device_type == HURRAY_DEVICE_CPU) {
-    copy_strided_host(base, src, e.itemsize_bits / 8, static_cast<char *>(dst.data));
-    return HURRAY_OK;
-  }
-  Staging packed_buf;
-  if (!packed_buf.allocate(packed)) return HURRAY_ERR_OUT_OF_MEMORY;
-  copy_strided_host(base, src, e.itemsize_bits / 8, static_cast<char *>(packed_buf.p));
-  st = v.copy(ordinal, dst.data, packed_buf.p, packed, stream);
-  // The staging buffer must outlive the copy.
-  if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);
-  return st;
+  (void)c;
+  return stage_through_host(v, ordinal, src, e, plan, dst, stream);
 }
 
 int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
@@ -129,7 +172,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   }
   const uint64_t flags = (src->flags & HURRAY_FLAG_SUBBYTE_PADDED) | HURRAY_FLAG_IS_COPIED;
   // Host-readable source to CPU memory with no stream to order on: a plain
-  // host copy, no runtime involved (as for CPU-only builds).
+  // host copy (as for CPU-only builds).
   const bool host_only =
       device.device_type == HURRAY_DEVICE_CPU &&
       (src->device.device_type == HURRAY_DEVICE_CPU ||
@@ -153,12 +196,26 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, &dst);
   if (st != HURRAY_OK) return st;
   if (e.numel > 0) {
-    if (host_only && e.contiguous) {
-      std::memcpy(dst.data, static_cast<const char *>(src->data) + e.lowest,
+    if (host_only && src->device.device_type != HURRAY_DEVICE_CPU) {
+      // Pinned memory to CPU memory: work queued on the legacy default
+      // stream may still be writing it. A runtime that cannot be loaded
+      // here has no work queued.
+      const GpuVendor *pv = find_gpu_vendor(src->device.device_type);
+      if (pv != nullptr) st = wait_for_pinned_source(*pv, *src, 0, nullptr);
+    }
+    if (st != HURRAY_OK) {
+      // reported below
+    } else if (host_only && e.contiguous) {
+      std::memcpy(dst.data, reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src->data) +
+                                                            static_cast<uintptr_t>(e.lowest)),
                   static_cast<size_t>(e.highest - e.lowest));
     } else if (host_only) {
-      copy_strided_host(static_cast<const char *>(src->data) + src->byte_offset, *src,
-                        e.itemsize_bits / 8, static_cast<char *>(dst.data));
+      CopyPlan plan;
+      st = make_copy_plan(src->ndim, src->shape, src->strides, dst.strides, e.itemsize_bits / 8,
+                          &plan);
+      if (st == HURRAY_OK) {
+        copy_plan_host(plan, reinterpret_cast<const void *>(first_element(*src)), dst.data);
+      }
     } else {
       st = gpu_fill(*v, ordinal, *src, e, dst, stream);
       // Synchronous copies, and any copy into pageable CPU memory, are

@@ -365,6 +365,12 @@ const DeviceAllocator kCudaHostAllocator = {"CUDA pinned host memory", &cuda_all
 const DeviceAllocator kCudaManagedAllocator = {"CUDA managed memory", &cuda_allocate,
                                                &cuda_deallocate};
 
+int32_t cuda_in_context(int32_t device_id, const char **call,
+                        CUresult (*op)(const CudaDriver &d, void *arg), void *arg) {
+  return with_context(HURRAY_DEVICE_CUDA, device_id, call,
+                      [&](const CudaDriver &d) { return op(d, arg); });
+}
+
 const GpuVendor *cuda_vendor() { return cuda_driver() != nullptr ? &kCudaVendor : nullptr; }
 
 }  // namespace hurray

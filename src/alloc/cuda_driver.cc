@@ -114,7 +114,12 @@ bool resolve_all(Loader &l, CudaDriver &d) {
          l.get("cuEventRecord", 2000, &d.event_record) &&
          l.get("cuStreamWaitEvent", 3020, &d.stream_wait_event) &&
          l.get("cuEventDestroy", 4000, &d.event_destroy) &&
-         l.get("cuPointerGetAttributes", 7000, &d.pointer_get_attributes);
+         l.get("cuPointerGetAttributes", 7000, &d.pointer_get_attributes) &&
+         l.get("cuMemcpy2DAsync", 3020, &d.memcpy_2d_async) &&
+         l.get("cuMemcpy3DAsync", 3020, &d.memcpy_3d_async) &&
+         l.get("cuModuleLoadData", 2000, &d.module_load_data) &&
+         l.get("cuModuleGetFunction", 2000, &d.module_get_function) &&
+         l.get("cuLaunchKernel", 4000, &d.launch_kernel);
 }
 
 void load() {
@@ -155,6 +160,9 @@ void load() {
   }
   l.set_driver_version(d.version);
   if (!resolve_all(l, d)) return;
+  // Optional (driver 12.0+): without it, d.ctx_get_id stays NULL. A failed
+  // lookup here does not fail the load; its message is never shown.
+  if (d.version >= 12000) (void)l.get("cuCtxGetId", 12000, &d.ctx_get_id);
   r = d.init(0);
   if (r != CUDA_SUCCESS) {
     set_error("CUDA is unavailable: loaded %s (driver %d), but cuInit(0) failed with %s (%d)%s",

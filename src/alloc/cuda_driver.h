@@ -10,6 +10,7 @@
 #include <cudaTypedefs.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace hurray {
 
@@ -46,6 +47,14 @@ struct CudaDriver {
   PFN_cuStreamWaitEvent_v3020 stream_wait_event;
   PFN_cuEventDestroy_v4000 event_destroy;
   PFN_cuPointerGetAttributes_v7000 pointer_get_attributes;
+  // Strided copies on the device (copy/cuda_device.cc).
+  PFN_cuMemcpy2DAsync_v3020 memcpy_2d_async;
+  PFN_cuMemcpy3DAsync_v3020 memcpy_3d_async;
+  PFN_cuModuleLoadData_v2000 module_load_data;
+  PFN_cuModuleGetFunction_v2000 module_get_function;
+  PFN_cuLaunchKernel_v4000 launch_kernel;
+  // NULL before driver 12.0: then a context is known by its handle only.
+  PFN_cuCtxGetId_v12000 ctx_get_id;
 };
 
 // The driver, loading it on the first call (once, thread-safely). Returns
@@ -60,6 +69,16 @@ const CudaDriver *loaded_cuda_driver();
 
 // True in a child process forked after the driver was loaded.
 bool cuda_forked_child();
+
+// Runs `op(driver, arg)` with the primary context of CUDA device
+// `device_id` current (pushed and popped as for every vendor operation,
+// alloc/cuda.cc), after loading the driver and checking the ordinal. `*call`
+// names the driver call for the message when `op` fails; `op` may update it
+// as it goes. Returns HURRAY_OK or the status of the failure, message set; a
+// failed restore of the caller's context fails the call even when `op`
+// succeeded (docs/impl/gpu.md §3).
+int32_t cuda_in_context(int32_t device_id, const char **call,
+                        CUresult (*op)(const CudaDriver &d, void *arg), void *arg);
 
 // "CUDA_ERROR_OUT_OF_MEMORY" for the common codes, "CUresult" otherwise.
 const char *cuda_error_name(CUresult r);

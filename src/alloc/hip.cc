@@ -345,6 +345,12 @@ const DeviceAllocator kHipDeviceAllocator = {"HIP device memory", &hip_allocate,
 const DeviceAllocator kHipHostAllocator = {"HIP pinned host memory", &hip_allocate,
                                            &hip_deallocate};
 
+int32_t hip_in_device(int32_t device_id, const char **call,
+                      hipError_t (*op)(const HipRuntime &r, void *arg), void *arg) {
+  return with_device(HURRAY_DEVICE_ROCM, device_id, call,
+                     [&](const HipRuntime &r) { return op(r, arg); });
+}
+
 const GpuVendor *hip_vendor() { return hip_runtime() != nullptr ? &kHipVendor : nullptr; }
 
 }  // namespace hurray

@@ -63,7 +63,9 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipEventRecord", &r.event_record) &&
          get(lib, "hipStreamWaitEvent", &r.stream_wait_event) &&
          get(lib, "hipEventDestroy", &r.event_destroy) &&
-         get(lib, "hipPointerGetAttributes", &r.pointer_get_attributes);
+         get(lib, "hipPointerGetAttributes", &r.pointer_get_attributes) &&
+         get(lib, "hipMemcpy2DAsync", &r.memcpy_2d_async, false) &&
+         get(lib, "hipMemcpy3DAsync", &r.memcpy_3d_async, false);
 }
 
 void *open_library() {

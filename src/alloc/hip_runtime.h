@@ -12,6 +12,7 @@
 #include <hip/hip_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace hurray {
 
@@ -59,6 +60,11 @@ struct HipRuntime {
   hipError_t (*event_destroy)(hipEvent_t);
   hipError_t (*pointer_get_attributes)(hipPointerAttribute_t *, const void *);
   hipError_t (*runtime_get_version)(int *);
+  // Strided copies on the device (copy/hip_device.cc); optional: NULL when
+  // the library lacks them, and such copies are staged through the host.
+  hipError_t (*memcpy_2d_async)(void *, size_t, const void *, size_t, size_t, size_t,
+                                hipMemcpyKind, hipStream_t);
+  hipError_t (*memcpy_3d_async)(const hipMemcpy3DParms *, hipStream_t);
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns
@@ -72,6 +78,15 @@ const HipRuntime *loaded_hip_runtime();
 
 // True in a child process forked after the runtime was loaded.
 bool hip_forked_child();
+
+// Runs `op(runtime, arg)` with HIP device `device_id` current (hipSetDevice
+// and back, as for every vendor operation, alloc/hip.cc), after loading the
+// runtime and checking the ordinal. `*call` names the runtime call for the
+// message when `op` fails; `op` may update it. Returns HURRAY_OK or the
+// status of the failure, message set; a failed restore of the thread's
+// device fails the call even when `op` succeeded (docs/impl/gpu.md §3).
+int32_t hip_in_device(int32_t device_id, const char **call,
+                      hipError_t (*op)(const HipRuntime &r, void *arg), void *arg);
 
 // "hipErrorOutOfMemory" for the common codes, "hipError_t" otherwise.
 const char *hip_error_name(hipError_t e);

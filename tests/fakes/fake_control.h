@@ -85,8 +85,22 @@ int fake_cuda_used_proc_address_v2(void);
    context current (d < 0: no context). */
 int fake_cuda_current_device(void);
 void fake_cuda_set_current_device(int d);
+/* Gives device `d`'s primary context a new cuCtxGetId id under the same
+   handle, as a reset and re-creation does: functions of modules loaded
+   before then fail to launch with CUDA_ERROR_INVALID_HANDLE. */
+void fake_cuda_renew_context(int d);
+/* The strided copies: cuMemcpy2DAsync / cuMemcpy3DAsync copy row by row and
+   refuse (CUDA_ERROR_INVALID_VALUE) pitches below the width or above 2^31-1
+   and host/device memory types that do not match the memory; the module API
+   accepts only libhurray's PTX, and cuLaunchKernel runs a CPU reference of
+   its kernel on the launch's parameters (src/copy/kernel_params.h), failing
+   with CUDA_ERROR_ILLEGAL_ADDRESS when an access would leave memory the
+   device can reach (its own, managed, pinned) and with
+   CUDA_ERROR_MISALIGNED_ADDRESS for unaligned units. Each is logged (ptr:
+   destination, other: source, bytes: bytes copied). */
 
-/* HIP only. */
+/* HIP only. hipMemcpy2DAsync / hipMemcpy3DAsync copy row by row (logged
+   like the CUDA ones) and refuse pitches below the width. */
 int fake_hip_current_device(void);
 void fake_hip_set_current_device(int d);
 

@@ -148,6 +148,66 @@ FAKE_EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t bytes, 
   return done("hipMemcpyAsync", kSuccess, dst, s, bytes, src);
 }
 
+// hipMemcpy3DParms and its parts, as ROCm 5 and 6 lay them out.
+struct PitchedPtr {
+  void *ptr;
+  size_t pitch;
+  size_t xsize;
+  size_t ysize;  // rows per slice
+};
+struct Extent {
+  size_t width;  // bytes, for linear memory
+  size_t height;
+  size_t depth;
+};
+struct Pos {
+  size_t x, y, z;
+};
+struct Memcpy3DParms {
+  void *src_array;
+  Pos src_pos;
+  PitchedPtr src_ptr;
+  void *dst_array;
+  Pos dst_pos;
+  PitchedPtr dst_ptr;
+  Extent extent;
+  int kind;
+};
+
+FAKE_EXPORT hipError_t hipMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                        size_t width, size_t height, int /*kind*/, hipStream_t s) {
+  FAKE_ENTER("hipMemcpy2DAsync", dst, s, width * height);
+  if (spitch < width || dpitch < width) {
+    return done("hipMemcpy2DAsync", kInvalidValue, dst, s, width * height, src);
+  }
+  for (size_t r = 0; r < height; ++r) {
+    std::memcpy(static_cast<char *>(dst) + r * dpitch, static_cast<const char *>(src) + r * spitch,
+                width);
+  }
+  return done("hipMemcpy2DAsync", kSuccess, dst, s, width * height, src);
+}
+
+FAKE_EXPORT hipError_t hipMemcpy3DAsync(const Memcpy3DParms *p, hipStream_t s) {
+  const uint64_t bytes = uint64_t{p->extent.width} * p->extent.height * p->extent.depth;
+  FAKE_ENTER("hipMemcpy3DAsync", p->dst_ptr.ptr, s, bytes);
+  const PitchedPtr &sp = p->src_ptr, &dp = p->dst_ptr;
+  if (p->src_array != nullptr || p->dst_array != nullptr || sp.pitch < p->extent.width ||
+      dp.pitch < p->extent.width || sp.ysize < p->extent.height || dp.ysize < p->extent.height) {
+    return done("hipMemcpy3DAsync", kInvalidValue, dp.ptr, s, bytes, sp.ptr);
+  }
+  const char *src = static_cast<const char *>(sp.ptr) + p->src_pos.x +
+                    (p->src_pos.z * sp.ysize + p->src_pos.y) * sp.pitch;
+  char *dst = static_cast<char *>(dp.ptr) + p->dst_pos.x +
+              (p->dst_pos.z * dp.ysize + p->dst_pos.y) * dp.pitch;
+  for (size_t z = 0; z < p->extent.depth; ++z) {
+    for (size_t r = 0; r < p->extent.height; ++r) {
+      std::memcpy(dst + (z * dp.ysize + r) * dp.pitch, src + (z * sp.ysize + r) * sp.pitch,
+                  p->extent.width);
+    }
+  }
+  return done("hipMemcpy3DAsync", kSuccess, dp.ptr, s, bytes, sp.ptr);
+}
+
 FAKE_EXPORT hipError_t hipStreamSynchronize(hipStream_t s) {
   FAKE_ENTER("hipStreamSynchronize", nullptr, s);
   return done("hipStreamSynchronize", kSuccess, nullptr, s);

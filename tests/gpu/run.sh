@@ -40,7 +40,7 @@ echo "== building the suite"
 # makes itself (streams, contexts); no rpath to the stub, so at run time the
 # loader finds the real libcuda.so.1. libhurray itself links no CUDA library.
 g++ -O2 -std=c++17 -pthread \
-  -I"$ROOT/include" -I"$ROOT/third_party/dlpack/include" -I"$CUDA_HOME/include" \
+  -I"$ROOT/include" -I"$BUILD/include" -I"$CUDA_HOME/include" \
   "$ROOT/tests/gpu/gpu_suite.cc" -o "$BUILD/gpu_suite" \
   -L"$BUILD" -lhurray -Wl,-rpath,"$BUILD" -L"$stubs" -lcuda || exit 2
 
