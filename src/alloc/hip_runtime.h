@@ -59,6 +59,7 @@ struct HipRuntime {
   hipError_t (*event_destroy)(hipEvent_t);
   hipError_t (*pointer_get_attributes)(hipPointerAttribute_t *, const void *);
   hipError_t (*runtime_get_version)(int *);
+  hipError_t (*device_synchronize)(void);
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns
@@ -70,8 +71,16 @@ const HipRuntime *hip_runtime();
 // loading: for the release path.
 const HipRuntime *loaded_hip_runtime();
 
-// True in a child process forked after the runtime was loaded.
+// True in a child process forked after the runtime was loaded (or while it
+// was being loaded).
 bool hip_forked_child();
+
+// True once the runtime is gone or about to go: process exit has begun (an
+// atexit handler registered right after dlopen, so it runs before the
+// runtime's own static destructors), or a call reported the runtime
+// deinitialised. Releases then leak quietly without calling into it.
+bool hip_torn_down();
+void mark_hip_torn_down();
 
 // "hipErrorOutOfMemory" for the common codes, "hipError_t" otherwise.
 const char *hip_error_name(hipError_t e);
