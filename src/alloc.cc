@@ -16,14 +16,13 @@ namespace {
 struct DeviceBlock {
   const DeviceAllocator *allocator;
   hurray_device device;
-  void *ptr;
-  void *stream;
+  DeviceMemory mem;
   int64_t dims[1];  // shape then strides, 2 * ndim entries (flexible tail)
 };
 
 void device_release(void *block) {
   auto *b = static_cast<DeviceBlock *>(block);
-  if (b->ptr != nullptr) b->allocator->deallocate(b->device, b->ptr, b->stream);
+  if (b->mem.ptr != nullptr) b->allocator->deallocate(b->device, b->mem);
   std::free(b);
 }
 
@@ -63,17 +62,17 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   if (b == nullptr) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
-  void *ptr = nullptr;  // stays NULL for zero bytes (the allocator checks the device only)
-  st = a->allocate(device, nbytes, stream, &ptr);
+  DeviceMemory mem;  // ptr stays NULL for zero bytes (the allocator checks the device only)
+  mem.stream = stream;
+  st = a->allocate(device, nbytes, stream, &mem);
   if (st != HURRAY_OK) {
     std::free(b);
     return st;
   }
   b->allocator = a;
   b->device = device;
-  b->ptr = ptr;
-  b->stream = stream;
-  *out = compact_handle(&device_release, b, ptr, device, dtype, ndim, shape, b->dims, flags);
+  b->mem = mem;
+  *out = compact_handle(&device_release, b, mem.ptr, device, dtype, ndim, shape, b->dims, flags);
   return HURRAY_OK;
 }
 

@@ -779,6 +779,13 @@ typedef struct hurray_diagnostics {
                                      (CUDA_ERROR_DEINITIALIZED, hipErrorDeinitialized
                                      or hipErrorContextIsDestroyed) */
   uint64_t fork_skipped_releases; /* skipped: released in a child after fork() */
+  uint64_t context_reset_skips;   /* skipped: the memory died with its context
+                                     (CUDA: the device's primary context was
+                                     reset, e.g. by cudaDeviceReset, after the
+                                     allocation); also sent to the hook */
+  uint64_t stream_fallback_frees; /* freed synchronously instead of on the
+                                     allocation's stream, which was destroyed
+                                     before the release */
 } hurray_diagnostics;
 
 /* Fills *out with the counters.
@@ -813,7 +820,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *o
  * second call). The hook may call hurray_set_diagnostic_hook: the new hook
  * serves the next failure. It must not wait for another thread's GPU
  * release (that thread may be waiting to call the hook).
- * Teardown leaks and fork skips are counted only, never sent. */
+ * Releases skipped after a context reset are sent too (HURRAY_ERR_DEVICE,
+ * counted in context_reset_skips, not failed_releases). Teardown leaks, fork
+ * skips and stream fallbacks are counted only, never sent. */
 typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, void *user);
 
 /* Installs the diagnostic hook (default: none, failures are only counted and

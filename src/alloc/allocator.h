@@ -12,18 +12,36 @@
 
 namespace hurray {
 
+// What an allocator hands back and needs again to free: the pointer and how
+// the release must be ordered and checked. Kept by hurray_alloc in the
+// handle's host block and passed back unchanged to `deallocate`.
+struct DeviceMemory {
+  void *ptr = nullptr;
+  // The stream the caller named (NULL: none); CU_STREAM_PER_THREAD /
+  // hipStreamPerThread (2) included.
+  void *stream = nullptr;
+  // The vendor's identity of the context the memory was allocated in (CUDA:
+  // the primary context's id or libhurray's generation of it), so that a
+  // release after a context reset can tell the memory died with it.
+  uint64_t context = 0;
+  // How the release is ordered (a vendor's own enumeration; 0: synchronous
+  // free, nothing else to wait for).
+  uint32_t order = 0;
+};
+
 struct DeviceAllocator {
   // Short name for messages ("CUDA device memory").
   const char *name;
   // Allocates `nbytes` on `device`, stream-ordered on `stream` when it is
-  // non-NULL. With `nbytes` 0 nothing is allocated and *ptr is left alone,
-  // but the answer for a missing runtime or device is the same as for a
-  // non-empty request. On failure returns a status with the message set and
-  // leaves *ptr untouched.
-  int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream, void **ptr);
-  // Frees what `allocate` returned, with the same device and stream. Called
-  // from any thread, including during process exit; never fails loudly.
-  void (*deallocate)(hurray_device device, void *ptr, void *stream);
+  // non-NULL, and fills *mem. With `nbytes` 0 nothing is allocated and
+  // mem->ptr stays NULL, but the answer for a missing runtime or device is
+  // the same as for a non-empty request. On failure returns a status with
+  // the message set and leaves *mem untouched.
+  int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream, DeviceMemory *mem);
+  // Frees what `allocate` returned (mem->ptr non-NULL), with the same
+  // device. Called from any thread, including during process exit; never
+  // fails loudly.
+  void (*deallocate)(hurray_device device, const DeviceMemory &mem);
 };
 
 // The allocator serving `device_type`, or nullptr with the message set

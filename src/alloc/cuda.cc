@@ -70,37 +70,125 @@ class ContextScope {
   bool pushed_ = false;
 };
 
-// The retained primary context of `ordinal` (checked by the caller),
-// retaining it on first use. The reference is kept for the life of the
-// process, so the context outlives every allocation made in it.
-CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out) {
-  CUcontext c = d.primary[ordinal].load(std::memory_order_acquire);
-  if (c == nullptr) {
-    std::lock_guard<std::mutex> lock(g_retain_mutex);
-    c = d.primary[ordinal].load(std::memory_order_relaxed);
-    if (c == nullptr) {
-      CUdevice dev;
-      CUresult r = d.device_get(&dev, ordinal);
-      if (r == CUDA_SUCCESS) r = d.primary_ctx_retain(&c, dev);
-      if (r != CUDA_SUCCESS) return r;
-      d.primary[ordinal].store(c, std::memory_order_release);
-    }
+// Sets this thread's stream-capture mode to CU_STREAM_CAPTURE_MODE_RELAXED
+// for libhurray's own driver calls and gives the thread its mode back
+// afterwards: in the default global mode an allocation, free or synchronous
+// copy made while *another* thread captures a graph would invalidate that
+// capture. Best effort: should the exchange itself fail, the calls run in the
+// thread's own mode.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const CudaDriver &d) : d_(d) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    exchanged_ = d_.exchange_capture_mode(&mode) == CUDA_SUCCESS;
+    saved_ = mode;
   }
-  *out = c;
+  RelaxedCaptureMode(const RelaxedCaptureMode &) = delete;
+  RelaxedCaptureMode &operator=(const RelaxedCaptureMode &) = delete;
+  ~RelaxedCaptureMode() {
+    if (exchanged_) (void)d_.exchange_capture_mode(&saved_);
+  }
+
+ private:
+  const CudaDriver &d_;
+  CUstreamCaptureMode saved_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  bool exchanged_ = false;
+};
+
+// The identity of the incarnation of `ctx`: cuCtxGetId where the driver has
+// it (12.0+), else libhurray's generation `fallback`.
+CUresult context_id(const CudaDriver &d, CUcontext ctx, uint64_t fallback, uint64_t *id) {
+  if (d.ctx_get_id == nullptr) {
+    *id = fallback;
+    return CUDA_SUCCESS;
+  }
+  unsigned long long v = 0;
+  CUresult r = d.ctx_get_id(ctx, &v);
+  if (r == CUDA_SUCCESS) *id = static_cast<uint64_t>(v);
+  return r;
+}
+
+// Whether incarnation `id` of the primary context of `ordinal` is still the
+// live one: the context is active and (driver 12.0+) still has that id, or
+// (older drivers) libhurray has not seen it reset since. A reset
+// (cuDevicePrimaryCtxReset, cudaDeviceReset) destroyed every allocation made
+// in it, whatever revived it since. CUDA_ERROR_DEINITIALIZED comes back as
+// is; any other failure of the queries reads as "not alive".
+CUresult context_alive(const CudaDriver &d, int ordinal, uint64_t id, bool *alive) {
+  *alive = false;
+  const PrimarySlot &slot = d.primary[ordinal];
+  CUcontext ctx = slot.ctx.load(std::memory_order_acquire);
+  if (ctx == nullptr) return CUDA_SUCCESS;
+  CUdevice dev;
+  CUresult r = d.device_get(&dev, ordinal);
+  unsigned int flags = 0;
+  int active = 0;
+  if (r == CUDA_SUCCESS) r = d.primary_ctx_get_state(dev, &flags, &active);
+  if (r == CUDA_ERROR_DEINITIALIZED) return r;
+  if (r != CUDA_SUCCESS || active == 0) return CUDA_SUCCESS;
+  uint64_t now = 0;
+  r = context_id(d, ctx, slot.id.load(std::memory_order_acquire), &now);
+  if (r == CUDA_ERROR_DEINITIALIZED) return r;
+  *alive = r == CUDA_SUCCESS && now == id;
   return CUDA_SUCCESS;
 }
 
-// Checks the ordinal of `device` (any CUDA type); message set on failure.
-int32_t check_ordinal(const CudaDriver &d, int32_t device_type, int32_t device_id) {
-  if (device_type == HURRAY_DEVICE_CUDA) {
-    if (device_id < 0 || device_id >= d.device_count) {
-      return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                  "CUDA device %" PRId32 " does not exist (the driver sees %d device%s)",
-                  device_id, d.device_count, d.device_count == 1 ? "" : "s");
+// The live primary context of `ordinal` (checked by the caller) and the id
+// of its incarnation, retaining it on first use and again after it was
+// reset. Each reference is kept for the life of the process, so the context
+// outlives every allocation made in it (short of a reset).
+CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out, uint64_t *out_id) {
+  PrimarySlot &slot = d.primary[ordinal];
+  CUcontext c = slot.ctx.load(std::memory_order_acquire);
+  if (c != nullptr) {
+    const uint64_t id = slot.id.load(std::memory_order_acquire);
+    bool alive = false;
+    CUresult r = context_alive(d, ordinal, id, &alive);
+    if (r != CUDA_SUCCESS) return r;
+    if (alive) {
+      *out = c;
+      *out_id = id;
+      return CUDA_SUCCESS;
     }
-  } else if (device_id != 0) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s memory has device_id 0, not %" PRId32,
-                device_type_name(device_type), device_id);
+  }
+  std::lock_guard<std::mutex> lock(g_retain_mutex);
+  c = slot.ctx.load(std::memory_order_relaxed);
+  uint64_t id = slot.id.load(std::memory_order_relaxed);
+  if (c != nullptr) {
+    // Another thread may have re-retained meanwhile.
+    bool alive = false;
+    CUresult r = context_alive(d, ordinal, id, &alive);
+    if (r != CUDA_SUCCESS) return r;
+    if (alive) {
+      *out = c;
+      *out_id = id;
+      return CUDA_SUCCESS;
+    }
+  }
+  // First use, or the context was reset: retain (which initialises it
+  // again if nobody has yet) and remember the new incarnation.
+  CUdevice dev;
+  CUresult r = d.device_get(&dev, ordinal);
+  if (r == CUDA_SUCCESS) r = d.primary_ctx_retain(&c, dev);
+  if (r != CUDA_SUCCESS) return r;
+  r = context_id(d, c, id + 1, &id);
+  if (r != CUDA_SUCCESS) return r;
+  slot.id.store(id, std::memory_order_release);
+  slot.ctx.store(c, std::memory_order_release);
+  *out = c;
+  *out_id = id;
+  return CUDA_SUCCESS;
+}
+
+// Checks the ordinal of `device` (any CUDA type: pinned and managed memory
+// name the device whose context they are allocated in); message set on
+// failure.
+int32_t check_ordinal(const CudaDriver &d, int32_t device_type, int32_t device_id) {
+  (void)device_type;
+  if (device_id < 0 || device_id >= d.device_count) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "CUDA device %" PRId32 " does not exist (the driver sees %d device%s)",
+                device_id, d.device_count, d.device_count == 1 ? "" : "s");
   }
   return HURRAY_OK;
 }
@@ -143,15 +231,22 @@ int32_t pop_failure(CUresult pop, CUresult r, const char *call, int32_t device_i
 // messages; `op` may update it as it goes. A failure to restore the
 // thread's context afterwards fails the call (HURRAY_ERR_DEVICE) even when
 // `op` succeeded: the caller undoes what `op` did.
+//
+// The calls run in the relaxed stream-capture mode (RelaxedCaptureMode).
+// `ctx_id`, when not NULL, receives the id of the context's incarnation.
 template <typename Op>
-int32_t with_context(int32_t device_type, int32_t device_id, const char **call, Op op) {
+int32_t with_context(int32_t device_type, int32_t device_id, const char **call, Op op,
+                     uint64_t *ctx_id = nullptr) {
   const CudaDriver *d = cuda_driver();
   if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   int32_t st = check_ordinal(*d, device_type, device_id);
   if (st != HURRAY_OK) return st;
+  RelaxedCaptureMode relaxed(*d);
   CUcontext ctx;
-  CUresult r = primary_context(*d, device_id, &ctx);
+  uint64_t id = 0;
+  CUresult r = primary_context(*d, device_id, &ctx, &id);
   if (r != CUDA_SUCCESS) return driver_failure(r, "cuDevicePrimaryCtxRetain", device_id);
+  if (ctx_id != nullptr) *ctx_id = id;
   ContextScope scope(*d);
   const char *failed = nullptr;
   r = scope.enter(ctx, &failed);
@@ -163,9 +258,21 @@ int32_t with_context(int32_t device_type, int32_t device_id, const char **call, 
   return HURRAY_OK;
 }
 
-void cuda_deallocate(hurray_device device, void *ptr, void *stream);
+// How a release of kDLCUDA memory is ordered (DeviceMemory::order).
+enum Order : uint32_t {
+  kFreeNow = 0,          // cuMemFree / cuMemFreeHost: nothing else to wait for
+  kFreeOnStream = 1,     // cuMemFreeAsync on mem.stream (after checking it)
+  kFreeAfterContext = 2,  // per-thread default stream: cuCtxSynchronize, then cuMemFree
+  kFreeAfterStream = 3,  // a stream of another context: cuStreamSynchronize, then cuMemFree
+};
 
-int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, void **ptr) {
+constexpr uintptr_t kLegacyStream = 1;  // CU_STREAM_LEGACY
+
+bool is_legacy(const void *stream) { return reinterpret_cast<uintptr_t>(stream) == kLegacyStream; }
+
+void cuda_deallocate(hurray_device device, const DeviceMemory &mem);
+
+int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, DeviceMemory *mem) {
   const int32_t type = device.device_type;
   if (nbytes == 0) {
     // No memory to allocate, but the same answer as a one-element request
@@ -175,66 +282,178 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, void 
     return check_ordinal(*d, type, device.device_id);
   }
   const size_t n = static_cast<size_t>(nbytes);
-  void *p = nullptr;
+  DeviceMemory m;
+  m.stream = stream;
   const char *call = type == HURRAY_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                      : type == HURRAY_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
-                     : stream != nullptr                  ? "cuMemAllocAsync"
-                                                          : "cuMemAlloc";
-  int32_t st = with_context(type, device.device_id, &call, [&](const CudaDriver &d) {
-    CUdeviceptr dp = 0;
-    CUresult r;
-    if (type == HURRAY_DEVICE_CUDA_HOST) {
-      // Portable: pinned for every context, not only device 0's.
-      void *hp = nullptr;
-      r = d.mem_host_alloc(&hp, n, CU_MEMHOSTALLOC_PORTABLE);
-      if (r == CUDA_SUCCESS) p = hp;
-      return r;
-    } else if (type == HURRAY_DEVICE_CUDA_MANAGED) {
-      r = d.mem_alloc_managed(&dp, n, CU_MEM_ATTACH_GLOBAL);
-    } else if (stream != nullptr) {
-      r = d.mem_alloc_async(&dp, n, static_cast<CUstream>(stream));
-    } else {
-      r = d.mem_alloc(&dp, n);
-    }
-    if (r == CUDA_SUCCESS) p = hptr(dp);
-    return r;
-  });
+                     : stream != nullptr && !is_per_thread_stream(stream) ? "cuMemAllocAsync"
+                                                                           : "cuMemAlloc";
+  int32_t st = with_context(
+      type, device.device_id, &call,
+      [&](const CudaDriver &d) {
+        CUdeviceptr dp = 0;
+        CUresult r;
+        if (type == HURRAY_DEVICE_CUDA_HOST) {
+          // Portable: pinned for every context, not only this device's.
+          void *hp = nullptr;
+          r = d.mem_host_alloc(&hp, n, CU_MEMHOSTALLOC_PORTABLE);
+          if (r == CUDA_SUCCESS) m.ptr = hp;
+          return r;
+        }
+        if (type == HURRAY_DEVICE_CUDA_MANAGED) {
+          r = d.mem_alloc_managed(&dp, n, CU_MEM_ATTACH_GLOBAL);
+        } else if (stream == nullptr) {
+          r = d.mem_alloc(&dp, n);
+        } else if (is_per_thread_stream(stream)) {
+          // The handle names the releasing thread's stream at release:
+          // allocate synchronously, and order the free after every stream
+          // of the context (gpu §2).
+          r = d.mem_alloc(&dp, n);
+          m.order = kFreeAfterContext;
+        } else {
+          CUcontext owner = nullptr, of_stream = nullptr;
+          r = d.ctx_get_current(&owner);
+          if (r == CUDA_SUCCESS && !is_legacy(stream)) {
+            call = "cuStreamGetCtx";
+            r = d.stream_get_ctx(static_cast<CUstream>(stream), &of_stream);
+          } else {
+            of_stream = owner;  // the legacy stream of the current context
+          }
+          if (r != CUDA_SUCCESS) return r;
+          if (of_stream != owner) {
+            // A stream of another device cannot allocate from this device's
+            // pool: allocate synchronously and order the free after it.
+            call = "cuMemAlloc";
+            r = d.mem_alloc(&dp, n);
+            m.order = kFreeAfterStream;
+          } else {
+            call = "cuMemAllocAsync";
+            r = d.mem_alloc_async(&dp, n, static_cast<CUstream>(stream));
+            m.order = kFreeOnStream;
+          }
+        }
+        if (r == CUDA_SUCCESS) m.ptr = hptr(dp);
+        return r;
+      },
+      &m.context);
   if (st != HURRAY_OK) {
     // Allocated, but the thread's context could not be restored: give the
     // memory back through the release path (which reports its own
     // failures) and keep the allocation's error.
-    if (p != nullptr) cuda_deallocate(device, p, stream);
+    if (m.ptr != nullptr) cuda_deallocate(device, m);
     return st;
   }
-  *ptr = p;
+  *mem = m;
   return HURRAY_OK;
 }
 
+// A stream the driver no longer knows (destroyed by its owner before the
+// release) answers cuStreamQuery with an error; a live one with success,
+// "not ready", or a capture status.
+bool stream_is_alive(CUresult query) {
+  return query == CUDA_SUCCESS || query == CUDA_ERROR_NOT_READY ||
+         query == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ||
+         query == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+         query == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+}
+
+// The free of `mem` with the owner's context current; *call names the call
+// that failed. Orders the free as mem.order says.
+CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &mem,
+                         const char **call) {
+  if (type == HURRAY_DEVICE_CUDA_HOST) {
+    *call = "cuMemFreeHost";
+    return d.mem_free_host(mem.ptr);
+  }
+  CUstream stream = static_cast<CUstream>(mem.stream);
+  CUresult r = CUDA_SUCCESS;
+  switch (mem.order) {
+    case kFreeOnStream: {
+      if (!is_legacy(stream)) {
+        *call = "cuStreamQuery";
+        r = d.stream_query(stream);
+        if (r == CUDA_ERROR_DEINITIALIZED) return r;
+        if (!stream_is_alive(r)) {
+          // Destroyed before the release: whatever it still had queued is
+          // waited for with the whole context, then the free is synchronous.
+          count_stream_fallback();
+          *call = "cuCtxSynchronize";
+          r = d.ctx_synchronize();
+          if (r != CUDA_SUCCESS) return r;
+          *call = "cuMemFree";
+          return d.mem_free(dptr(mem.ptr));
+        }
+      }
+      *call = "cuMemFreeAsync";
+      return d.mem_free_async(dptr(mem.ptr), stream);
+    }
+    case kFreeAfterContext:
+      *call = "cuCtxSynchronize";
+      r = d.ctx_synchronize();
+      break;
+    case kFreeAfterStream: {
+      // The stream belongs to another device's context: wait for it there.
+      CUcontext of_stream = nullptr;
+      *call = "cuStreamGetCtx";
+      r = d.stream_get_ctx(stream, &of_stream);
+      if (r == CUDA_ERROR_DEINITIALIZED) return r;
+      if (r != CUDA_SUCCESS) {
+        count_stream_fallback();  // destroyed: nothing left to wait on
+        r = CUDA_SUCCESS;
+        break;
+      }
+      ContextScope in_stream_ctx(d);
+      r = in_stream_ctx.enter(of_stream, call);
+      if (r == CUDA_SUCCESS) {
+        *call = "cuStreamSynchronize";
+        r = d.stream_synchronize(stream);
+        const CUresult pop = in_stream_ctx.leave();
+        if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
+          *call = "cuCtxPopCurrent";
+          r = pop;
+        }
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  if (r != CUDA_SUCCESS) return r;  // not ordered: leaking beats freeing memory in use
+  *call = "cuMemFree";
+  return d.mem_free(dptr(mem.ptr));
+}
+
 // Release path: never sets the thread's message, never prints.
-void cuda_deallocate(hurray_device device, void *ptr, void *stream) {
+void cuda_deallocate(hurray_device device, const DeviceMemory &mem) {
   if (cuda_forked_child()) return count_fork_skip();
   if (g_torn_down.load(std::memory_order_relaxed)) return count_teardown_leak();
-  const CudaDriver *d = loaded_cuda_driver();  // loaded: it allocated ptr
+  const CudaDriver *d = loaded_cuda_driver();  // loaded: it allocated mem.ptr
   const int32_t type = device.device_type;
-  CUcontext ctx = d->primary[device.device_id].load(std::memory_order_acquire);
+  void *const ptr = mem.ptr;
+  RelaxedCaptureMode relaxed(*d);
+  bool alive = false;
+  CUresult r = context_alive(*d, device.device_id, mem.context, &alive);
+  if (r == CUDA_ERROR_DEINITIALIZED) {
+    g_torn_down.store(true, std::memory_order_relaxed);
+    return count_teardown_leak();
+  }
+  if (!alive) {
+    // The memory died with the context; its address may belong to a new
+    // allocation by now, so no free.
+    report_context_reset_skip("skipped freeing %p of %s %" PRId32
+                              ": the device's primary context was reset "
+                              "(cuDevicePrimaryCtxReset / cudaDeviceReset) after the allocation, "
+                              "which freed it",
+                              ptr, device_type_name(type), device.device_id);
+    return;
+  }
+  CUcontext ctx = d->primary[device.device_id].ctx.load(std::memory_order_acquire);
   const char *call = nullptr;
-  CUresult r;
   CUresult pop;
   {
     ContextScope scope(*d);
     r = scope.enter(ctx, &call);
-    if (r == CUDA_SUCCESS) {
-      if (type == HURRAY_DEVICE_CUDA_HOST) {
-        call = "cuMemFreeHost";
-        r = d->mem_free_host(ptr);
-      } else if (stream != nullptr) {
-        call = "cuMemFreeAsync";
-        r = d->mem_free_async(dptr(ptr), static_cast<CUstream>(stream));
-      } else {
-        call = "cuMemFree";
-        r = d->mem_free(dptr(ptr));
-      }
-    }
+    if (r == CUDA_SUCCESS) r = free_in_context(*d, type, mem, &call);
     pop = scope.leave();
   }
   if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;

@@ -27,9 +27,25 @@ CudaDriver g_driver;
 bool g_loaded = false;
 char g_error[480];
 std::once_flag g_once;
+// Set before the first load starts; a child forked from then on (even in
+// the middle of the load, whose std::call_once state the child inherits) is
+// refused the driver.
+std::atomic<bool> g_load_started{false};
+std::atomic<bool> g_load_failed{false};
 std::atomic<bool> g_forked{false};
 
-void on_fork_child() { g_forked.store(true, std::memory_order_relaxed); }
+// A parent whose load failed never initialised the driver: its child keeps
+// the parent's answer (the same failure).
+void on_fork_child() {
+  if (g_load_started.load(std::memory_order_relaxed) &&
+      !g_load_failed.load(std::memory_order_relaxed)) {
+    g_forked.store(true, std::memory_order_relaxed);
+  }
+}
+
+// Registered when libhurray is loaded, so that it is in place before any
+// load can begin.
+const bool g_fork_handler_registered = (register_fork_child_handler(&on_fork_child), true);
 
 void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void set_error(const char *fmt, ...) {
@@ -119,7 +135,12 @@ bool resolve_all(Loader &l, CudaDriver &d) {
          l.get("cuMemcpy3DAsync", 3020, &d.memcpy_3d_async) &&
          l.get("cuModuleLoadData", 2000, &d.module_load_data) &&
          l.get("cuModuleGetFunction", 2000, &d.module_get_function) &&
-         l.get("cuLaunchKernel", 4000, &d.launch_kernel);
+         l.get("cuLaunchKernel", 4000, &d.launch_kernel) &&
+         l.get("cuDevicePrimaryCtxGetState", 7000, &d.primary_ctx_get_state) &&
+         l.get("cuThreadExchangeStreamCaptureMode", 10010, &d.exchange_capture_mode) &&
+         l.get("cuStreamQuery", 2000, &d.stream_query) &&
+         l.get("cuStreamGetCtx", 9020, &d.stream_get_ctx) &&
+         l.get("cuCtxSynchronize", 2000, &d.ctx_synchronize);
 }
 
 void load() {
@@ -177,29 +198,35 @@ void load() {
   }
   // Zeroed storage is a valid array of null atomics; never freed (releases
   // may run during process exit).
-  d.primary = static_cast<std::atomic<CUcontext> *>(
-      std::calloc(static_cast<size_t>(d.device_count), sizeof(std::atomic<CUcontext>)));
+  d.primary = static_cast<PrimarySlot *>(
+      std::calloc(static_cast<size_t>(d.device_count), sizeof(PrimarySlot)));
   if (d.primary == nullptr) {
     set_error("CUDA is unavailable: allocating %d context slots failed", d.device_count);
     return;
   }
   g_driver = d;
   g_loaded = true;
-  register_fork_child_handler(&on_fork_child);
 }
 
 }  // namespace
 
 const CudaDriver *cuda_driver() {
-  std::call_once(g_once, &load);
-  if (!g_loaded) {
-    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
-    return nullptr;
-  }
+  // Checked before the load: a child forked while the parent was loading
+  // must neither wait for nor redo that load.
   if (g_forked.load(std::memory_order_relaxed)) {
     fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
          "CUDA is unavailable in this process: it is a child forked after the parent had "
-         "initialised the driver, which CUDA does not support");
+         "initialised the driver (or begun to), which CUDA does not support");
+    return nullptr;
+  }
+  (void)g_fork_handler_registered;
+  g_load_started.store(true, std::memory_order_relaxed);
+  std::call_once(g_once, [] {
+    load();
+    if (!g_loaded) g_load_failed.store(true, std::memory_order_relaxed);
+  });
+  if (!g_loaded) {
+    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
     return nullptr;
   }
   return &g_driver;
@@ -232,6 +259,10 @@ const char *cuda_error_name(CUresult r) {
     case CUDA_ERROR_CONTEXT_IS_DESTROYED: return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
     case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
     case CUDA_ERROR_NOT_PERMITTED: return "CUDA_ERROR_NOT_PERMITTED";
+    case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT";
     case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
     default: return "CUresult";
   }

@@ -17,13 +17,23 @@ namespace hurray {
 // Oldest driver accepted: the first with cuGetProcAddress.
 constexpr int kCudaMinDriverVersion = 11030;
 
+// libhurray's reference to one device's primary context. `ctx` is retained
+// on first use and kept for the life of the process; `id` identifies the
+// incarnation of the context that libhurray last saw alive: its
+// cuCtxGetId (driver 12.0+), or a generation counted by libhurray itself on
+// older drivers. A cuDevicePrimaryCtxReset (cudaDeviceReset) ends the
+// incarnation; memory allocated in it died with it.
+struct PrimarySlot {
+  std::atomic<CUcontext> ctx;
+  std::atomic<uint64_t> id;
+};
+
 struct CudaDriver {
   int version;       // cuDriverGetVersion, e.g. 12040 for 12.4
   int device_count;  // cuDeviceGetCount at load, > 0
   bool proc_address_v2;  // resolved through cuGetProcAddress_v2
-  // Primary context of each ordinal, retained on first use by an
-  // allocation and kept for the life of the process; NULL until then.
-  std::atomic<CUcontext> *primary;
+  // One slot per ordinal (ctx NULL until first use).
+  PrimarySlot *primary;
 
   PFN_cuInit_v2000 init;
   PFN_cuDriverGetVersion_v2020 driver_get_version;
@@ -55,6 +65,11 @@ struct CudaDriver {
   PFN_cuLaunchKernel_v4000 launch_kernel;
   // NULL before driver 12.0: then a context is known by its handle only.
   PFN_cuCtxGetId_v12000 ctx_get_id;
+  PFN_cuDevicePrimaryCtxGetState_v7000 primary_ctx_get_state;
+  PFN_cuThreadExchangeStreamCaptureMode_v10010 exchange_capture_mode;
+  PFN_cuStreamQuery_v2000 stream_query;
+  PFN_cuStreamGetCtx_v9020 stream_get_ctx;
+  PFN_cuCtxSynchronize_v2000 ctx_synchronize;
 };
 
 // The driver, loading it on the first call (once, thread-safely). Returns

@@ -21,6 +21,8 @@ namespace {
 std::atomic<uint64_t> g_failed_releases{0};
 std::atomic<uint64_t> g_teardown_leaks{0};
 std::atomic<uint64_t> g_fork_skips{0};
+std::atomic<uint64_t> g_context_reset_skips{0};
+std::atomic<uint64_t> g_stream_fallbacks{0};
 
 // The hook and its argument change together under g_hook_mutex, which is
 // also held while the hook runs: set_diagnostic_hook returning means the old
@@ -36,22 +38,59 @@ void *g_hook_user = nullptr;
 // failure is counted only. Trivially destructible, so usable at exit.
 thread_local bool t_in_hook = false;
 
-}  // namespace
+// fork() while another thread holds g_hook_mutex (it is running the hook)
+// would leave the child's copy locked forever by a thread the child does
+// not have. The prepare handler takes the mutex (waiting for a running hook
+// to return), so the child inherits it unlocked-by-us and releases it; a
+// fork from inside the hook itself (this thread already holds it) takes
+// nothing and the child's hook returns and unlocks as usual.
+thread_local bool t_locked_for_fork = false;
 
-void report_failed_release(int32_t status, const char *fmt, ...) {
-  g_failed_releases.fetch_add(1, std::memory_order_relaxed);
+void hook_prepare_fork() {
+  if (t_in_hook) return;
+  g_hook_mutex.lock();
+  t_locked_for_fork = true;
+}
+
+void hook_after_fork() {
+  if (!t_locked_for_fork) return;
+  t_locked_for_fork = false;
+  g_hook_mutex.unlock();
+}
+
+// Registered when libhurray is loaded: before any hook can run.
+const int g_hook_atfork = pthread_atfork(&hook_prepare_fork, &hook_after_fork, &hook_after_fork);
+
+void send_to_hook(int32_t status, const char *fmt, va_list args) {
   if (t_in_hook) return;
   std::lock_guard<std::mutex> lock(g_hook_mutex);
   if (g_hook == nullptr) return;
   char message[320];
-  va_list args;
-  va_start(args, fmt);
   std::vsnprintf(message, sizeof message, fmt, args);
-  va_end(args);
   t_in_hook = true;
   g_hook(status, message, g_hook_user);
   t_in_hook = false;
 }
+
+}  // namespace
+
+void report_failed_release(int32_t status, const char *fmt, ...) {
+  g_failed_releases.fetch_add(1, std::memory_order_relaxed);
+  va_list args;
+  va_start(args, fmt);
+  send_to_hook(status, fmt, args);
+  va_end(args);
+}
+
+void report_context_reset_skip(const char *fmt, ...) {
+  g_context_reset_skips.fetch_add(1, std::memory_order_relaxed);
+  va_list args;
+  va_start(args, fmt);
+  send_to_hook(HURRAY_ERR_DEVICE, fmt, args);
+  va_end(args);
+}
+
+void count_stream_fallback() { g_stream_fallbacks.fetch_add(1, std::memory_order_relaxed); }
 
 void count_teardown_leak() { g_teardown_leaks.fetch_add(1, std::memory_order_relaxed); }
 
@@ -140,10 +179,11 @@ HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_strea
   if (gpu_type && producer_stream == consumer_stream) return HURRAY_OK;  // no runtime needed
   const GpuVendor *v = find_gpu_vendor(type);
   if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  if (device.device_id < 0 || (!is_device_memory(type) && device.device_id != 0)) {
+  if (device.device_id < 0) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s has no device_id %d", device_type_name(type),
                 device.device_id);
   }
+  (void)g_hook_atfork;
   return v->stream_wait(device.device_id, producer_stream, consumer_stream);
 }
 
@@ -160,7 +200,11 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   const size_t ends[] = {offsetof(hurray_diagnostics, failed_releases) + sizeof d.failed_releases,
                          offsetof(hurray_diagnostics, teardown_leaks) + sizeof d.teardown_leaks,
                          offsetof(hurray_diagnostics, fork_skipped_releases) +
-                             sizeof d.fork_skipped_releases};
+                             sizeof d.fork_skipped_releases,
+                         offsetof(hurray_diagnostics, context_reset_skips) +
+                             sizeof d.context_reset_skips,
+                         offsetof(hurray_diagnostics, stream_fallback_frees) +
+                             sizeof d.stream_fallback_frees};
   size_t written = 0;
   for (size_t end : ends) {
     if (end <= size) written = end;
@@ -170,6 +214,8 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   d.failed_releases = g_failed_releases.load(std::memory_order_relaxed);
   d.teardown_leaks = g_teardown_leaks.load(std::memory_order_relaxed);
   d.fork_skipped_releases = g_fork_skips.load(std::memory_order_relaxed);
+  d.context_reset_skips = g_context_reset_skips.load(std::memory_order_relaxed);
+  d.stream_fallback_frees = g_stream_fallbacks.load(std::memory_order_relaxed);
   std::memcpy(out, &d, written);
   return HURRAY_OK;
 }

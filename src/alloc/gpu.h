@@ -40,7 +40,8 @@ const GpuVendor *find_gpu_vendor(int32_t device_type);
 int32_t check_device_pointer(hurray_device device, const void *data);
 
 // Memory that lives on one device ordinal and whose operations run with that
-// device current (kDLCUDA, kDLROCM). Pinned and managed memory use ordinal 0.
+// device current (kDLCUDA, kDLROCM). Pinned and managed memory also name a
+// device (the one whose context allocated them), but are not device memory.
 inline bool is_device_memory(int32_t device_type) {
   return device_type == HURRAY_DEVICE_CUDA || device_type == HURRAY_DEVICE_ROCM;
 }
@@ -53,12 +54,12 @@ inline bool is_per_thread_stream(const void *stream) {
   return reinterpret_cast<uintptr_t>(stream) == 2;
 }
 
-// The stream to allocate on when the caller names `stream`: `stream`
-// itself, or NULL (a synchronous allocation) for the per-thread default
-// stream.
-inline void *allocation_stream(void *stream) {
-  return is_per_thread_stream(stream) ? nullptr : stream;
-}
+// The stream to hand the allocator when the caller names `stream`: the
+// stream itself. The allocators serve the per-thread default stream (2)
+// synchronously and order its release after every stream of the device
+// (docs/impl/gpu.md §2), and a stream of another device likewise
+// synchronously, its release ordered after that stream.
+inline void *allocation_stream(void *stream) { return stream; }
 
 // --- Release accounting (alloc/gpu.cc) -------------------------------------
 // Releases never fail loudly: each outcome other than success lands here.
@@ -70,12 +71,22 @@ inline void *allocation_stream(void *stream) {
 // only). Never prints, never allocates.
 void report_failed_release(int32_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+// A release skipped because the memory died with its context (CUDA: the
+// primary context was reset after the allocation): counted in
+// context_reset_skips and sent to the diagnostic hook (HURRAY_ERR_DEVICE,
+// the formatted message) under the same rules as report_failed_release.
+void report_context_reset_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// A stream-ordered release whose stream was gone (destroyed by its owner
+// before the release): freed synchronously instead; counted only.
+void count_stream_fallback();
 // The driver was already torn down (process exit): counted, nothing else.
 void count_teardown_leak();
 // A GPU release in a child process after fork(): counted, nothing else.
 void count_fork_skip();
 
 // Helper for the loaders: registers `child_handler` with pthread_atfork.
+// The loaders register theirs when libhurray is loaded (static
+// initialisation), before any load can start.
 void register_fork_child_handler(void (*child_handler)(void));
 
 // Vendors compiled into this build (for registry.cc and find_gpu_vendor).

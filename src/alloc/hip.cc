@@ -19,9 +19,9 @@
 namespace hurray {
 namespace {
 
-// Set once a call reports that the runtime is gone (process exit): later
-// releases leak without calling into it at all.
-std::atomic<bool> g_torn_down{false};
+// DeviceMemory::order for HIP: 0 free at once (or on the stream), 1
+// per-thread default stream: hipDeviceSynchronize, then hipFree.
+constexpr uint32_t kFreeAfterDevice = 1;
 
 bool is_teardown(hipError_t e) {
   return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
@@ -67,16 +67,14 @@ class DeviceScope {
   bool switched_ = false;
 };
 
+// Every HIP type names a device ordinal (pinned memory: the device current
+// while it was allocated).
 int32_t check_ordinal(const HipRuntime &r, int32_t device_type, int32_t device_id) {
-  if (device_type == HURRAY_DEVICE_ROCM) {
-    if (device_id < 0 || device_id >= r.device_count) {
-      return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                  "HIP device %" PRId32 " does not exist (the runtime sees %d device%s)",
-                  device_id, r.device_count, r.device_count == 1 ? "" : "s");
-    }
-  } else if (device_id != 0) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s memory has device_id 0, not %" PRId32,
-                device_type_name(device_type), device_id);
+  (void)device_type;
+  if (device_id < 0 || device_id >= r.device_count) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "HIP device %" PRId32 " does not exist (the runtime sees %d device%s)", device_id,
+                r.device_count, r.device_count == 1 ? "" : "s");
   }
   return HURRAY_OK;
 }
@@ -137,11 +135,15 @@ int32_t with_device(int32_t device_type, int32_t device_id, const char **call, O
   return HURRAY_OK;
 }
 
-void hip_deallocate(hurray_device device, void *ptr, void *stream);
+void hip_deallocate(hurray_device device, const DeviceMemory &mem);
 
-int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream, void **ptr) {
+int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, DeviceMemory *mem) {
   const int32_t type = device.device_type;
   const size_t n = static_cast<size_t>(nbytes);
+  // hipStreamPerThread: allocated synchronously, the release ordered after
+  // the whole device (gpu §2).
+  const bool per_thread = is_per_thread_stream(stream_in);
+  void *const stream = per_thread ? nullptr : stream_in;
   const char *call = type == HURRAY_DEVICE_ROCM_HOST ? "hipHostMalloc"
                      : stream != nullptr             ? "hipMallocAsync"
                                                      : "hipMalloc";
@@ -158,7 +160,10 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream, void *
     // for a missing runtime or device.
     return check_ordinal(*rt, type, device.device_id);
   }
-  void *p = nullptr;
+  DeviceMemory m;
+  m.stream = stream;
+  m.order = per_thread ? kFreeAfterDevice : 0;
+  void *&p = m.ptr;
   int32_t st = with_device(type, device.device_id, &call, [&](const HipRuntime &r) {
     void *q = nullptr;
     hipError_t e;
@@ -176,17 +181,19 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream, void *
     // Allocated, but the thread's device could not be set back: give the
     // memory back through the release path (which reports its own
     // failures) and keep the allocation's error.
-    if (p != nullptr) hip_deallocate(device, p, stream);
+    if (p != nullptr) hip_deallocate(device, m);
     return st;
   }
-  *ptr = p;
+  *mem = m;
   return HURRAY_OK;
 }
 
 // Release path: never sets the thread's message, never prints.
-void hip_deallocate(hurray_device device, void *ptr, void *stream) {
+void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
+  void *const ptr = mem.ptr;
+  void *const stream = mem.stream;
   if (hip_forked_child()) return count_fork_skip();
-  if (g_torn_down.load(std::memory_order_relaxed)) return count_teardown_leak();
+  if (hip_torn_down()) return count_teardown_leak();
   const HipRuntime *r = loaded_hip_runtime();  // loaded: it allocated ptr
   const char *call = nullptr;
   hipError_t e;
@@ -201,6 +208,13 @@ void hip_deallocate(hurray_device device, void *ptr, void *stream) {
     if (e == hipSuccess && stream != nullptr) {
       call = "hipFreeAsync";
       e = r->free_async(ptr, static_cast<hipStream_t>(stream));
+    } else if (e == hipSuccess && mem.order == kFreeAfterDevice) {
+      call = "hipDeviceSynchronize";  // every stream of the device, per-thread ones included
+      e = r->device_synchronize();
+      if (e == hipSuccess) {
+        call = "hipFree";
+        e = r->device_free(ptr);
+      }
     } else if (e == hipSuccess) {
       call = "hipFree";
       e = r->device_free(ptr);
@@ -210,7 +224,7 @@ void hip_deallocate(hurray_device device, void *ptr, void *stream) {
   }
   if (e == hipSuccess && restore == hipSuccess) return;
   if (is_teardown(e) || is_teardown(restore)) {
-    g_torn_down.store(true, std::memory_order_relaxed);
+    mark_hip_torn_down();
     if (e != hipSuccess) count_teardown_leak();  // else freed before the teardown
     return;
   }

@@ -28,9 +28,28 @@ bool g_loaded = false;
 char g_error[480];
 char g_path[256];
 std::once_flag g_once;
+std::atomic<bool> g_load_started{false};
+std::atomic<bool> g_load_failed{false};
 std::atomic<bool> g_forked{false};
+std::atomic<bool> g_torn_down{false};
 
-void on_fork_child() { g_forked.store(true, std::memory_order_relaxed); }
+// As for CUDA (cuda_driver.cc): a child forked once a load has begun is
+// refused the runtime, unless the parent's load failed.
+void on_fork_child() {
+  if (g_load_started.load(std::memory_order_relaxed) &&
+      !g_load_failed.load(std::memory_order_relaxed)) {
+    g_forked.store(true, std::memory_order_relaxed);
+  }
+}
+
+const bool g_fork_handler_registered = (register_fork_child_handler(&on_fork_child), true);
+
+// ROCm destroys its device objects in a static destructor of libamdhip64;
+// hipFree after that is a use-after-free, not an error code. Handlers run in
+// the reverse order of registration, so this one, registered right after
+// the library was opened (after its static objects were constructed and
+// their destructors registered), runs before them.
+void on_exit() { g_torn_down.store(true, std::memory_order_relaxed); }
 
 void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void set_error(const char *fmt, ...) {
@@ -65,7 +84,8 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipEventDestroy", &r.event_destroy) &&
          get(lib, "hipPointerGetAttributes", &r.pointer_get_attributes) &&
          get(lib, "hipMemcpy2DAsync", &r.memcpy_2d_async, false) &&
-         get(lib, "hipMemcpy3DAsync", &r.memcpy_3d_async, false);
+         get(lib, "hipMemcpy3DAsync", &r.memcpy_3d_async, false) &&
+         get(lib, "hipDeviceSynchronize", &r.device_synchronize);
 }
 
 void *open_library() {
@@ -100,6 +120,9 @@ void *open_library() {
 void load() {
   void *lib = open_library();
   if (lib == nullptr) return;
+  // Can only fail with ENOMEM; releases at exit would then reach the
+  // destroyed runtime, as in every program without this protection.
+  (void)std::atexit(&on_exit);
   HipRuntime r{};
   r.path = g_path;
   if (!resolve_all(lib, r)) return;
@@ -124,21 +147,27 @@ void load() {
   }
   g_runtime = r;
   g_loaded = true;
-  register_fork_child_handler(&on_fork_child);
 }
 
 }  // namespace
 
 const HipRuntime *hip_runtime() {
-  std::call_once(g_once, &load);
-  if (!g_loaded) {
-    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
-    return nullptr;
-  }
+  // Before the load: a child forked while the parent was loading must
+  // neither wait for nor redo that load.
   if (g_forked.load(std::memory_order_relaxed)) {
     fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
          "HIP is unavailable in this process: it is a child forked after the parent had "
-         "initialised the runtime");
+         "initialised the runtime (or begun to)");
+    return nullptr;
+  }
+  (void)g_fork_handler_registered;
+  g_load_started.store(true, std::memory_order_relaxed);
+  std::call_once(g_once, [] {
+    load();
+    if (!g_loaded) g_load_failed.store(true, std::memory_order_relaxed);
+  });
+  if (!g_loaded) {
+    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
     return nullptr;
   }
   return &g_runtime;
@@ -147,6 +176,10 @@ const HipRuntime *hip_runtime() {
 const HipRuntime *loaded_hip_runtime() { return g_loaded ? &g_runtime : nullptr; }
 
 bool hip_forked_child() { return g_forked.load(std::memory_order_relaxed); }
+
+bool hip_torn_down() { return g_torn_down.load(std::memory_order_relaxed); }
+
+void mark_hip_torn_down() { g_torn_down.store(true, std::memory_order_relaxed); }
 
 const char *hip_error_name(hipError_t e) {
   switch (static_cast<int>(e)) {

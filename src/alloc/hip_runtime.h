@@ -65,6 +65,7 @@ struct HipRuntime {
   hipError_t (*memcpy_2d_async)(void *, size_t, const void *, size_t, size_t, size_t,
                                 hipMemcpyKind, hipStream_t);
   hipError_t (*memcpy_3d_async)(const hipMemcpy3DParms *, hipStream_t);
+  hipError_t (*device_synchronize)(void);
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns
@@ -76,7 +77,8 @@ const HipRuntime *hip_runtime();
 // loading: for the release path.
 const HipRuntime *loaded_hip_runtime();
 
-// True in a child process forked after the runtime was loaded.
+// True in a child process forked after the runtime was loaded (or while it
+// was being loaded).
 bool hip_forked_child();
 
 // Runs `op(runtime, arg)` with HIP device `device_id` current (hipSetDevice
@@ -87,6 +89,12 @@ bool hip_forked_child();
 // device fails the call even when `op` succeeded (docs/impl/gpu.md §3).
 int32_t hip_in_device(int32_t device_id, const char **call,
                       hipError_t (*op)(const HipRuntime &r, void *arg), void *arg);
+// True once the runtime is gone or about to go: process exit has begun (an
+// atexit handler registered right after dlopen, so it runs before the
+// runtime's own static destructors), or a call reported the runtime
+// deinitialised. Releases then leak quietly without calling into it.
+bool hip_torn_down();
+void mark_hip_torn_down();
 
 // "hipErrorOutOfMemory" for the common codes, "hipError_t" otherwise.
 const char *hip_error_name(hipError_t e);

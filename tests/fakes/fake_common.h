@@ -92,6 +92,23 @@ class Recorder {
     return true;
   }
 
+  // Forgets (and frees) every allocation of `device`, as a context reset
+  // does; returns how many there were.
+  int drop_device(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (auto it = allocs_.begin(); it != allocs_.end();) {
+      if (it->second.device == device) {
+        std::free(reinterpret_cast<void *>(it->first));
+        it = allocs_.erase(it);
+        ++n;
+      } else {
+        ++it;
+      }
+    }
+    return n;
+  }
+
   // The allocation holding address `p`, if any.
   bool find(const void *p, Allocation *out) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);

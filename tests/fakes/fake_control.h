@@ -18,6 +18,12 @@
  *                             60200000, ROCm 6.2; 5xxxxxxx selects the ROCm 5
  *                             pointer-attribute encoding)
  *   FAKE_HIP_DEVICE_COUNT     devices (default 2; 0: hipErrorNoDevice)
+ *   FAKE_CUDA_INIT_DELAY_MS   cuInit takes this long (default 0), to fork
+ *                             in the middle of a first load
+ *   FAKE_HIP_STATIC_TEARDOWN  1: the runtime is destroyed by a static
+ *                             destructor registered at load, as ROCm's is,
+ *                             and any later call is a use-after-free (the
+ *                             fake prints it and exits with status 86)
  * Like the real libraries, each fake tears itself down at process exit (an
  * atexit handler registered on first use): calls after that return
  * CUDA_ERROR_DEINITIALIZED / hipErrorDeinitialized.
@@ -98,6 +104,31 @@ void fake_cuda_renew_context(int d);
    device can reach (its own, managed, pinned) and with
    CUDA_ERROR_MISALIGNED_ADDRESS for unaligned units. Each is logged (ptr:
    destination, other: source, bytes: bytes copied). */
+/* Primary-context resets: reset(d) does what cuDevicePrimaryCtxReset /
+   cudaDeviceReset do (device d's allocations are gone, its primary context
+   is inactive: calls in it fail with CUDA_ERROR_CONTEXT_IS_DESTROYED until
+   it is retained again, which starts a new incarnation with a new
+   cuCtxGetId); revive(d) is another library retaining it again. */
+void fake_cuda_primary_ctx_reset(int d);
+void fake_cuda_primary_ctx_revive(int d);
+int fake_cuda_primary_ctx_active(int d);
+/* Graph capture: the calling thread begins capturing in global mode. Until
+   end_capture, an unsafe call (allocation, free, cuStreamSynchronize,
+   cuCtxSynchronize) from another thread whose capture mode is global fails
+   with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture;
+   end_capture returns 1 if the capture is still valid, else 0. */
+void fake_cuda_begin_global_capture(void);
+int fake_cuda_end_capture(void);
+/* The calling thread's CUstreamCaptureMode (cuThreadExchangeStreamCaptureMode). */
+int fake_cuda_capture_mode(void);
+void fake_cuda_set_capture_mode(int mode);
+/* A stream of device d (cuStreamGetCtx answers d's primary context;
+   stream-ordered allocation on it needs d's context current), and its
+   destruction: afterwards cuStreamQuery, cuStreamGetCtx, cuMemFreeAsync and
+   cuStreamSynchronize on it fail with CUDA_ERROR_INVALID_HANDLE. Streams
+   the fake did not make belong to the caller's current context. */
+void *fake_cuda_stream_create(int d);
+void fake_cuda_stream_destroy(void *stream);
 
 /* HIP only. hipMemcpy2DAsync / hipMemcpy3DAsync copy row by row (logged
    like the CUDA ones) and refuse pitches below the width. */

@@ -7,8 +7,17 @@
 // contexts per device (calls needing a context fail with
 // CUDA_ERROR_INVALID_CONTEXT when none is current), allocations of each
 // kind, stream-ordered frees, events, pointer attributes, and teardown at
-// exit.
+// exit. Also: primary-context resets (a reset context is inactive, its
+// allocations are gone, calls in it fail with CUDA_ERROR_CONTEXT_IS_DESTROYED
+// and its next retain starts a new incarnation with a new cuCtxGetId),
+// per-thread stream-capture modes (while another thread captures in global
+// mode, an unsafe call from a thread in global mode fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates that capture), and
+// streams that belong to a device and can be destroyed.
 #include <cuda.h>
+#include <unistd.h>
+
+#include <set>
 
 #include "fake_common.h"
 #include "kernel_params.h"
@@ -20,6 +29,7 @@ constexpr int kMaxDevices = 8;
 struct Config {
   int driver_version = fake::env_int("FAKE_CUDA_DRIVER_VERSION", 12080);
   int device_count = fake::env_int("FAKE_CUDA_DEVICE_COUNT", 2);
+  int init_delay_ms = fake::env_int("FAKE_CUDA_INIT_DELAY_MS", 0);  // cuInit takes this long
 };
 const Config &config() {
   static const Config c;
@@ -30,6 +40,8 @@ const Config &config() {
 
 struct CUctx_st {
   int device;
+  std::atomic<bool> active;            // initialised (retained, not reset since)
+  std::atomic<unsigned long long> id;  // cuCtxGetId of the current incarnation
 };
 struct CUevent_st {
   CUstream recorded_on;
@@ -46,15 +58,47 @@ struct CUfunc_st {
 
 namespace {
 
-CUctx_st g_primary[kMaxDevices] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+CUctx_st g_primary[kMaxDevices] = {{0, {false}, {0}}, {1, {false}, {0}}, {2, {false}, {0}},
+                                   {3, {false}, {0}}, {4, {false}, {0}}, {5, {false}, {0}},
+                                   {6, {false}, {0}}, {7, {false}, {0}}};
 std::atomic<int> g_retains[kMaxDevices];
+std::atomic<unsigned long long> g_next_ctx_id{100};
+
+// Brings a primary context (back) to life with a new incarnation.
+void activate(CUctx_st &c) {
+  if (!c.active.load()) {
+    c.id.store(g_next_ctx_id.fetch_add(1));
+    c.active.store(true);
+  }
+}
+
+// Stream capture: the thread capturing in global mode (0: none), and
+// whether that capture was invalidated by another thread's unsafe call.
+std::atomic<uint64_t> g_capturer{0};
+std::atomic<bool> g_capture_invalidated{false};
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+// Streams made with fake_cuda_stream_create: device, and whether destroyed.
+struct StreamInfo {
+  int device;
+  bool destroyed;
+};
+std::mutex g_streams_mu;
+// Never destroyed: the stream tokens stay reachable for leak checkers.
+std::map<const void *, StreamInfo> &g_streams = *new std::map<const void *, StreamInfo>;
+
+// 0 unknown (not made by the fake: treated as a stream of the current
+// context), 1 alive, 2 destroyed; *device set for known streams.
+int stream_state(const void *s, int *device) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  if (it == g_streams.end()) return 0;
+  *device = it->second.device;
+  return it->second.destroyed ? 2 : 1;
+}
 std::atomic<int> g_max_version{0};
 std::atomic<int> g_too_new{0};
 std::atomic<int> g_used_v2{0};
-// Context ids (cuCtxGetId): renewed by fake_cuda_renew_context, which also
-// makes the modules loaded in the old context unusable.
-std::atomic<unsigned long long> g_ctx_id[kMaxDevices] = {{1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}};
-std::atomic<unsigned long long> g_next_ctx_id{100};
 
 // The calling thread's context stack (top last).
 thread_local CUcontext t_stack[16];
@@ -76,6 +120,30 @@ CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = n
   if (int r = rec().injected(fn)) {
     return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes));
   }
+  // Calls that are unsafe during another thread's global-mode capture.
+  static const char *const kUnsafe[] = {"cuMemAlloc",      "cuMemFree",          "cuMemHostAlloc",
+                                        "cuMemFreeHost",   "cuMemAllocManaged",  "cuStreamSynchronize",
+                                        "cuCtxSynchronize"};
+  const uint64_t capturer = g_capturer.load();
+  if (capturer != 0 && capturer != static_cast<uint64_t>(pthread_self()) &&
+      t_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+    for (const char *u : kUnsafe) {
+      if (std::strcmp(u, fn) == 0) {
+        g_capture_invalidated.store(true);
+        return static_cast<CUresult>(rec().record(fn, current_device(),
+                                                  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, ptr,
+                                                  stream, bytes));
+      }
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// The error for a call that needs a live current context, or CUDA_SUCCESS.
+CUresult context_error() {
+  CUcontext c = current();
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!c->active.load()) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   return CUDA_SUCCESS;
 }
 
@@ -95,6 +163,7 @@ void teardown_at_exit() { rec().deinitialized.store(true); }
 CUresult f_init(unsigned int) {
   FAKE_ENTER("cuInit");
   if (rec().init_count.fetch_add(1) == 0) std::atexit(&teardown_at_exit);
+  if (config().init_delay_ms > 0) usleep(static_cast<useconds_t>(config().init_delay_ms) * 1000);
   return done("cuInit", config().device_count > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE);
 }
 
@@ -123,6 +192,7 @@ CUresult f_primary_ctx_retain(CUcontext *ctx, CUdevice d) {
   FAKE_ENTER("cuDevicePrimaryCtxRetain");
   if (d < 0 || d >= config().device_count) return done("cuDevicePrimaryCtxRetain", CUDA_ERROR_INVALID_DEVICE);
   g_retains[d].fetch_add(1);
+  activate(g_primary[d]);
   *ctx = &g_primary[d];
   return done("cuDevicePrimaryCtxRetain", CUDA_SUCCESS);
 }
@@ -153,7 +223,14 @@ CUresult f_ctx_pop_current(CUcontext *ctx) {
 CUresult alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
                       CUstream stream) {
   FAKE_ENTER(fn, nullptr, stream, bytes);
-  if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, nullptr, stream, bytes);
+  if (CUresult e = context_error()) return done(fn, e, nullptr, stream, bytes);
+  if (stream != nullptr) {
+    int sdev = -1;
+    const int state = stream_state(stream, &sdev);
+    if (state == 2 || (state == 1 && sdev != current_device())) {
+      return done(fn, CUDA_ERROR_INVALID_HANDLE, nullptr, stream, bytes);
+    }
+  }
   if (bytes == 0) return done(fn, CUDA_ERROR_INVALID_VALUE, nullptr, stream, bytes);
   void *p = rec().allocate(bytes, kind, current_device());
   if (p == nullptr) return done(fn, CUDA_ERROR_OUT_OF_MEMORY, nullptr, stream, bytes);
@@ -191,7 +268,11 @@ CUresult f_mem_host_alloc(void **p, size_t bytes, unsigned int) {
 
 CUresult free_common(const char *fn, void *p, bool device_or_managed, CUstream stream) {
   FAKE_ENTER(fn, p, stream);
-  if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, p, stream);
+  if (CUresult e = context_error()) return done(fn, e, p, stream);
+  if (stream != nullptr) {
+    int sdev = -1;
+    if (stream_state(stream, &sdev) == 2) return done(fn, CUDA_ERROR_INVALID_HANDLE, p, stream);
+  }
   if (!rec().release(p, device_or_managed)) return done(fn, CUDA_ERROR_INVALID_VALUE, p, stream);
   return done(fn, CUDA_SUCCESS, p, stream);
 }
@@ -204,20 +285,22 @@ CUresult f_mem_free_host(void *p) { return free_common("cuMemFreeHost", p, false
 
 CUresult f_memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
   FAKE_ENTER("cuMemcpyAsync", as_ptr(dst), s, bytes);
-  if (current() == nullptr) return done("cuMemcpyAsync", CUDA_ERROR_INVALID_CONTEXT, as_ptr(dst), s, bytes);
+  if (CUresult e = context_error()) return done("cuMemcpyAsync", e, as_ptr(dst), s, bytes);
   std::memcpy(as_ptr(dst), as_ptr(src), bytes);  // host-backed: "done" at once
   return done("cuMemcpyAsync", CUDA_SUCCESS, as_ptr(dst), s, bytes, as_ptr(src));
 }
 
 CUresult f_stream_synchronize(CUstream s) {
   FAKE_ENTER("cuStreamSynchronize", nullptr, s);
-  if (current() == nullptr) return done("cuStreamSynchronize", CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
+  if (CUresult e = context_error()) return done("cuStreamSynchronize", e, nullptr, s);
+  int sdev = -1;
+  if (stream_state(s, &sdev) == 2) return done("cuStreamSynchronize", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
   return done("cuStreamSynchronize", CUDA_SUCCESS, nullptr, s);
 }
 
 CUresult f_event_create(CUevent *ev, unsigned int) {
   FAKE_ENTER("cuEventCreate");
-  if (current() == nullptr) return done("cuEventCreate", CUDA_ERROR_INVALID_CONTEXT);
+  if (CUresult e = context_error()) return done("cuEventCreate", e);
   *ev = new CUevent_st{nullptr};
   return done("cuEventCreate", CUDA_SUCCESS, *ev);
 }
@@ -331,14 +414,6 @@ CUresult f_memcpy_3d_async(const CUDA_MEMCPY3D *m, CUstream s) {
   return done(fn, CUDA_SUCCESS, dst, s, bytes, src);
 }
 
-CUresult f_ctx_get_id(CUcontext ctx, unsigned long long *id) {
-  FAKE_ENTER("cuCtxGetId");
-  if (ctx == nullptr) ctx = current();
-  if (ctx == nullptr) return done("cuCtxGetId", CUDA_ERROR_INVALID_CONTEXT);
-  *id = g_ctx_id[ctx->device].load();
-  return done("cuCtxGetId", CUDA_SUCCESS);
-}
-
 CUresult f_module_load_data(CUmodule *mod, const void *image) {
   FAKE_ENTER("cuModuleLoadData", image);
   if (current() == nullptr) return done("cuModuleLoadData", CUDA_ERROR_INVALID_CONTEXT, image);
@@ -348,7 +423,7 @@ CUresult f_module_load_data(CUmodule *mod, const void *image) {
       std::strstr(text, ".entry " HURRAY_STRIDED_KERNEL_NAME "(") == nullptr) {
     return done("cuModuleLoadData", CUDA_ERROR_INVALID_IMAGE, image);
   }
-  *mod = new CUmod_st{current_device(), g_ctx_id[current_device()].load()};
+  *mod = new CUmod_st{current_device(), g_primary[current_device()].id.load()};
   return done("cuModuleLoadData", CUDA_SUCCESS, *mod, nullptr, std::strlen(text));
 }
 
@@ -409,7 +484,7 @@ CUresult f_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigne
   if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
   // A function of another context, or of one that was renewed since.
   if (f == nullptr || f->module->device != current_device() ||
-      f->module->ctx_id != g_ctx_id[current_device()].load()) {
+      f->module->ctx_id != g_primary[current_device()].id.load()) {
     return done(fn, CUDA_ERROR_INVALID_HANDLE, nullptr, s);
   }
   if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 ||
@@ -421,6 +496,73 @@ CUresult f_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigne
   const CUresult r = run_strided_kernel(p, current_device());
   return done(fn, r, reinterpret_cast<void *>(static_cast<uintptr_t>(p.dst)), s,
               p.numel * p.units * p.unit, reinterpret_cast<void *>(static_cast<uintptr_t>(p.src)));
+}
+
+CUresult f_primary_ctx_get_state(CUdevice d, unsigned int *flags, int *active) {
+  FAKE_ENTER("cuDevicePrimaryCtxGetState");
+  if (d < 0 || d >= config().device_count) return done("cuDevicePrimaryCtxGetState", CUDA_ERROR_INVALID_DEVICE);
+  *flags = 0;
+  *active = g_primary[d].active.load() ? 1 : 0;
+  return done("cuDevicePrimaryCtxGetState", CUDA_SUCCESS, &g_primary[d]);
+}
+
+// What cudaDeviceReset does: the context's allocations are gone, the
+// context is inactive until the next retain (a new incarnation).
+void reset_primary(int d) {
+  g_primary[d].active.store(false);
+  rec().drop_device(d);
+}
+
+CUresult f_primary_ctx_reset(CUdevice d) {
+  FAKE_ENTER("cuDevicePrimaryCtxReset");
+  if (d < 0 || d >= config().device_count) return done("cuDevicePrimaryCtxReset", CUDA_ERROR_INVALID_DEVICE);
+  reset_primary(d);
+  return done("cuDevicePrimaryCtxReset", CUDA_SUCCESS, &g_primary[d]);
+}
+
+CUresult f_ctx_get_id(CUcontext ctx, unsigned long long *id) {
+  FAKE_ENTER("cuCtxGetId", ctx);
+  if (ctx == nullptr) ctx = current();
+  if (ctx == nullptr) return done("cuCtxGetId", CUDA_ERROR_INVALID_CONTEXT);
+  if (!ctx->active.load()) return done("cuCtxGetId", CUDA_ERROR_CONTEXT_IS_DESTROYED, ctx);
+  *id = ctx->id.load();
+  return done("cuCtxGetId", CUDA_SUCCESS, ctx);
+}
+
+CUresult f_ctx_synchronize() {
+  FAKE_ENTER("cuCtxSynchronize");
+  if (CUresult e = context_error()) return done("cuCtxSynchronize", e);
+  return done("cuCtxSynchronize", CUDA_SUCCESS);
+}
+
+CUresult f_exchange_capture_mode(CUstreamCaptureMode *mode) {
+  FAKE_ENTER("cuThreadExchangeStreamCaptureMode");
+  const CUstreamCaptureMode old = t_capture_mode;
+  t_capture_mode = *mode;
+  *mode = old;
+  return done("cuThreadExchangeStreamCaptureMode", CUDA_SUCCESS);
+}
+
+CUresult f_stream_query(CUstream s) {
+  FAKE_ENTER("cuStreamQuery", nullptr, s);
+  int sdev = -1;
+  if (stream_state(s, &sdev) == 2) return done("cuStreamQuery", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
+  return done("cuStreamQuery", CUDA_SUCCESS, nullptr, s);
+}
+
+CUresult f_stream_get_ctx(CUstream s, CUcontext *ctx) {
+  FAKE_ENTER("cuStreamGetCtx", nullptr, s);
+  int sdev = -1;
+  switch (stream_state(s, &sdev)) {
+    case 1: *ctx = &g_primary[sdev]; return done("cuStreamGetCtx", CUDA_SUCCESS, nullptr, s);
+    case 2: return done("cuStreamGetCtx", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
+    default:
+      // NULL, the legacy and per-thread handles, and streams the fake did
+      // not make: the current context's.
+      if (current() == nullptr) return done("cuStreamGetCtx", CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
+      *ctx = current();
+      return done("cuStreamGetCtx", CUDA_SUCCESS, nullptr, s);
+  }
 }
 
 struct Entry {
@@ -458,6 +600,15 @@ const Entry kEntries[] = {
     {"cuModuleGetFunction", 2000, reinterpret_cast<void *>(&f_module_get_function)},
     {"cuLaunchKernel", 4000, reinterpret_cast<void *>(&f_launch_kernel)},
     {"cuCtxGetId", 12000, reinterpret_cast<void *>(&f_ctx_get_id)},
+}
+
+    {"cuDevicePrimaryCtxGetState", 7000, reinterpret_cast<void *>(&f_primary_ctx_get_state)},
+    {"cuDevicePrimaryCtxReset", 11000, reinterpret_cast<void *>(&f_primary_ctx_reset)},
+    {"cuCtxGetId", 12000, reinterpret_cast<void *>(&f_ctx_get_id)},
+    {"cuCtxSynchronize", 2000, reinterpret_cast<void *>(&f_ctx_synchronize)},
+    {"cuThreadExchangeStreamCaptureMode", 10010, reinterpret_cast<void *>(&f_exchange_capture_mode)},
+    {"cuStreamQuery", 2000, reinterpret_cast<void *>(&f_stream_query)},
+    {"cuStreamGetCtx", 9020, reinterpret_cast<void *>(&f_stream_get_ctx)},
 };
 
 CUresult lookup(const char *symbol, void **pfn, int version, bool v2,
@@ -516,8 +667,44 @@ FAKE_EXPORT void fake_cuda_set_current_device(int d) {
     return;
   }
   if (t_depth == 0) t_depth = 1;
+  activate(g_primary[d]);  // as the runtime's cudaSetDevice + first call would
   t_stack[t_depth - 1] = &g_primary[d];
 }
 FAKE_EXPORT void fake_cuda_renew_context(int d) {
-  if (d >= 0 && d < kMaxDevices) g_ctx_id[d].store(g_next_ctx_id.fetch_add(1));
+  if (d >= 0 && d < kMaxDevices) g_primary[d].id.store(g_next_ctx_id.fetch_add(1));
+}
+FAKE_EXPORT void fake_cuda_primary_ctx_reset(int d) {
+  if (d >= 0 && d < kMaxDevices) reset_primary(d);
+}
+FAKE_EXPORT void fake_cuda_primary_ctx_revive(int d) {
+  if (d >= 0 && d < kMaxDevices) activate(g_primary[d]);
+}
+FAKE_EXPORT int fake_cuda_primary_ctx_active(int d) {
+  return d >= 0 && d < kMaxDevices && g_primary[d].active.load() ? 1 : 0;
+}
+FAKE_EXPORT void fake_cuda_begin_global_capture(void) {
+  g_capture_invalidated.store(false);
+  g_capturer.store(static_cast<uint64_t>(pthread_self()));
+}
+FAKE_EXPORT int fake_cuda_end_capture(void) {
+  g_capturer.store(0);
+  return g_capture_invalidated.exchange(false) ? 0 : 1;
+}
+FAKE_EXPORT int fake_cuda_capture_mode(void) { return static_cast<int>(t_capture_mode); }
+FAKE_EXPORT void fake_cuda_set_capture_mode(int mode) {
+  t_capture_mode = static_cast<CUstreamCaptureMode>(mode);
+}
+FAKE_EXPORT void *fake_cuda_stream_create(int device) {
+  if (device >= 0 && device < kMaxDevices) activate(g_primary[device]);  // its creator's context
+  void *s = std::malloc(1);  // a unique address
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  g_streams[s] = StreamInfo{device, false};
+  return s;
+}
+FAKE_EXPORT void fake_cuda_stream_destroy(void *s) {
+  // The address stays reserved (never reused), so a destroyed stream stays
+  // recognisable.
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  if (it != g_streams.end()) it->second.destroyed = true;
 }

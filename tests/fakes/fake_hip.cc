@@ -6,7 +6,13 @@
 //
 // It models what libhurray depends on: a current device per thread (0 until
 // set), allocations of each kind, stream-ordered frees, events, pointer
-// attributes, and teardown at exit.
+// attributes, and teardown at exit: by default an atexit handler at first
+// use after which calls return hipErrorDeinitialized; with
+// FAKE_HIP_STATIC_TEARDOWN=1 like ROCm itself, a static destructor
+// registered when the library is loaded, after which any call is a
+// use-after-free (the fake reports it on stderr and exits with status 86).
+#include <unistd.h>
+
 #include "fake_common.h"
 
 namespace {
@@ -38,6 +44,7 @@ struct PointerAttributes {
 struct Config {
   int runtime_version = fake::env_int("FAKE_HIP_RUNTIME_VERSION", 60200000);
   int device_count = fake::env_int("FAKE_HIP_DEVICE_COUNT", 2);
+  bool static_teardown = fake::env_int("FAKE_HIP_STATIC_TEARDOWN", 0) != 0;
 };
 const Config &config() {
   static const Config c;
@@ -50,17 +57,33 @@ fake::Recorder &rec() { return fake::Recorder::get(); }
 
 void teardown_at_exit() { rec().deinitialized.store(true); }
 
+// FAKE_HIP_STATIC_TEARDOWN: destroyed by a static destructor registered at
+// load time, as ROCm's device objects are.
+std::atomic<bool> g_destroyed{false};
+struct StaticRuntime {
+  StaticRuntime() {
+    if (config().static_teardown) std::atexit([] { g_destroyed.store(true); });
+  }
+} g_static_runtime;
+
 // First call of the process initialises the runtime (and arms teardown).
 void initialise() {
   static std::once_flag once;
   std::call_once(once, [] {
     rec().init_count.fetch_add(1);
-    std::atexit(&teardown_at_exit);
+    if (!config().static_teardown) std::atexit(&teardown_at_exit);
   });
 }
 
 hipError_t enter(const char *fn, const void *ptr = nullptr, const void *stream = nullptr,
                  uint64_t bytes = 0) {
+  if (g_destroyed.load()) {
+    // What ROCm would do is undefined: a use of destroyed objects.
+    char msg[96];
+    const int n = std::snprintf(msg, sizeof msg, "fake HIP: %s after the runtime was destroyed\n", fn);
+    if (n > 0) (void)!write(2, msg, static_cast<size_t>(n));
+    _exit(86);
+  }
   initialise();
   if (rec().deinitialized.load()) return rec().record(fn, t_device, kDeinitialized, ptr, stream, bytes);
   if (int r = rec().injected(fn)) return rec().record(fn, t_device, r, ptr, stream, bytes);
@@ -206,6 +229,11 @@ FAKE_EXPORT hipError_t hipMemcpy3DAsync(const Memcpy3DParms *p, hipStream_t s) {
     }
   }
   return done("hipMemcpy3DAsync", kSuccess, dp.ptr, s, bytes, sp.ptr);
+}
+
+FAKE_EXPORT hipError_t hipDeviceSynchronize(void) {
+  FAKE_ENTER("hipDeviceSynchronize");
+  return done("hipDeviceSynchronize", kSuccess);
 }
 
 FAKE_EXPORT hipError_t hipStreamSynchronize(hipStream_t s) {

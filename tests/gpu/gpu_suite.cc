@@ -2,8 +2,13 @@
 // machine with an NVIDIA GPU). It uses the driver API directly only to make
 // streams and read the thread's context; everything else goes through
 // libhurray. Prints one line per check and a closing "N passed, M failed".
+//
+// `gpu_suite --exit-release` is the child the static-destructor check runs:
+// it keeps GPU memory in a static object released after exit() began.
 #include <cuda.h>
 #include <hurray/dlpack.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -92,6 +97,43 @@ uint64_t failed_releases() {
   d.struct_size = sizeof d;
   if (hurray_get_diagnostics(&d) != HURRAY_OK) return ~0ull;
   return d.failed_releases + d.teardown_leaks;
+}
+
+hurray_diagnostics diagnostics() {
+  hurray_diagnostics d{};
+  d.struct_size = sizeof d;
+  if (hurray_get_diagnostics(&d) != HURRAY_OK) std::memset(&d, 0xff, sizeof d);
+  return d;
+}
+
+// --exit-release: constructed before main, so destroyed after the atexit
+// handlers registered during main (the driver's among them).
+struct HeldUntilExit {
+  hurray_buffer h[3]{};
+  bool armed = false;
+  ~HeldUntilExit() {
+    if (!armed) return;
+    for (hurray_buffer &b : h) hurray_buffer_release(&b);
+    const hurray_diagnostics d = diagnostics();
+    std::printf("exit-release done failed_releases=%llu teardown_leaks=%llu\n",
+                static_cast<unsigned long long>(d.failed_releases),
+                static_cast<unsigned long long>(d.teardown_leaks));
+    std::fflush(stdout);
+  }
+} g_held;
+
+int exit_release_child() {
+  int64_t n = 1024;
+  const hurray_device kinds[3] = {{HURRAY_DEVICE_CUDA, 0}, {HURRAY_DEVICE_CUDA_HOST, 0},
+                                  {HURRAY_DEVICE_CUDA_MANAGED, 0}};
+  for (int i = 0; i < 3; ++i) {
+    if (hurray_alloc(kinds[i], kF32, 1, &n, 0, &g_held.h[i]) != HURRAY_OK) {
+      std::printf("exit-release alloc failed: %s\n", hurray_last_error());
+      return 1;
+    }
+  }
+  g_held.armed = true;
+  return 0;
 }
 
 size_t free_bytes(int device) {
@@ -277,7 +319,8 @@ void pinned_pending_check() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--exit-release") == 0) return exit_release_child();
   std::printf("libhurray real-GPU suite (CUDA)\n");
   hurray_buffer probe{};
   const int64_t one = 1;
@@ -445,6 +488,116 @@ int main() {
 
   pinned_pending_check();
   strided_checks(devices);
+
+  run("release during another thread's graph capture", [&] {
+    hurray_buffer target = alloc({HURRAY_DEVICE_CUDA, 0}, 4096);
+    std::atomic<int> phase{0};
+    CUresult begin = CUDA_SUCCESS, end = CUDA_SUCCESS;
+    std::thread capturer([&] {
+      CUcontext ctx;
+      CUdevice dev;
+      cuDeviceGet(&dev, 0);
+      cuDevicePrimaryCtxRetain(&ctx, dev);
+      cuCtxPushCurrent(ctx);
+      CUstream s;
+      cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+      begin = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+      cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(target.data), 0, 4096, s);
+      phase.store(1);
+      while (phase.load() != 2) std::this_thread::yield();
+      CUgraph graph = nullptr;
+      end = cuStreamEndCapture(s, &graph);
+      if (graph != nullptr) cuGraphDestroy(graph);
+      cuStreamDestroy(s);
+      cuCtxPopCurrent(&ctx);
+      cuDevicePrimaryCtxRelease(dev);
+    });
+    while (phase.load() != 1) std::this_thread::yield();
+    const uint64_t failed = diagnostics().failed_releases;
+    bool ok = true;
+    {
+      hurray_buffer cpu = iota_cpu(4096, 1.0f);
+      hurray_buffer g{}, pinned{};
+      int64_t n = 4096;
+      ok = hurray_copy(&cpu, {HURRAY_DEVICE_CUDA, 0}, &g) == HURRAY_OK &&
+           hurray_alloc({HURRAY_DEVICE_CUDA_HOST, 0}, kF32, 1, &n, 0, &pinned) == HURRAY_OK;
+      hurray_buffer_release(&g);
+      hurray_buffer_release(&pinned);
+      hurray_buffer_release(&cpu);
+    }
+    phase.store(2);
+    capturer.join();
+    hurray_buffer_release(&target);
+    CHECK(begin == CUDA_SUCCESS, "cuStreamBeginCapture: %d", static_cast<int>(begin));
+    CHECK(ok, "allocation or copy failed during the capture: %s", hurray_last_error());
+    CHECK(end == CUDA_SUCCESS, "the capture was invalidated: cuStreamEndCapture %d",
+          static_cast<int>(end));
+    CHECK(diagnostics().failed_releases == failed, "a release failed during the capture");
+  });
+
+  run("forked child skips releases and is refused the GPU", [&] {
+    hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, 1024);
+    const uint64_t skips = diagnostics().fork_skipped_releases;
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      hurray_buffer copy = g;
+      hurray_buffer_release(&copy);
+      int code = diagnostics().fork_skipped_releases == skips + 1 ? 0 : 1;
+      int64_t n = 4;
+      hurray_buffer x{};
+      if (hurray_alloc({HURRAY_DEVICE_CUDA, 0}, kF32, 1, &n, 0, &x) != HURRAY_ERR_UNSUPPORTED_DEVICE) {
+        code |= 2;
+      }
+      _exit(code);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    hurray_buffer_release(&g);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+  });
+
+  run("releases from static destructors at exit", [&] {
+    std::string cmd = "/proc/self/exe --exit-release 2>&1";
+    FILE *p = popen(cmd.c_str(), "r");
+    CHECK(p != nullptr, "popen failed");
+    std::string out;
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    const int status = pclose(p);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x: %s", status,
+          out.c_str());
+    CHECK(out.find("exit-release done failed_releases=0") != std::string::npos, "%s",
+          out.c_str());
+  });
+
+  // Last: it destroys everything on device 0.
+  run("release after a primary context reset", [&] {
+    hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, kN);
+    hurray_buffer pinned = alloc({HURRAY_DEVICE_CUDA_HOST, 0}, 1024);
+    const hurray_diagnostics before = diagnostics();
+    CUdevice dev;
+    CU(cuDeviceGet(&dev, 0));
+    CU(cuDevicePrimaryCtxReset(dev));  // what cudaDeviceReset() does
+    std::thread([&] {
+      hurray_buffer_release(&g);
+      hurray_buffer_release(&pinned);
+    }).join();
+    const hurray_diagnostics after = diagnostics();
+    CHECK(after.context_reset_skips == before.context_reset_skips + 2, "skips %llu -> %llu",
+          static_cast<unsigned long long>(before.context_reset_skips),
+          static_cast<unsigned long long>(after.context_reset_skips));
+    CHECK(after.failed_releases == before.failed_releases, "a release failed");
+    // New work retains the context again.
+    hurray_buffer cpu = iota_cpu(kN, 2.0f);
+    hurray_buffer again{};
+    CHECK_OK(hurray_copy(&cpu, {HURRAY_DEVICE_CUDA, 0}, &again));
+    expect_iota(again, kN, 2.0f);
+    hurray_buffer_release(&again);
+    hurray_buffer_release(&cpu);
+    CHECK(diagnostics().failed_releases == before.failed_releases, "a release failed after");
+  });
 
   run("no failed or leaked releases", [&] {
     CHECK(failed_releases() == failures_at_start, "diagnostics counted %llu",

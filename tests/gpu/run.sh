@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real-GPU suite for libhurray's CUDA back end: builds libhurray (Release)
 # and tests/gpu/gpu_suite.cc, then runs it on the NVIDIA GPU(s) of this
-# machine under a 5-minute limit and prints a summary.
+# machine under a 5-minute limit and prints a summary. Needs the CUDA
+# toolkit (>= 12, for cuda.h and the stub libcuda.so), CMake >= 3.25 and g++.
 #
 #   bash tests/gpu/run.sh               build and run
 #   bash tests/gpu/run.sh --build-only  build only (works without a GPU: the
@@ -47,6 +48,12 @@ g++ -O2 -std=c++17 -pthread \
 if [ "${1:-}" = "--build-only" ]; then
   echo "built $BUILD/gpu_suite"
   exit 0
+fi
+
+# Without the NVIDIA driver the suite cannot even start (it links libcuda.so.1).
+if ldd "$BUILD/gpu_suite" 2>/dev/null | grep -q 'libcuda.so.1 => not found'; then
+  echo "SKIP: no NVIDIA driver on this machine (libcuda.so.1 is not on the loader's path)"
+  exit 77
 fi
 
 echo "== running (limit 300 s)"

@@ -284,9 +284,9 @@ TEST_F(CudaFake, NonexistentDevicesAreRejected) {
             HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_NE(std::strstr(hurray_last_error(), "CUDA device 2 does not exist"), nullptr)
       << hurray_last_error();
-  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_HOST, 1), kFloat32, 1, shape, 0, &h),
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_HOST, 2), kFloat32, 1, shape, 0, &h),
             HURRAY_ERR_UNSUPPORTED_DEVICE);
-  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_MANAGED, 1), kFloat32, 1, shape, 0, &h),
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_MANAGED, 2), kFloat32, 1, shape, 0, &h),
             HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(f().live_allocations(), live_before_);
 }
@@ -934,7 +934,7 @@ TEST_F(CudaFake, ZeroElementRequestsStillCheckTheDevice) {
       << hurray_last_error();
   EXPECT_EQ(hurray_alloc_async(dev(HURRAY_DEVICE_CUDA, 2), kFloat32, 1, shape, 0, stream, &h),
             HURRAY_ERR_UNSUPPORTED_DEVICE);
-  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_HOST, 1), kFloat32, 1, shape, 0, &h),
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_HOST, 2), kFloat32, 1, shape, 0, &h),
             HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CUDA_MANAGED, 3), kFloat32, 1, shape, 0, &h),
             HURRAY_ERR_UNSUPPORTED_DEVICE);
@@ -995,7 +995,7 @@ TEST_F(CudaFake, ImportPointerCheckOfANonexistentOrdinalIsUnsupportedDevice) {
   int64_t shape[1] = {12};
   int64_t strides[1] = {1};
   for (auto claim : {std::make_pair(HURRAY_DEVICE_CUDA, 5), std::make_pair(HURRAY_DEVICE_CUDA, 2),
-                     std::make_pair(HURRAY_DEVICE_CUDA_HOST, 1)}) {
+                     std::make_pair(HURRAY_DEVICE_CUDA_HOST, 2)}) {
     SCOPED_TRACE(std::to_string(claim.first) + "/" + std::to_string(claim.second));
     DLManagedTensor t = make_tensor(d1.data, claim.first, claim.second, 1, shape, strides);
     const int deleted = g_deleted.load();

@@ -380,7 +380,7 @@ TEST_F(HipFake, ZeroElementRequestsStillCheckTheDevice) {
             HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_NE(std::strstr(hurray_last_error(), "HIP device 2 does not exist"), nullptr)
       << hurray_last_error();
-  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM_HOST, 1), kFloat32, 1, shape, 0, &h),
+  EXPECT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM_HOST, 2), kFloat32, 1, shape, 0, &h),
             HURRAY_ERR_UNSUPPORTED_DEVICE);
   ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_ROCM, 1), kFloat32, 1, shape, 0, &h), HURRAY_OK);
   EXPECT_EQ(h.data, nullptr);

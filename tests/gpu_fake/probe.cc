@@ -19,8 +19,16 @@
 //   probe reentrant-hook TYPE  every free fails; the diagnostic hook releases
 //                              another handle and swaps itself; prints what
 //                              the hook saw (killed by SIGALRM on a deadlock)
+//   probe fork-in-hook TYPE    forks while another thread runs the hook; the
+//                              child sets a hook; prints child=<status>
+//   probe fork-in-load TYPE    forks while another thread makes the first GPU
+//                              request (run with FAKE_CUDA_INIT_DELAY_MS);
+//                              the child's request must be refused; prints
+//                              the child's answer and the driver's init count
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -248,6 +256,83 @@ int cmd_reentrant_hook(int type) {
   return 0;
 }
 
+std::atomic<int> g_in_hook{0};
+
+void slow_hook(int32_t, const char *, void *) {
+  g_in_hook.store(1);
+  usleep(300 * 1000);  // still inside when the other thread forks
+}
+
+// Ends a child forked from a multi-threaded parent with `code`. ThreadSanitizer
+// does not support such children (it reports the parent's other threads as
+// leaked and their thread-local storage as raced) and would replace the
+// status with its own; the raw exit keeps the child's verdict. Reports it
+// prints still reach stderr.
+[[noreturn]] void exit_forked_child(int code) {
+  syscall(SYS_exit_group, code);
+  _exit(code);
+}
+
+// Status of child `pid` as the scenario tests read it: exit code, or 128 +
+// the signal.
+int wait_child(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int cmd_fork_in_hook(int type) {
+  hurray_buffer a{};
+  if (alloc(type, 0, &a) != HURRAY_OK) {
+    out("alloc failed: %s\n", hurray_last_error());
+    return 1;
+  }
+  auto inject = reinterpret_cast<void (*)(const char *, int, int)>(control(type, "inject"));
+  if (inject == nullptr) return 2;
+  inject(is_cuda(type) ? "cuMemFree" : "hipFree", 700, 1);
+  (void)hurray_set_diagnostic_hook(&slow_hook, nullptr);
+  std::thread releaser([&] { hurray_buffer_release(&a); });
+  while (g_in_hook.load() == 0) usleep(1000);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(5);  // a hang ends the child with SIGALRM
+    (void)hurray_set_diagnostic_hook(nullptr, nullptr);
+    hurray_diagnostics d = diag();
+    exit_forked_child(d.failed_releases == 1 ? 0 : 3);
+  }
+  releaser.join();
+  out("child=%d\n", wait_child(pid));
+  return 0;
+}
+
+int cmd_fork_in_load(int type) {
+  std::thread first([&] {
+    hurray_buffer h{};
+    if (alloc(type, 0, &h) == HURRAY_OK) hurray_buffer_release(&h);
+  });
+  usleep(100 * 1000);  // the first request is inside the driver's initialisation by now
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(5);
+    hurray_buffer h{};
+    const int32_t st = alloc(type, 0, &h);
+    auto init_count = reinterpret_cast<int (*)(void)>(control(type, "init_count"));
+    out("child status=%s init_count=%d fork_named=%d\n", hurray_status_name(st),
+        init_count != nullptr ? init_count() : -1,
+        std::strstr(hurray_last_error(), "fork") != nullptr ? 1 : 0);
+    exit_forked_child(0);
+  }
+  first.join();
+  out("child=%d\n", wait_child(pid));
+  hurray_buffer h{};
+  out("parent status=%s\n", hurray_status_name(alloc(type, 0, &h)));
+  if (h.release_fn != nullptr) hurray_buffer_release(&h);
+  return 0;
+}
+
 int cmd_which_hip() {
   hurray_buffer h{};
   const int32_t st = alloc(HURRAY_DEVICE_ROCM, 0, &h);
@@ -277,6 +362,8 @@ int main(int argc, char **argv) {
   if (cmd == "check-pointers") return cmd_check_pointers();
   if (cmd == "which-hip") return cmd_which_hip();
   if (cmd == "reentrant-hook") return cmd_reentrant_hook(a);
+  if (cmd == "fork-in-hook") return cmd_fork_in_hook(a);
+  if (cmd == "fork-in-load") return cmd_fork_in_load(a);
   std::fprintf(stderr, "unknown command '%s'\n", cmd.c_str());
   return 64;
 }

@@ -288,3 +288,56 @@ TEST(HipLoading, ConcurrentFirstUseLoadsOnce) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "ok=8 init_count=1");
 }
+
+// --- Lifetime events: ROCm's static teardown, fork ---------------------------
+
+// Defect 2: ROCm destroys its runtime in a static destructor; a release
+// after that (a static object of the application, destroyed later) must not
+// call into it.
+TEST(HipTeardown, ReleasesAfterTheRuntimesStaticDestructionDoNotCallIt) {
+  SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
+  for (int type : {HURRAY_DEVICE_ROCM, HURRAY_DEVICE_ROCM_HOST}) {
+    SCOPED_TRACE(type);
+    ProbeResult r = run_probe({"exit-teardown", str(type)},
+                              {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
+                               {"FAKE_HIP_STATIC_TEARDOWN", "1"}});
+    EXPECT_EQ(r.exit_code, 0) << "86: a HIP call after the runtime was destroyed\n" << r.out << r.err;
+    EXPECT_CONTAINS(r.out, "after-exit teardown_leaks=1 failed_releases=0");
+    EXPECT_EQ(r.err, "");
+  }
+}
+
+// Defect 9: a fork while another thread runs the diagnostic hook; the
+// child must be able to set a hook (it hung on the inherited locked mutex).
+TEST(DiagnosticHook, ChildForkedWhileAnotherThreadRunsTheHookCanSetAHook) {
+  struct Case {
+    const std::string &fake;
+    const char *env;
+    int type;
+  } cases[] = {{kCudaFake, "HURRAY_CUDA_DRIVER_PATH", HURRAY_DEVICE_CUDA},
+               {kHipFake, "HURRAY_HIP_LIBRARY_PATH", HURRAY_DEVICE_ROCM}};
+  int ran = 0;
+  for (const Case &c : cases) {
+    if (c.fake.empty()) continue;
+    ++ran;
+    SCOPED_TRACE(c.env);
+    ProbeResult r = run_probe({"fork-in-hook", str(c.type)}, {{c.env, c.fake}});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_CONTAINS(r.out, "child=0");  // 142 = 128 + SIGALRM: the child hung
+  }
+  if (ran == 0) GTEST_SKIP() << "no fake GPU library is built in this configuration";
+}
+
+// Defect 9: a fork while another thread is in the middle of the very first
+// GPU load: the child must be refused like any child of a GPU parent, not
+// load (initialise) the driver again.
+TEST(CudaLoading, ChildForkedDuringTheFirstLoadIsRefusedTheDriver) {
+  SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
+  ProbeResult r = run_probe({"fork-in-load", str(HURRAY_DEVICE_CUDA)},
+                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
+                             {"FAKE_CUDA_INIT_DELAY_MS", "600"}});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "child status=HURRAY_ERR_UNSUPPORTED_DEVICE init_count=1 fork_named=1");
+  EXPECT_CONTAINS(r.out, "child=0");
+  EXPECT_CONTAINS(r.out, "parent status=HURRAY_OK");
+}

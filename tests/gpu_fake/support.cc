@@ -29,6 +29,11 @@ std::vector<fake_call> Fake::log(const char *fn) const {
   return out;
 }
 
+void *Fake::symbol(const char *name) const {
+  if (!loaded()) return nullptr;
+  return dlsym(lib, (prefix + name).c_str());
+}
+
 Fake open_fake(const char *path, const char *prefix) {
   Fake f;
   if (path == nullptr || path[0] == '\0') return f;
@@ -54,6 +59,7 @@ Fake open_fake(const char *path, const char *prefix) {
 #undef FAKE_SYM
   if (f.reset == nullptr) return Fake{};  // not a fake
   f.lib = lib;
+  f.prefix = prefix;
   return f;
 }
 
@@ -71,7 +77,8 @@ Diag diagnostics() {
   hurray_diagnostics d{};
   d.struct_size = sizeof d;
   EXPECT_EQ(hurray_get_diagnostics(&d), HURRAY_OK) << hurray_last_error();
-  return Diag{d.failed_releases, d.teardown_leaks, d.fork_skipped_releases};
+  return Diag{d.failed_releases, d.teardown_leaks, d.fork_skipped_releases, d.context_reset_skips,
+              d.stream_fallback_frees};
 }
 
 std::string dir_of(const std::string &path) {

@@ -33,7 +33,16 @@ struct Fake {
   int (*too_new_requests)(void) = nullptr;
   int (*used_proc_address_v2)(void) = nullptr;
 
+  std::string prefix;  // "fake_cuda_" / "fake_hip_"
+
   bool loaded() const { return lib != nullptr; }
+  // Any other control function of this fake, by name without the prefix
+  // (nullptr when it has none).
+  template <typename Fn>
+  Fn fn(const char *name) const {
+    return reinterpret_cast<Fn>(symbol(name));
+  }
+  void *symbol(const char *name) const;
   std::vector<fake_call> log(const char *fn) const;
 };
 
@@ -51,7 +60,7 @@ constexpr hurray_dtype kFloat32{2, 32, 1};
 inline hurray_device dev(int32_t type, int32_t id = 0) { return hurray_device{type, id}; }
 
 struct Diag {
-  uint64_t failed = 0, teardown = 0, fork = 0;
+  uint64_t failed = 0, teardown = 0, fork = 0, reset_skips = 0, stream_fallbacks = 0;
 };
 Diag diagnostics();
 

@@ -1,0 +1,320 @@
+// GPU memory across the lifetime events real processes create, against the
+// fake drivers: a primary-context reset (cudaDeviceReset), another thread's
+// graph capture, pinned and managed memory of device 1, releases ordered
+// after the per-thread default stream or a stream of another device, and a
+// stream destroyed before the release (docs/impl/gpu.md §2, §3).
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support.h"
+
+using namespace gpu_test;
+
+namespace {
+
+constexpr int kCaptureUnsupported = 900;  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr int kCaptureModeGlobal = 0, kCaptureModeThreadLocal = 1;
+
+class CudaLifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fake_cuda().loaded()) GTEST_SKIP() << "the fake CUDA driver is not in use";
+    fake_cuda().reset();
+    fake_cuda().set_current_device(-1);
+    live_before_ = fake_cuda().live_allocations();
+  }
+  void TearDown() override {
+    if (!fake_cuda().loaded()) return;
+    (void)hurray_set_diagnostic_hook(nullptr, nullptr);
+    fake_cuda().set_current_device(-1);
+    fake_cuda().reset();
+  }
+  Fake &f() { return fake_cuda(); }
+  void reset_context(int d) { f().fn<void (*)(int)>("primary_ctx_reset")(d); }
+  void revive_context(int d) { f().fn<void (*)(int)>("primary_ctx_revive")(d); }
+  void *stream_create(int d) { return f().fn<void *(*)(int)>("stream_create")(d); }
+  void stream_destroy(void *s) { f().fn<void (*)(void *)>("stream_destroy")(s); }
+  int64_t live_before_ = 0;
+};
+
+hurray_buffer alloc_ok(hurray_device d, void *stream = nullptr) {
+  const int64_t shape[1] = {16};
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc_async(d, kFloat32, 1, shape, 0, stream, &h), HURRAY_OK)
+      << hurray_last_error();
+  return h;
+}
+
+struct HookLog {
+  std::vector<std::pair<int32_t, std::string>> calls;
+};
+void record_hook(int32_t status, const char *message, void *user) {
+  static_cast<HookLog *>(user)->calls.emplace_back(status, message);
+}
+
+int calls_on(const std::vector<fake_call> &log, const void *ptr) {
+  int n = 0;
+  for (const fake_call &c : log) n += c.ptr == ptr;
+  return n;
+}
+
+// Index of the first call of `fn` in the whole log (after `from`), or -1.
+int index_of(const std::vector<fake_call> &log, const char *fn, size_t from = 0) {
+  for (size_t i = from; i < log.size(); ++i) {
+    if (std::strcmp(log[i].fn, fn) == 0) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+// Defect 1: cuDevicePrimaryCtxReset destroyed the memory; its release must
+// not free (the address may be someone else's by now), and new work must
+// retain the context again.
+TEST_F(CudaLifecycle, ReleaseAfterAPrimaryContextResetSkipsTheFreeAndNewWorkRetainsAgain) {
+  HookLog log;
+  ASSERT_EQ(hurray_set_diagnostic_hook(&record_hook, &log), HURRAY_OK);
+  hurray_buffer device = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  hurray_buffer managed = alloc_ok(dev(HURRAY_DEVICE_CUDA_MANAGED, 1));
+  void *const old_data = device.data;
+  const Diag before = diagnostics();
+  const int retains = f().primary_retains(1);
+  reset_context(1);  // cudaDeviceReset() on device 1, in the application
+  f().reset();
+  std::thread([&] {
+    EXPECT_EQ(hurray_buffer_release(&device), HURRAY_OK);
+    EXPECT_EQ(hurray_buffer_release(&managed), HURRAY_OK);
+  }).join();
+  EXPECT_EQ(f().call_count("cuMemFree"), 0) << "a free of memory that died with the context";
+  EXPECT_EQ(calls_on(f().log(nullptr), old_data), 0);
+  Diag after = diagnostics();
+  EXPECT_EQ(after.reset_skips, before.reset_skips + 2);
+  EXPECT_EQ(after.failed, before.failed);
+  ASSERT_EQ(log.calls.size(), 2u);
+  EXPECT_EQ(log.calls[0].first, HURRAY_ERR_DEVICE);
+  EXPECT_NE(log.calls[0].second.find("reset"), std::string::npos) << log.calls[0].second;
+  EXPECT_NE(log.calls[0].second.find("kDLCUDA 1"), std::string::npos) << log.calls[0].second;
+
+  // New work on device 1 retains the context again and runs in it.
+  hurray_buffer fresh = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  ASSERT_NE(fresh.release_fn, nullptr);
+  EXPECT_EQ(f().primary_retains(1), retains + 1);
+  EXPECT_EQ(hurray_buffer_release(&fresh), HURRAY_OK);
+  auto frees = f().log("cuMemFree");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].result, 0);
+  EXPECT_EQ(frees[0].device, 1);
+
+  // Revived by another library before libhurray looks: the incarnation
+  // changed (new context id), so old memory is still skipped.
+  hurray_buffer older = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  reset_context(0);
+  revive_context(0);
+  hurray_buffer newer = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  f().reset();
+  EXPECT_EQ(hurray_buffer_release(&older), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemFree"), 0);
+  EXPECT_EQ(hurray_buffer_release(&newer), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemFree"), 1);
+  after = diagnostics();
+  EXPECT_EQ(after.reset_skips, before.reset_skips + 3);
+  EXPECT_EQ(after.failed, before.failed);
+  EXPECT_EQ(f().live_allocations(), live_before_) << "the resets took the old ones";
+}
+
+// Defect 3: while another thread captures a graph in global mode,
+// libhurray's allocation, free and synchronous copy must not invalidate it,
+// and each thread keeps its own capture mode.
+TEST_F(CudaLifecycle, AllocationCopyAndReleaseDuringAnotherThreadsGlobalCapture) {
+  const int64_t shape[1] = {16};
+  hurray_buffer cpu{};
+  ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
+  for (int i = 0; i < 16; ++i) static_cast<float *>(cpu.data)[i] = static_cast<float>(i);
+  hurray_buffer before_capture = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  std::thread([&] { f().fn<void (*)(void)>("begin_global_capture")(); }).join();
+  hurray_buffer g{}, back{};
+  EXPECT_EQ(hurray_copy(&cpu, dev(HURRAY_DEVICE_CUDA, 1), &g), HURRAY_OK) << hurray_last_error();
+  EXPECT_EQ(hurray_copy(&g, dev(HURRAY_DEVICE_CPU), &back), HURRAY_OK) << hurray_last_error();
+  hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_CUDA_HOST, 0));
+  EXPECT_EQ(hurray_buffer_release(&before_capture), HURRAY_OK);
+  EXPECT_EQ(hurray_buffer_release(&pinned), HURRAY_OK);
+  EXPECT_EQ(f().fn<int (*)(void)>("capture_mode")(), kCaptureModeGlobal) << "mode restored";
+  std::thread([&] {
+    f().fn<void (*)(int)>("set_capture_mode")(kCaptureModeThreadLocal);
+    EXPECT_EQ(hurray_buffer_release(&g), HURRAY_OK);
+    EXPECT_EQ(f().fn<int (*)(void)>("capture_mode")(), kCaptureModeThreadLocal);
+  }).join();
+  const Diag d = diagnostics();
+  EXPECT_EQ(f().fn<int (*)(void)>("end_capture")(), 1) << "the capture was invalidated";
+  for (const fake_call &c : f().log(nullptr)) EXPECT_NE(c.result, kCaptureUnsupported) << c.fn;
+  if (back.release_fn != nullptr) {
+    EXPECT_EQ(static_cast<float *>(back.data)[15], 15.0f);
+    hurray_buffer_release(&back);
+  }
+  hurray_buffer_release(&cpu);
+  EXPECT_EQ(diagnostics().failed, d.failed);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+// Defect 6: pinned and managed memory of device 1 keep device 1, work in its
+// context, and a process that only uses device 1 never touches device 0.
+TEST_F(CudaLifecycle, PinnedAndManagedMemoryKeepTheDeviceTheyNamed) {
+  const int retains0 = f().primary_retains(0);
+  uint64_t worker = 0;
+  std::thread([&] {
+    worker = static_cast<uint64_t>(pthread_self());
+    for (int32_t type : {HURRAY_DEVICE_CUDA_HOST, HURRAY_DEVICE_CUDA_MANAGED}) {
+      SCOPED_TRACE(type);
+      hurray_buffer h = alloc_ok(dev(type, 1));
+      ASSERT_NE(h.release_fn, nullptr);
+      EXPECT_EQ(h.device.device_id, 1);
+      // The import check accepts what the driver reports for it.
+      DLManagedTensor *t = nullptr;
+      ASSERT_EQ(hurray_to_dlpack(&h, &t), HURRAY_OK);
+      EXPECT_EQ(t->dl_tensor.device.device_id, 1);
+      ASSERT_EQ(hurray_from_dlpack(t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &h), HURRAY_OK)
+          << hurray_last_error();
+      EXPECT_EQ(hurray_stream_wait(dev(type, 1), reinterpret_cast<void *>(0x10),
+                                   reinterpret_cast<void *>(0x20)),
+                HURRAY_OK)
+          << hurray_last_error();
+      EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+    }
+    EXPECT_EQ(f().current_device(), -1);
+  }).join();
+  EXPECT_EQ(f().primary_retains(0), retains0) << "a context was created on device 0";
+  int in_device1 = 0;
+  for (const fake_call &c : f().log(nullptr)) {
+    if (c.thread != worker) continue;
+    EXPECT_NE(c.device, 0) << c.fn << " ran in device 0's context";
+    in_device1 += c.device == 1;
+  }
+  EXPECT_GE(in_device1, 8);
+  auto pinned = f().log("cuMemHostAlloc");
+  ASSERT_EQ(pinned.size(), 1u);
+  EXPECT_EQ(pinned[0].device, 1);
+  EXPECT_EQ(f().call_count("cuMemHostAlloc"), 1);
+  EXPECT_EQ(f().call_count("cuMemAllocManaged"), 1);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+// Defect 7: memory served for the per-thread default stream is freed only
+// after every stream of its context, explicitly.
+TEST_F(CudaLifecycle, PerThreadStreamMemoryIsFreedAfterTheWholeContext) {
+  hurray_buffer h{};
+  std::thread([&] { h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), reinterpret_cast<void *>(2)); }).join();
+  f().reset();
+  uint64_t releaser = 0;
+  std::thread([&] {
+    releaser = static_cast<uint64_t>(pthread_self());
+    EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  }).join();
+  const auto log = f().log(nullptr);
+  const int sync = index_of(log, "cuCtxSynchronize");
+  const int free = index_of(log, "cuMemFree");
+  ASSERT_GE(sync, 0) << "the free was not ordered after the per-thread streams";
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 1);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].thread, releaser);
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+// Defect 7: a stream of device 0 naming memory of device 1 (a cross-device
+// destination): allocated synchronously on device 1, the free waits for the
+// stream in device 0's context first.
+TEST_F(CudaLifecycle, MemoryForAStreamOfAnotherDeviceIsFreedAfterThatStream) {
+  void *const s0 = stream_create(0);
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s0);
+  ASSERT_NE(h.release_fn, nullptr);
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 0) << "device 0's stream used for device 1's pool";
+  auto allocs = f().log("cuMemAlloc");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].device, 1);
+  f().reset();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
+  const auto log = f().log(nullptr);
+  const int sync = index_of(log, "cuStreamSynchronize");
+  const int free = index_of(log, "cuMemFree");
+  ASSERT_GE(sync, 0);
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].stream, s0);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "waited for in the stream's own context";
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  stream_destroy(s0);
+}
+
+// Defect 8: the allocation's stream was destroyed by its owner before the
+// release: detected with cuStreamQuery, freed synchronously, counted.
+TEST_F(CudaLifecycle, StreamDestroyedBeforeTheReleaseFallsBackToASynchronousFree) {
+  void *const s1 = stream_create(1);
+  hurray_buffer live = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s1);
+  hurray_buffer gone = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s1);
+  const Diag before = diagnostics();
+  EXPECT_EQ(hurray_buffer_release(&live), HURRAY_OK);
+  auto async_frees = f().log("cuMemFreeAsync");
+  ASSERT_EQ(async_frees.size(), 1u);
+  EXPECT_EQ(async_frees[0].stream, s1);
+  EXPECT_EQ(diagnostics().stream_fallbacks, before.stream_fallbacks);
+  stream_destroy(s1);
+  f().reset();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&gone), HURRAY_OK); }).join();
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0) << "queued on a destroyed stream";
+  const auto log = f().log(nullptr);
+  const int sync = index_of(log, "cuCtxSynchronize");
+  const int free = index_of(log, "cuMemFree");
+  ASSERT_GE(sync, 0);
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  const Diag after = diagnostics();
+  EXPECT_EQ(after.stream_fallbacks, before.stream_fallbacks + 1);
+  EXPECT_EQ(after.failed, before.failed);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+// Defect 7, HIP: hipStreamPerThread memory is freed after the whole device.
+TEST(HipLifecycle, PerThreadStreamMemoryIsFreedAfterTheWholeDevice) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  f.reset();
+  const int64_t live_before = f.live_allocations();
+  hurray_buffer h{};
+  std::thread([&] { h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), reinterpret_cast<void *>(2)); }).join();
+  EXPECT_EQ(f.call_count("hipMallocAsync"), 0);
+  f.reset();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
+  const auto log = f.log(nullptr);
+  const int sync = index_of(log, "hipDeviceSynchronize");
+  const int free = index_of(log, "hipFree");
+  ASSERT_GE(sync, 0);
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 1);
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  EXPECT_EQ(f.live_allocations(), live_before);
+  f.reset();
+}
+
+// Defect 6, HIP: pinned memory keeps the device it named.
+TEST(HipLifecycle, PinnedMemoryKeepsTheDeviceItNamed) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  f.reset();
+  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM_HOST, 1));
+  ASSERT_NE(h.release_fn, nullptr);
+  EXPECT_EQ(h.device.device_id, 1);
+  auto allocs = f.log("hipHostMalloc");
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].device, 1);
+  EXPECT_EQ(f.current_device(), 0);
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  EXPECT_EQ(f.call_count("hipHostFree"), 1);
+  f.reset();
+}
