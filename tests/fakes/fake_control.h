@@ -91,9 +91,10 @@ int fake_cuda_used_proc_address_v2(void);
    context current (d < 0: no context). */
 int fake_cuda_current_device(void);
 void fake_cuda_set_current_device(int d);
-/* Gives device `d`'s primary context a new cuCtxGetId id under the same
-   handle, as a reset and re-creation does: functions of modules loaded
-   before then fail to launch with CUDA_ERROR_INVALID_HANDLE. */
+/* Resets device `d`'s primary context and revives it at once under the
+   same handle with a new cuCtxGetId id, as cudaDeviceReset followed by
+   another library's retain does: its allocations are gone, and functions of
+   modules loaded before then fail to launch with CUDA_ERROR_INVALID_HANDLE. */
 void fake_cuda_renew_context(int d);
 /* The strided copies: cuMemcpy2DAsync / cuMemcpy3DAsync copy row by row and
    refuse (CUDA_ERROR_INVALID_VALUE) pitches below the width or above 2^31-1

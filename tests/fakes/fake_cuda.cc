@@ -599,9 +599,6 @@ const Entry kEntries[] = {
     {"cuModuleLoadData", 2000, reinterpret_cast<void *>(&f_module_load_data)},
     {"cuModuleGetFunction", 2000, reinterpret_cast<void *>(&f_module_get_function)},
     {"cuLaunchKernel", 4000, reinterpret_cast<void *>(&f_launch_kernel)},
-    {"cuCtxGetId", 12000, reinterpret_cast<void *>(&f_ctx_get_id)},
-}
-
     {"cuDevicePrimaryCtxGetState", 7000, reinterpret_cast<void *>(&f_primary_ctx_get_state)},
     {"cuDevicePrimaryCtxReset", 11000, reinterpret_cast<void *>(&f_primary_ctx_reset)},
     {"cuCtxGetId", 12000, reinterpret_cast<void *>(&f_ctx_get_id)},
@@ -671,7 +668,13 @@ FAKE_EXPORT void fake_cuda_set_current_device(int d) {
   t_stack[t_depth - 1] = &g_primary[d];
 }
 FAKE_EXPORT void fake_cuda_renew_context(int d) {
-  if (d >= 0 && d < kMaxDevices) g_primary[d].id.store(g_next_ctx_id.fetch_add(1));
+  // A reset followed at once by another library's retain: the old
+  // context's memory and modules are gone, the context is live again under
+  // the same handle with a new id.
+  if (d >= 0 && d < kMaxDevices) {
+    reset_primary(d);
+    activate(g_primary[d]);
+  }
 }
 FAKE_EXPORT void fake_cuda_primary_ctx_reset(int d) {
   if (d >= 0 && d < kMaxDevices) reset_primary(d);

@@ -283,11 +283,13 @@ TEST_F(StridedCuda, KernelIsLoadedAgainInARenewedContext) {
   hurray_buffer a{}, b{};
   ASSERT_EQ(hurray_copy(&v, dev(HURRAY_DEVICE_CUDA, 0), &a), HURRAY_OK) << hurray_last_error();
   f().reset();
-  renew(0);
-  ASSERT_EQ(hurray_copy(&v, dev(HURRAY_DEVICE_CUDA, 0), &b), HURRAY_OK) << hurray_last_error();
+  renew(0);  // src and a died with the old context; the cached module too
+  hurray_buffer src2 = iota(dev(HURRAY_DEVICE_CUDA, 0), 16);
+  hurray_buffer v2 = view(src2.data, dev(HURRAY_DEVICE_CUDA, 0), {4, 4}, {1, 4});
+  ASSERT_EQ(hurray_copy(&v2, dev(HURRAY_DEVICE_CUDA, 0), &b), HURRAY_OK) << hurray_last_error();
   EXPECT_EQ(f().call_count("cuModuleLoadData"), 1);
-  EXPECT_EQ(values(b), reference(v));
-  for (hurray_buffer *h : {&a, &b, &v, &src}) hurray_buffer_release(h);
+  EXPECT_EQ(values(b), reference(v2));
+  for (hurray_buffer *h : {&a, &b, &v, &src, &v2, &src2}) hurray_buffer_release(h);
 }
 
 // Defect 10: a size-1 dimension with a huge stride multiplies nothing.
