@@ -6,9 +6,30 @@ once" is observed directly rather than inferred.
 """
 import ctypes
 import gc
+import os
+import sys
 import threading
 
 import pytest
+
+from dlpack_ctypes import (  # noqa: F401  (re-exported for the tests)
+    DLDataType,
+    DLDevice,
+    DLManagedTensor,
+    DLManagedTensorVersioned,
+    DLPackVersion,
+    DLTensor,
+    VERSIONED_DELETER,
+)
+from native_build import build_test_aid
+
+# The test-only native aid (tests/aid/hurray_test_aid.c), built against the
+# installed package's headers and library; subprocesses find it through
+# PYTHONPATH.
+_AID_DIR = build_test_aid()
+sys.path.insert(0, _AID_DIR)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_AID_DIR] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
 
 _api = ctypes.pythonapi
 _api.PyCapsule_GetName.restype = ctypes.c_char_p
@@ -25,44 +46,6 @@ def capsule_name(cap):
     name = _api.PyCapsule_GetName(cap)
     return name.decode() if name is not None else None
 
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-VERSIONED_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", VERSIONED_DELETER),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", DLTensor),
-]
-assert ctypes.sizeof(DLManagedTensorVersioned) == 80
 
 CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # PyCapsule_New keeps the name pointer, not a copy: the bytes must outlive it.

@@ -17,10 +17,12 @@ import pytest
 import hurray
 from hurray import _native
 
-from conftest import DLManagedTensorVersioned, DLTensor, _api, versioned_tensor_of
+from conftest import _api, versioned_tensor_of
+from dlpack_ctypes import (ALLOCATOR, DLTENSOR_FROM_PY, FROM_PY, READ_ONLY, SET_ERROR, TO_PY,
+                           WORK_STREAM,
+                           DLManagedTensorVersioned, DLTensor, ExchangeAPI)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-READ_ONLY = 1
 
 try:
     import torch
@@ -37,36 +39,6 @@ needs_torch = pytest.mark.skipif(torch is None, reason=globals().get("_torch_rea
 needs_tvm = pytest.mark.skipif(tvm_ffi is None, reason=globals().get("_tvm_reason", ""))
 
 # --- the table, seen from C ------------------------------------------------
-
-SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
-ALLOCATOR = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
-                              ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)),
-                              ctypes.c_void_p, SET_ERROR)
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)))
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned),
-                          ctypes.POINTER(ctypes.c_void_p))
-DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor))
-WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                                ctypes.POINTER(ctypes.c_void_p))
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev_api", ctypes.c_void_p)]
-
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("header", Header),
-                ("managed_tensor_allocator", ctypes.c_void_p),
-                ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
-                ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
-                ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-                ("current_work_stream", ctypes.c_void_p)]
-
-
-assert ctypes.sizeof(ExchangeAPI) == 56
-
 
 def table_of(cls):
     cap = cls.__dict__["__dlpack_c_exchange_api__"] if "__dlpack_c_exchange_api__" in cls.__dict__ \

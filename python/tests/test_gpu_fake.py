@@ -190,18 +190,18 @@ def test_stream_rules_and_waits():
 def test_gpu_buffer_released_exactly_once_from_any_thread():
     run(
         """
-        from hurray import _native
+        from hurray_test_aid import release_on_native_thread
         g = to_cuda(hurray.from_dlpack(np.ones(1024, dtype=np.float32)))
         parts = g.share(3)
         caps = [g.__dlpack__(max_version=(1, 3)) for _ in range(2)]
         g.release()
         for p in parts[:2]:
             p.release()
-        _native._release_on_native_thread(caps[0])
+        release_on_native_thread(caps[0])
         assert fake.fake_cuda_live_allocations() == 1
         del caps[1]
         assert fake.fake_cuda_live_allocations() == 1
-        _native._release_on_native_thread(parts[2])  # the last one, on a native thread
+        release_on_native_thread(parts[2])  # the last one, on a native thread
         assert fake.fake_cuda_live_allocations() == 0
         frees = [c for c in calls("cuMemFree")]
         assert len(frees) == 1, len(frees)

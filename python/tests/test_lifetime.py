@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import hurray
-from hurray import _native
+from hurray_test_aid import release_on_native_thread
 
 MAIN = threading.get_ident()
 
@@ -141,7 +141,7 @@ def test_last_release_on_a_native_thread():
     assert watch.count == 0
     # The last handle is released by a pthread Python has never seen; the
     # caller waits with the GIL released, so the release must take it itself.
-    _native._release_on_native_thread(parts[2])
+    release_on_native_thread(parts[2])
     assert parts[2].released
     assert watch.count == 1
     assert watch.calls[0] != MAIN
@@ -156,9 +156,9 @@ def test_consumer_deleting_our_capsule_on_a_native_thread():
     del a
     caps = [buf.__dlpack__(max_version=(1, 3)), buf.__dlpack__()]
     buf.release()
-    _native._release_on_native_thread(caps[0])
+    release_on_native_thread(caps[0])
     assert watch.count == 0
-    _native._release_on_native_thread(caps[1])
+    release_on_native_thread(caps[1])
     assert watch.count == 1
     assert watch.calls[0] != MAIN
 
@@ -167,7 +167,7 @@ def test_detached_native_release_while_python_keeps_running():
     a, watch, _ = make_source()
     buf = hurray.from_dlpack(a)
     del a
-    _native._release_on_native_thread(buf, delay=0.5, wait=False)
+    release_on_native_thread(buf, delay=0.5, wait=False)
     assert watch.count == 0  # the GIL is ours; the thread has to wait for it
     assert watch.done.wait(10)
     assert watch.count == 1
@@ -189,7 +189,7 @@ def test_counting_producer_deleter_runs_exactly_once(counting_producer):
     assert p.deleted == 0
     arrays.clear()
     assert p.deleted == 0
-    _native._release_on_native_thread(parts[4])
+    release_on_native_thread(parts[4])
     assert p.deleted == 1
     del parts
     gc.collect()
@@ -236,7 +236,7 @@ def test_read_only_flag_of_a_raw_capsule(counting_producer):
 SHUTDOWN_SCRIPT = textwrap.dedent(
     """
     import sys, numpy as np, hurray
-    from hurray import _native
+    from hurray_test_aid import release_on_native_thread
     mode, delay = sys.argv[1], float(sys.argv[2])
     a = np.ones(1 << 16, dtype=np.float64)
     buf = hurray.from_dlpack(a)
@@ -249,10 +249,10 @@ SHUTDOWN_SCRIPT = textwrap.dedent(
             p.release()
         del views, a
         buf.release()
-        _native._release_on_native_thread(parts[0], delay=delay, wait=False)
+        release_on_native_thread(parts[0], delay=delay, wait=False)
     elif mode == "capsule":
         cap = buf.__dlpack__(max_version=(1, 3))
-        _native._release_on_native_thread(cap, delay=delay, wait=False)
+        release_on_native_thread(cap, delay=delay, wait=False)
     # mode "globals": everything is left for interpreter teardown.
     print("exiting", flush=True)
     """
