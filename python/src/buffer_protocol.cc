@@ -124,7 +124,13 @@ int getbuffer(PyObject *self, Py_buffer *view, int flags) {
     return -1;
   }
   if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES) view->strides = nullptr;
-  if ((flags & PyBUF_ND) != PyBUF_ND) view->shape = nullptr;
+  if ((flags & PyBUF_ND) != PyBUF_ND) {
+    // A plain bytes-like request (PyBUF_SIMPLE): one flat run of unsigned
+    // bytes, as bytes objects give (array.frombytes, hashlib, file.write).
+    view->shape = nullptr;
+    view->ndim = 1;
+    view->itemsize = 1;
+  }
 
   // The view's own reference on the memory.
   hurray_buffer pair[2];
