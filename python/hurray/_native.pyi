@@ -1,6 +1,6 @@
 """Type stubs of hurray._native, the CPython extension (docs/impl/python.md)."""
 from types import TracebackType
-from typing import Any, Final, List, Optional, Protocol, SupportsIndex, Tuple, Type, Union
+from typing import Any, ClassVar, Final, List, Optional, Protocol, SupportsIndex, Tuple, Type, Union
 
 from typing_extensions import Self
 
@@ -26,6 +26,8 @@ class _DLPackProducer(Protocol):
 class Buffer:
     """One consumer's hold on tensor memory (a libhurray handle)."""
 
+    # The DLPack C exchange API table (a "dlpack_exchange_api" capsule).
+    __dlpack_c_exchange_api__: ClassVar[object]
     # Not constructible directly: use from_dlpack(), empty() or share().
     def __init__(self, *args: Any, **kwargs: Any) -> None: ...
     @property

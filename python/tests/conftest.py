@@ -4,6 +4,7 @@
 a DLPack producer whose deleter counts its calls, so that "released exactly
 once" is observed directly rather than inferred.
 """
+from typing import Any, Iterator, List, Optional, Tuple, Type
 import ctypes
 import gc
 import os
@@ -42,7 +43,7 @@ _api.PyCapsule_IsValid.restype = ctypes.c_int
 _api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
 
-def capsule_name(cap):
+def capsule_name(cap: object) -> Optional[str]:
     name = _api.PyCapsule_GetName(cap)
     return name.decode() if name is not None else None
 
@@ -52,7 +53,7 @@ CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _VERSIONED_NAME = b"dltensor_versioned"
 
 
-def versioned_tensor_of(cap):
+def versioned_tensor_of(cap: object) -> DLManagedTensorVersioned:
     """The DLManagedTensorVersioned inside an unused 'dltensor_versioned' capsule."""
     ptr = _api.PyCapsule_GetPointer(cap, b"dltensor_versioned")
     return DLManagedTensorVersioned.from_address(ptr)
@@ -65,35 +66,35 @@ class CountingProducer:
     Each capsule() call makes a fresh tensor over the same memory; the
     capsule has the standard destructor (delete if still unused)."""
 
-    def __init__(self, n=8, version=(1, 3), flags=0):
+    def __init__(self, n: int = 8, version: Tuple[int, int] = (1, 3), flags: int = 0) -> None:
         self.memory = (ctypes.c_double * n)(*range(n))
         self.shape = (ctypes.c_int64 * 1)(n)
         self.strides = (ctypes.c_int64 * 1)(1)
         self.version = version
         self.flags = flags
         self.deleted = 0
-        self.deleter_threads = []
+        self.deleter_threads: List[int] = []
         self._lock = threading.Lock()
-        self._tensors = []  # keep the ctypes structs alive
+        self._tensors: List[DLManagedTensorVersioned] = []  # keep the ctypes structs alive
 
-        def _deleter(ptr):
+        def _deleter(ptr: Any) -> None:
             with self._lock:
                 self.deleted += 1
                 self.deleter_threads.append(threading.get_ident())
 
         self._deleter = VERSIONED_DELETER(_deleter)
 
-        def _destructor(cap_ptr):
+        def _destructor(cap_ptr: Optional[int]) -> None:
             if _api.PyCapsule_IsValid(cap_ptr, b"dltensor_versioned"):
                 _deleter(None)
 
         self._destructor = CAPSULE_DESTRUCTOR(_destructor)
 
     @property
-    def address(self):
+    def address(self) -> int:
         return ctypes.addressof(self.memory)
 
-    def capsule(self):
+    def capsule(self) -> object:
         t = DLManagedTensorVersioned()
         t.version = DLPackVersion(*self.version)
         t.deleter = self._deleter
@@ -113,7 +114,7 @@ class CountingProducer:
         )
 
 
-def pytest_report_header(config):
+def pytest_report_header(config: pytest.Config) -> List[str]:
     import hurray
 
     lines = [f"hurray {hurray.__version__} from {hurray.__file__} (libhurray {hurray.libhurray_version})"]
@@ -127,11 +128,11 @@ def pytest_report_header(config):
 
 
 @pytest.fixture
-def counting_producer():
+def counting_producer() -> Type["CountingProducer"]:
     return CountingProducer
 
 
 @pytest.fixture(autouse=True)
-def _collect():
+def _collect() -> Iterator[None]:
     yield
     gc.collect()

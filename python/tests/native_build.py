@@ -1,6 +1,7 @@
 """Builds the tests' native helpers with the C compiler, against the
 installed hurray package's headers and library (hurray.get_include(),
 hurray.get_lib_dir()): the way a C extension in a user's venv would."""
+from typing import Dict, Sequence, Tuple
 import os
 import shutil
 import subprocess
@@ -11,15 +12,16 @@ import tempfile
 import hurray
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-_CACHE = {}
+_CACHE: Dict[Tuple[str, str], str] = {}
 
 
-def compiler():
+def compiler() -> str:
     cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
     return cc if shutil.which(cc) else "cc"
 
 
-def build(name, source, *, python=True, link_hurray=True, extra=()):
+def build(name: str, source: str, *, python: bool = True, link_hurray: bool = True,
+          extra: Sequence[str] = ()) -> str:
     """Compiles tests/aid/<source> into a shared object `name` in a fresh
     temporary folder; returns the path of the shared object. Raises with the
     compiler's output on failure."""
@@ -43,7 +45,7 @@ def build(name, source, *, python=True, link_hurray=True, extra=()):
     return out
 
 
-def build_test_aid():
+def build_test_aid() -> str:
     """The folder holding the importable hurray_test_aid module."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     return os.path.dirname(build("hurray_test_aid" + suffix, "hurray_test_aid.c"))

@@ -1,6 +1,9 @@
 """The Python buffer protocol of CPU Buffers (issue 10): memoryview,
 np.asarray, bytes, array, struct; zero-copy, readonly honoured, the Buffer
 kept alive by the view; clean refusals."""
+from typing import List
+from typing import Any, Callable, Type
+from conftest import CountingProducer
 import array
 import gc
 import struct
@@ -20,7 +23,7 @@ FORMATS = [
 
 
 @pytest.mark.parametrize("dtype,fmt", FORMATS, ids=[f for _, f in FORMATS])
-def test_memoryview_describes_every_dtype(dtype, fmt):
+def test_memoryview_describes_every_dtype(dtype: Any, fmt: str) -> None:
     a = np.arange(24).astype(dtype).reshape(2, 3, 4)
     buf = hurray.from_dlpack(a)
     m = memoryview(buf)
@@ -42,7 +45,7 @@ def test_memoryview_describes_every_dtype(dtype, fmt):
     lambda: np.zeros((0, 3), dtype=np.float32),
     lambda: np.lib.stride_tricks.as_strided(np.arange(3.0), shape=(4, 3), strides=(0, 8)),
 ], ids=["transposed", "negative", "0-d", "empty", "stride-0"])
-def test_strided_layouts(make):
+def test_strided_layouts(make: Callable[[], Any]) -> None:
     a = make()
     buf = hurray.from_dlpack(a)
     m = memoryview(buf)
@@ -55,11 +58,11 @@ def test_strided_layouts(make):
     assert m.tobytes() == a.tobytes()
 
 
-def test_writes_go_through_and_readonly_is_honoured():
+def test_writes_go_through_and_readonly_is_honoured() -> None:
     a = np.zeros(4, dtype=np.float64)
     buf = hurray.from_dlpack(a)
     m = memoryview(buf)
-    m[1] = 7.5
+    m[1] = 7.5  # type: ignore[call-overload]  # typeshed: memoryview items are ints
     struct.pack_into("d", buf, 16, 3.25)
     assert a.tolist() == [0.0, 7.5, 3.25, 0.0]
     ro = a.copy()
@@ -68,13 +71,13 @@ def test_writes_go_through_and_readonly_is_honoured():
     rm = memoryview(rbuf)
     assert rm.readonly
     with pytest.raises(TypeError):
-        rm[0] = 1.0
+        rm[0] = 1.0  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="read-write"):
         struct.pack_into("d", rbuf, 0, 1.0)  # CPython words our BufferError
     assert not np.asarray(rbuf).flags.writeable
 
 
-def test_bytes_like_consumers():
+def test_bytes_like_consumers() -> None:
     a = np.arange(4, dtype=np.int32)
     buf = hurray.from_dlpack(a)
     arr = array.array("i")
@@ -85,7 +88,7 @@ def test_bytes_like_consumers():
     assert memoryview(buf).cast("B").tolist() == list(a.tobytes())
 
 
-def test_non_contiguous_refused_for_contiguous_requests():
+def test_non_contiguous_refused_for_contiguous_requests() -> None:
     a = np.arange(12.0).reshape(3, 4)[:, ::2]
     buf = hurray.from_dlpack(a)
     with pytest.raises(BufferError, match="contiguous"):
@@ -97,9 +100,9 @@ def test_non_contiguous_refused_for_contiguous_requests():
     assert m.f_contiguous and not m.c_contiguous
 
 
-def test_view_keeps_buffer_and_memory_alive():
+def test_view_keeps_buffer_and_memory_alive() -> None:
     a = np.arange(6.0)
-    fired = []
+    fired: List[int] = []
     weakref.finalize(a, fired.append, 1)
     buf = hurray.from_dlpack(a)
     del a
@@ -109,7 +112,7 @@ def test_view_keeps_buffer_and_memory_alive():
     gc.collect()
     assert ref() is not None  # the view holds the Buffer
     assert m.obj is ref()
-    ref().release()  # the view has its own reference on the memory
+    m.obj.release()  # the view has its own reference on the memory
     assert not fired
     assert m.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     m.release()
@@ -117,7 +120,7 @@ def test_view_keeps_buffer_and_memory_alive():
     assert fired == [1]
 
 
-def test_each_view_is_one_reference_released_once(counting_producer):
+def test_each_view_is_one_reference_released_once(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(n=4)
     buf = hurray.from_dlpack(p.capsule())
     views = [memoryview(buf) for _ in range(3)]
@@ -135,21 +138,21 @@ def test_each_view_is_one_reference_released_once(counting_producer):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float32x4", "float4_e2m1fn",
                                    "int4"])
-def test_undescribable_dtypes_refused(dtype):
+def test_undescribable_dtypes_refused(dtype: Any) -> None:
     buf = hurray.empty(4, dtype)
     with pytest.raises(BufferError, match="struct format") as info:
         memoryview(buf)
     assert dtype in str(info.value)
 
 
-def test_released_buffer_refused():
+def test_released_buffer_refused() -> None:
     buf = hurray.empty(4)
     buf.release()
     with pytest.raises(ValueError, match="released"):
         memoryview(buf)
 
 
-def test_no_more_object_arrays():
+def test_no_more_object_arrays() -> None:
     # np.asarray used to give a 0-d object array.
     out = np.asarray(hurray.from_dlpack(np.arange(3, dtype=np.int16)))
     assert out.dtype == np.int16 and out.shape == (3,)

@@ -1,5 +1,7 @@
 """Never more writable than the source; __dlpack__ arguments as the DLPack
 Python specification and NumPy read them (issue 10)."""
+from typing import List
+from typing import Any, Callable, Tuple
 import ctypes
 
 import numpy as np
@@ -13,40 +15,40 @@ from dlpack_ctypes import (DLTENSOR_FROM_PY, FROM_PY, READ_ONLY, DLManagedTensor
 try:
     import torch
 except ImportError:  # pragma: no cover - depends on the environment
-    torch = None
+    torch = None  # type: ignore[assignment]
 try:
     import tvm_ffi
 except ImportError:  # pragma: no cover
-    tvm_ffi = None
+    tvm_ffi = None  # type: ignore[assignment]
 try:
     import jax
     import jax.numpy as jnp
 
-    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_platforms", "cpu")  # type: ignore[no-untyped-call]
 except ImportError:  # pragma: no cover
-    jax = None
+    jax = None  # type: ignore[assignment]
 
 
 class LegacyOnly:
     """A producer of the pre-1.0 protocol (only legacy capsules)."""
 
-    def __init__(self, x):
+    def __init__(self, x: Any) -> None:
         self.x = x
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream: Any = None) -> Any:
         return self.x.__dlpack__()
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Any:
         return self.x.__dlpack_device__()
 
 
-def read_only_numpy():
+def read_only_numpy() -> Any:
     a = np.arange(6.0)
     a.flags.writeable = False
     return a
 
 
-def producers():
+def producers() -> List[Tuple[str, Callable[[], Any]]]:
     """(name, factory) of every peer's tensors, read-only ones included."""
     out = [
         ("numpy", lambda: np.arange(6.0)),
@@ -64,7 +66,7 @@ def producers():
 
 
 @pytest.mark.parametrize("make", [m for _, m in producers()], ids=[n for n, _ in producers()])
-def test_never_more_writable_than_numpy_makes_the_same_producer(make):
+def test_never_more_writable_than_numpy_makes_the_same_producer(make: Callable[[], Any]) -> None:
     """hurray's Buffer of x is read-only exactly when np.from_dlpack(x) is, and
     so is every array NumPy takes from that Buffer, its shares and copies of
     the DLPack hand-over."""
@@ -87,10 +89,10 @@ def test_never_more_writable_than_numpy_makes_the_same_producer(make):
 
 
 @pytest.mark.skipif(jax is None, reason="jax cannot be imported")
-def test_jax_array_stays_unwritable_through_hurray():
+def test_jax_array_stays_unwritable_through_hurray() -> None:
     """The issue's case: writing through NumPy must never change a JAX array."""
     x = jnp.arange(4.0)
-    assert not np.from_dlpack(x).flags.writeable
+    assert not np.from_dlpack(x).flags.writeable  # type: ignore[arg-type]
     out = np.from_dlpack(hurray.from_dlpack(x))
     assert not out.flags.writeable
     with pytest.raises(ValueError):
@@ -99,7 +101,7 @@ def test_jax_array_stays_unwritable_through_hurray():
 
 
 @pytest.mark.skipif(jax is None, reason="jax cannot be imported")
-def test_read_only_to_a_legacy_consumer_says_what_to_do():
+def test_read_only_to_a_legacy_consumer_says_what_to_do() -> None:
     buf = hurray.from_dlpack(read_only_numpy())
     with pytest.raises(BufferError) as info:
         jnp.from_dlpack(buf)
@@ -110,7 +112,7 @@ def test_read_only_to_a_legacy_consumer_says_what_to_do():
     assert j.tolist() == list(range(6))
 
 
-def test_legacy_export_of_read_only_refused_unless_copied():
+def test_legacy_export_of_read_only_refused_unless_copied() -> None:
     buf = hurray.from_dlpack(read_only_numpy())
     with pytest.raises(BufferError, match=r"copy=True"):
         buf.__dlpack__()
@@ -122,7 +124,7 @@ def test_legacy_export_of_read_only_refused_unless_copied():
     assert not hurray.from_dlpack(hurray.from_dlpack(np.arange(3.0)).__dlpack__()).readonly
 
 
-def test_borrowed_dltensor_view_of_read_only_is_refused():
+def test_borrowed_dltensor_view_of_read_only_is_refused() -> None:
     cap = hurray.Buffer.__dict__["__dlpack_c_exchange_api__"]
     api = ExchangeAPI.from_address(_api.PyCapsule_GetPointer(cap, b"dlpack_exchange_api"))
     view = DLTensor()
@@ -140,7 +142,7 @@ def test_borrowed_dltensor_view_of_read_only_is_refused():
 # --- max_version -----------------------------------------------------------
 
 
-def version_of(cap):
+def version_of(cap: object) -> Tuple[int, int]:
     t = versioned_tensor_of(cap)
     return (t.version.major, t.version.minor)
 
@@ -149,19 +151,19 @@ def version_of(cap):
     ((1, 0), (1, 0)), ((1, 1), (1, 1)), ((1, 2), (1, 2)), ((1, 3), (1, 3)),
     ((1, 7), (1, 3)), ((2, 0), (1, 3)), ((np.int64(1), np.int32(1)), (1, 1)),
 ])
-def test_max_version_answers_the_highest_version_asked_for(asked, answer):
+def test_max_version_answers_the_highest_version_asked_for(asked: Tuple[Any, Any], answer: Tuple[int, int]) -> None:
     cap = hurray.from_dlpack(np.arange(3.0)).__dlpack__(max_version=asked)
     assert capsule_name(cap) == "dltensor_versioned"
     assert version_of(cap) == answer
 
 
-def test_max_version_below_1_gives_legacy():
+def test_max_version_below_1_gives_legacy() -> None:
     buf = hurray.from_dlpack(np.arange(3.0))
     assert capsule_name(buf.__dlpack__(max_version=(0, 8))) == "dltensor"
     assert capsule_name(buf.__dlpack__()) == "dltensor"
 
 
-def test_a_tensor_older_versions_cannot_describe_gets_the_lowest_that_can():
+def test_a_tensor_older_versions_cannot_describe_gets_the_lowest_that_can() -> None:
     # float8 codes and the sub-byte padding flag came with DLPack 1.1.
     cap = hurray.empty(4, "float8_e4m3fn").__dlpack__(max_version=(1, 0))
     assert version_of(cap) == (1, 1)
@@ -169,23 +171,24 @@ def test_a_tensor_older_versions_cannot_describe_gets_the_lowest_that_can():
     assert version_of(cap) == (1, 0)
 
 
-def test_numpy_and_torch_get_the_version_they_ask_for():
+def test_numpy_and_torch_get_the_version_they_ask_for() -> None:
     class Spy:
-        def __init__(self, buf):
-            self.buf, self.versions = buf, []
+        def __init__(self, buf: hurray.Buffer) -> None:
+            self.buf = buf
+            self.versions: List[Tuple[Any, Tuple[int, int]]] = []
 
-        def __dlpack__(self, **kw):
+        def __dlpack__(self, **kw: Any) -> Any:
             cap = self.buf.__dlpack__(**kw)
             self.versions.append((kw.get("max_version"), version_of(cap)))
             return cap
 
-        def __dlpack_device__(self):
+        def __dlpack_device__(self) -> Any:
             return self.buf.__dlpack_device__()
 
     spy = Spy(hurray.from_dlpack(np.arange(3.0)))
     np.from_dlpack(spy)
     if torch is not None:
-        torch.from_dlpack(spy)
+        torch.utils.dlpack.from_dlpack(spy)
     for asked, got in spy.versions:
         assert got == (1, min(asked[1], 3)), spy.versions
 
@@ -193,7 +196,7 @@ def test_numpy_and_torch_get_the_version_they_ask_for():
 # --- stream and copy ---------------------------------------------------------
 
 
-def test_stream_on_cpu_only_none():
+def test_stream_on_cpu_only_none() -> None:
     buf = hurray.from_dlpack(np.arange(3.0))
     buf.__dlpack__(stream=None, max_version=(1, 3))
     for bad in (-1, 0, 1, 2):
@@ -204,7 +207,7 @@ def test_stream_on_cpu_only_none():
             np.arange(3.0).__dlpack__(stream=bad)
 
 
-def test_copy_values_as_numpy_reads_them():
+def test_copy_values_as_numpy_reads_them() -> None:
     a = np.arange(3.0)
     buf = hurray.from_dlpack(a)
     for value, copies in [(True, True), (False, False), (None, False), (1, True), (0, False),
@@ -212,7 +215,7 @@ def test_copy_values_as_numpy_reads_them():
                           (np._CopyMode.ALWAYS, True), (np._CopyMode.NEVER, False),
                           (np._CopyMode.IF_NEEDED, False)]:
         # NumPy as the reference: does its own export copy?
-        ref = np.from_dlpack(a, copy=value)
+        ref = np.from_dlpack(a, copy=value)  # type: ignore[arg-type]  # NumPy's stub: bool | None
         assert (not np.shares_memory(ref, a)) is copies, value
         out = np.from_dlpack(hurray.from_dlpack(buf, copy=value))
         assert (out.ctypes.data != a.ctypes.data) is copies, value
@@ -224,17 +227,17 @@ def test_copy_values_as_numpy_reads_them():
         with pytest.raises(ValueError, match="str"):
             hurray.from_dlpack(a, copy=bad)
         with pytest.raises(ValueError):
-            np.from_dlpack(a, copy=bad)
+            np.from_dlpack(a, copy=bad)  # type: ignore[arg-type]
 
     class NoTruth:
-        def __bool__(self):
+        def __bool__(self) -> bool:
             raise RuntimeError("no truth value")
 
     with pytest.raises(RuntimeError, match="no truth"):
         buf.__dlpack__(copy=NoTruth())
 
 
-def test_copy_never_across_devices_is_buffer_error():
+def test_copy_never_across_devices_is_buffer_error() -> None:
     with pytest.raises(BufferError):
         hurray.from_dlpack(np.arange(3.0), copy=np._CopyMode.NEVER, device=(2, 0))
 
@@ -243,14 +246,14 @@ def test_copy_never_across_devices_is_buffer_error():
 
 
 class Index:
-    def __init__(self, v):
+    def __init__(self, v: int) -> None:
         self.v = v
 
-    def __index__(self):
+    def __index__(self) -> int:
         return self.v
 
 
-def test_index_integers_accepted():
+def test_index_integers_accepted() -> None:
     buf = hurray.from_dlpack(np.arange(6.0))
     assert len(buf.share(np.int64(2))) == 2
     assert len(buf.share(Index(3))) == 3
@@ -260,11 +263,11 @@ def test_index_integers_accepted():
     assert hurray.from_dlpack(cap).shape == (6,)
     assert hurray.from_dlpack(buf, device=(np.int64(1), 0)).device == (1, 0)
     with pytest.raises(TypeError):
-        buf.share(2.0)
+        buf.share(2.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         buf.share(np.int64(0))
     with pytest.raises(TypeError):
-        hurray.empty((2, 2.5))
+        hurray.empty((2, 2.5))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("dtype,name", [
@@ -273,7 +276,7 @@ def test_index_integers_accepted():
     (np.complex64, "complex64"), (np.dtype("complex128"), "complex128"), ("float16", "float16"),
     ("bfloat16", "bfloat16"), ("float32x4", "float32x4"), (bool, "bool"), (float, "float64"),
 ])
-def test_dtype_as_numpy_accepts(dtype, name):
+def test_dtype_as_numpy_accepts(dtype: Any, name: str) -> None:
     b = hurray.empty((2,), dtype)
     assert b.dtype == name
     if name not in ("bfloat16", "float32x4"):
@@ -282,6 +285,6 @@ def test_dtype_as_numpy_accepts(dtype, name):
 
 @pytest.mark.parametrize("dtype", [np.dtype(">f4"), np.dtype("U2"), np.dtype([("a", "f4")]),
                                    np.dtype(object), np.dtype("datetime64[s]"), np.longdouble])
-def test_dtype_without_dlpack_equivalent_is_value_error(dtype):
+def test_dtype_without_dlpack_equivalent_is_value_error(dtype: Any) -> None:
     with pytest.raises(ValueError, match="NumPy dtype"):
         hurray.empty(2, dtype)

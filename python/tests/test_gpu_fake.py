@@ -7,6 +7,7 @@ read once per process, so each check runs in a subprocess. Found through
 $HURRAY_FAKE_CUDA_DRIVER, else $HURRAY_BUILD_DIR/tests/fakes/cuda/libcuda.so.1,
 else build/dev/ in the repository; skipped (with the reason) when none exists.
 """
+from typing import Optional
 import os
 import pathlib
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def find_fake_driver():
+def find_fake_driver() -> Optional[str]:
     candidates = []
     if os.environ.get("HURRAY_FAKE_CUDA_DRIVER"):
         candidates.append(pathlib.Path(os.environ["HURRAY_FAKE_CUDA_DRIVER"]))
@@ -27,7 +28,7 @@ def find_fake_driver():
     candidates.append(REPO / "build/dev/tests/fakes/cuda/libcuda.so.1")
     for c in candidates:
         if c.is_file():
-            return c
+            return str(c)
     return None
 
 
@@ -68,7 +69,7 @@ PRELUDE = textwrap.dedent(
 )
 
 
-def run(body):
+def run(body: str) -> str:
     env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
     r = subprocess.run(
         [sys.executable, "-c", PRELUDE + textwrap.dedent(body) + "\nprint('DONE')\n"],
@@ -78,7 +79,7 @@ def run(body):
     return r.stdout
 
 
-def test_copy_to_cuda_and_back():
+def test_copy_to_cuda_and_back() -> None:
     run(
         """
         a = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -105,7 +106,7 @@ def test_copy_to_cuda_and_back():
     )
 
 
-def test_from_dlpack_device_copies_what_the_producer_cannot_move():
+def test_from_dlpack_device_copies_what_the_producer_cannot_move() -> None:
     run(
         """
         a = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -153,7 +154,7 @@ def test_from_dlpack_device_copies_what_the_producer_cannot_move():
     )
 
 
-def test_stream_rules_and_waits():
+def test_stream_rules_and_waits() -> None:
     run(
         """
         g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float64)))
@@ -187,7 +188,7 @@ def test_stream_rules_and_waits():
     )
 
 
-def test_gpu_buffer_released_exactly_once_from_any_thread():
+def test_gpu_buffer_released_exactly_once_from_any_thread() -> None:
     run(
         """
         from hurray_test_aid import release_on_native_thread
