@@ -155,6 +155,9 @@ inline BufferObject *as_buffer(PyObject *o) { return reinterpret_cast<BufferObje
 
 extern PyBufferProcs kBufferProcs;
 
+// Buffer.__array__(dtype=None, copy=None) (METH_VARARGS | METH_KEYWORDS).
+PyObject *buffer_array(PyObject *self, PyObject *args, PyObject *kwargs);
+
 // ---- export.cc -----------------------------------------------------------------
 
 // Buffer.__dlpack__ (METH_FASTCALL | METH_KEYWORDS).

@@ -322,6 +322,10 @@ PyMethodDef Buffer_methods[] = {
      "This buffer stays valid; the memory is freed after the last of all of them."},
     {"release", Buffer_release, METH_NOARGS,
      "release()\n--\n\nRelease this buffer's reference now. Idempotent."},
+    {"__array__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(buffer_array)),
+     METH_VARARGS | METH_KEYWORDS,
+     "__array__(dtype=None, copy=None)\n--\n\nFor NumPy when the buffer protocol cannot serve: refuses\n"
+     "memory the CPU cannot address, else numpy.from_dlpack(self)."},
     {"__enter__", Buffer_enter, METH_NOARGS, nullptr},
     {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Buffer_exit)),
      METH_FASTCALL, nullptr},

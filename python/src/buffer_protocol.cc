@@ -33,6 +33,15 @@ bool host_addressable(int32_t device_type) {
   }
 }
 
+int raise_not_host(const hurray_buffer &h) {
+  PyErr_Format(PyExc_BufferError,
+               "hurray.Buffer: the buffer protocol can only give memory the CPU can address, "
+               "and this Buffer is in %s:%d memory; use DLPack (e.g. torch.from_dlpack(buf)), "
+               "or copy it to the CPU first: hurray.from_dlpack(buf, device='cpu')",
+               device_name(h.device.device_type), static_cast<int>(h.device.device_id));
+  return -1;
+}
+
 int refuse(const char *why) {
   PyErr_Format(PyExc_BufferError, "hurray.Buffer: %s", why);
   return -1;
@@ -43,14 +52,7 @@ int getbuffer(PyObject *self, Py_buffer *view, int flags) {
   BufferObject *b = as_buffer(self);
   if (!check_live(b)) return -1;
   const hurray_buffer &h = b->h;
-  if (!host_addressable(h.device.device_type)) {
-    PyErr_Format(PyExc_BufferError,
-                 "hurray.Buffer: the buffer protocol can only give memory the CPU can address, "
-                 "and this Buffer is in %s:%d memory; use DLPack (e.g. torch.from_dlpack(buf)), "
-                 "or copy it to the CPU first: hurray.from_dlpack(buf, device='cpu')",
-                 device_name(h.device.device_type), static_cast<int>(h.device.device_id));
-    return -1;
-  }
+  if (!host_addressable(h.device.device_type)) return raise_not_host(h);
   const char *format = buffer_format(h.dtype);
   if (format == nullptr) {
     PyObject *name = dtype_name(h.dtype);
@@ -159,5 +161,38 @@ void releasebuffer(PyObject *, Py_buffer *view) {
 }  // namespace
 
 PyBufferProcs kBufferProcs = {getbuffer, releasebuffer};
+
+// NumPy reaches __array__ only when the buffer protocol failed (it ignores
+// that error and would otherwise make a 0-d object array): memory the CPU
+// cannot address is refused with the buffer protocol's message, anything
+// else goes through numpy.from_dlpack (dtypes NumPy registered for DLPack).
+PyObject *buffer_array(PyObject *self, PyObject *args, PyObject *kwargs) {
+  static const char *kwlist[] = {"dtype", "copy", nullptr};
+  PyObject *dtype = Py_None, *copy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", const_cast<char **>(kwlist),
+                                   &dtype, &copy)) {
+    return nullptr;
+  }
+  BufferObject *b = as_buffer(self);
+  if (!check_live(b)) return nullptr;
+  if (!host_addressable(b->h.device.device_type)) return raise_not_host(b->h), nullptr;
+  PyObject *np = PyImport_ImportModule("numpy");
+  if (np == nullptr) return nullptr;
+  PyObject *from_dlpack = PyObject_GetAttrString(np, "from_dlpack");
+  Py_DECREF(np);
+  if (from_dlpack == nullptr) return nullptr;
+  PyObject *kw = copy != Py_None ? Py_BuildValue("{sO}", "copy", copy) : nullptr;
+  PyObject *call_args = PyTuple_Pack(1, self);
+  PyObject *arr = call_args != nullptr && (copy == Py_None || kw != nullptr)
+                      ? PyObject_Call(from_dlpack, call_args, kw)
+                      : nullptr;
+  Py_XDECREF(call_args);
+  Py_XDECREF(kw);
+  Py_DECREF(from_dlpack);
+  if (arr == nullptr || dtype == Py_None) return arr;
+  PyObject *res = PyObject_CallMethod(arr, "astype", "OO", dtype, Py_False);
+  Py_DECREF(arr);
+  return res;
+}
 
 }  // namespace hurray_py

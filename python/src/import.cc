@@ -229,11 +229,16 @@ int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_dev
                        "hurray.from_dlpack: %.100s's dltensor_from_py_object_no_sync failed "
                        "without setting an exception",
                        Py_TYPE(obj)->tp_name);
+          return -1;
         }
-        return -1;
+        // A producer that will not lend a view (BufferError: hurray.Buffer
+        // refuses one of read-only memory) is asked through __dlpack__.
+        if (!PyErr_ExceptionMatches(PyExc_BufferError)) return -1;
+        PyErr_Clear();
+      } else {
+        use_table =
+            same_device(hurray_device{view.device.device_type, view.device.device_id}, want);
       }
-      use_table =
-          same_device(hurray_device{view.device.device_type, view.device.device_id}, want);
     }
   }
   count_consumer_path(use_table);

@@ -156,3 +156,12 @@ def test_no_more_object_arrays() -> None:
     # np.asarray used to give a 0-d object array.
     out = np.asarray(hurray.from_dlpack(np.arange(3, dtype=np.int16)))
     assert out.dtype == np.int16 and out.shape == (3,)
+
+
+def test_numpy_asarray_of_undescribable_dtype_is_a_clean_error() -> None:
+    # NumPy ignores a buffer-protocol error and tries __array__, which goes
+    # through DLPack: a clean error instead of a 0-d object array.
+    with pytest.raises(Exception) as info:
+        np.asarray(hurray.empty(4, "float32x4"))
+    assert not isinstance(info.value, SystemError)
+    assert np.asarray(hurray.empty(3, "float32"), dtype=np.float64).dtype == np.float64

@@ -208,3 +208,36 @@ def test_gpu_buffer_released_exactly_once_from_any_thread() -> None:
         assert len(frees) == 1, len(frees)
         """
     )
+
+
+def test_buffer_protocol_refuses_gpu_memory_and_read_only_survives_the_copy() -> None:
+    run(
+        """
+        g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float32)))
+        assert g.device == (2, 0)
+        for use in (memoryview, bytes, np.asarray):
+            try:
+                use(g)
+            except BufferError as e:
+                assert "cuda:0" in str(e) and "device='cpu'" in str(e), e
+            else:
+                raise AssertionError(f"{use.__name__} took CUDA memory")
+        back = hurray.from_dlpack(g, device="cpu")
+        assert memoryview(back).tolist() == list(range(8))
+        # A read-only source: the copy on the device is private, hence
+        # writable (IS_COPIED), and the source Buffer stays read-only.
+        a = np.arange(4.0)
+        a.flags.writeable = False
+        ro = hurray.from_dlpack(a)
+        c = hurray.from_dlpack(ro, device=(2, 0))
+        assert ro.readonly and c.is_copied and not c.readonly
+        # Streams: CPU consumers take None only, GPU consumers -1 as well.
+        g.__dlpack__(max_version=(1, 3), stream=-1)
+        try:
+            g.__dlpack__(max_version=(1, 3), dl_device=(1, 0), stream=-1)
+        except ValueError as e:
+            assert "None" in str(e)
+        else:
+            raise AssertionError("stream=-1 accepted for a CPU consumer")
+        """
+    )
