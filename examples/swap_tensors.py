@@ -16,22 +16,23 @@ Run it with `bash examples/run_demo.sh` (which installs what it needs).
 import gc
 import sys
 import weakref
+from typing import Any, Callable, List, Tuple
 
 import numpy as np
 
 import hurray
 
 SIZE = 1024
-failures = []
+failures: List[str] = []
 
 
-def check(ok, what):
+def check(ok: bool, what: str) -> str:
     if not ok:
         failures.append(what)
     return "ok" if ok else "FAILED"
 
 
-def aligned_image(n, alignment=64):
+def aligned_image(n: int, alignment: int = 64) -> Tuple[Any, Any]:
     """An n x n float32 array whose data starts on an `alignment`-byte
     boundary. JAX takes CPU memory without copying only when it is aligned
     like this; libhurray itself needs no alignment. Returns (image, owner):
@@ -45,12 +46,16 @@ def aligned_image(n, alignment=64):
 
 # --- the three frameworks ---------------------------------------------------
 
-def numpy_consumer(buf):
+# (name, framework object, address, read(i, j)) of one consumer
+Consumer = Tuple[str, Any, int, Callable[[int, int], float]]
+
+
+def numpy_consumer(buf: hurray.Buffer) -> Consumer:
     arr = np.from_dlpack(buf)
     return "NumPy", arr, arr.ctypes.data, lambda i, j: float(arr[i, j])
 
 
-def tvm_consumer(buf):
+def tvm_consumer(buf: hurray.Buffer) -> Consumer:
     try:
         import tvm_ffi
     except ImportError:
@@ -62,19 +67,19 @@ def tvm_consumer(buf):
     return "TVM FFI", t, t.data_ptr(), lambda i, j: float(np.from_dlpack(t)[i, j])
 
 
-def jax_consumer(buf):
+def jax_consumer(buf: hurray.Buffer) -> Consumer:
     try:
         import jax
         import jax.numpy as jnp
     except ImportError:
         name, arr, addr, read = numpy_consumer(buf)
         return "NumPy (3rd view; jax not installed)", arr, addr, read
-    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_platforms", "cpu")  # type: ignore[no-untyped-call]
     j = jnp.from_dlpack(buf)
     return f"JAX {jax.__version__} (cpu)", j, j.unsafe_buffer_pointer(), lambda i, j_: float(j[i, j_])
 
 
-def main():
+def main() -> int:
     print(f"hurray {hurray.__version__} (libhurray {hurray.libhurray_version}): "
           "swap one tensor between three frameworks\n")
 
@@ -82,7 +87,7 @@ def main():
     image, owner = aligned_image(SIZE)
     image[...] = np.linspace(0.0, 1.0, SIZE * SIZE, dtype=np.float32).reshape(SIZE, SIZE)
     source_addr = image.ctypes.data
-    released = []  # one entry per time NumPy frees the source memory
+    released: List[str] = []  # one entry per time NumPy frees the source memory
     weakref.finalize(owner, released.append, "freed")
 
     buf = hurray.from_dlpack(image)

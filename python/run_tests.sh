@@ -4,10 +4,12 @@
 #   bash python/run_tests.sh [pytest args...]
 #
 # Uses (or creates) the venv in $HURRAY_VENV (default: <repo>/.venv),
-# installs pytest, NumPy >= 2.1, apache-tvm-ffi, torch (only when it cannot
-# be imported yet: it is large) and jax[cpu] (a failed jax install is
-# tolerated: its tests then skip with the reason), builds and
-# installs ./python, and runs pytest. Exits non-zero on any failure, and
+# installs pytest, NumPy >= 2.1, apache-tvm-ffi, build and mypy (the
+# packaging tests make an sdist and type-check the examples and tests with
+# mypy --strict), torch (only when it cannot be imported yet: it is large)
+# and jax[cpu] (a failed jax install is tolerated: its tests then skip with
+# the reason), builds and installs ./python, and runs pytest. The tests build
+# small C helpers with the system C compiler against the installed package. Exits non-zero on any failure, and
 # also when no test ran.
 #
 # GPU paths run against the fake CUDA driver of the repository's CMake test
@@ -26,7 +28,7 @@ venv="${HURRAY_VENV:-$repo/.venv}"
 
 hurray_py_env "$venv" || { echo "python/run_tests.sh: could not set up Python" >&2; exit 1; }
 hurray_py_log "installing test requirements into $venv"
-"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi >&2 \
+"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy >&2 \
   || { echo "python/run_tests.sh: pip install of the test requirements failed" >&2; exit 1; }
 if ! "$HURRAY_PY" -c 'import torch' >/dev/null 2>&1; then
   hurray_py_log "installing torch (large; only done when it is missing)"

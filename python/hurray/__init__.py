@@ -13,8 +13,20 @@ producer's memory is released exactly once, after the last holder lets go.
     >>> np.from_dlpack(b1).ctypes.data == a.ctypes.data
     True
 
+CPU Buffers also speak the Python buffer protocol (``memoryview(buf)``,
+``np.asarray(buf)``). C and C++ code built in the same environment finds
+libhurray with :func:`get_include`, :func:`get_library` and
+:func:`get_cmake_dir` (or ``python -m hurray --includedir``).
+
 Ownership, threading and shutdown rules: docs/impl/python.md.
 """
+from ._paths import (  # noqa: F401
+    get_cmake_dir,
+    get_include,
+    get_lib_dir,
+    get_library,
+    get_pkgconfig_dir,
+)
 from ._native import (  # noqa: F401
     __version__,
     DLPACK_MAJOR,
@@ -28,4 +40,17 @@ from ._native import (  # noqa: F401
 # __version__ is HURRAY_VERSION_STRING, compiled in from hurray/version.h,
 # which the build generates from the root CMakeLists.txt's project(VERSION);
 # the wheel's metadata version is read from the same line (pyproject.toml).
-__all__ = ["Buffer", "from_dlpack", "empty", "libhurray_version", "__version__"]
+__all__ = [
+    "Buffer",
+    "from_dlpack",
+    "empty",
+    "libhurray_version",
+    "__version__",
+    "DLPACK_MAJOR",
+    "DLPACK_MINOR",
+    "get_include",
+    "get_lib_dir",
+    "get_library",
+    "get_cmake_dir",
+    "get_pkgconfig_dir",
+]

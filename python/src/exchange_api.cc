@@ -101,6 +101,16 @@ int dltensor_from_py_object(void *py_object, DLTensor *out) {
   }
   const hurray_buffer *h = live_handle(static_cast<PyObject *>(py_object));
   if (h == nullptr) return -1;
+  if (h->flags & HURRAY_FLAG_READ_ONLY) {
+    // A DLTensor has no flags, like the legacy struct: a read-only Buffer is
+    // never handed out as a view the consumer could take for writable.
+    PyErr_SetString(PyExc_BufferError,
+                    "hurray.Buffer dltensor_from_py_object_no_sync: this Buffer is read-only, "
+                    "and a borrowed DLTensor cannot say so; take it with "
+                    "managed_tensor_from_py_object_no_sync (which carries READ_ONLY), or hand "
+                    "over a writable private copy: hurray.from_dlpack(buf, copy=True)");
+    return -1;
+  }
   out->data = h->data;
   out->device.device_type = static_cast<DLDeviceType>(h->device.device_type);
   out->device.device_id = h->device.device_id;

@@ -3,8 +3,8 @@
 //
 // exchange_api.cc publishes hurray.Buffer's table (producer) and looks up
 // and uses other types' tables in hurray.from_dlpack (consumer). It reaches
-// the Buffer object only through the few hooks below, which native.cc
-// implements. Everything here is called with the GIL held.
+// the Buffer object only through the few hooks below, which the other
+// files of the extension implement (binding.h lists them). Everything here is called with the GIL held.
 #ifndef HURRAY_PYTHON_EXCHANGE_API_H_
 #define HURRAY_PYTHON_EXCHANGE_API_H_
 
@@ -17,7 +17,7 @@
 
 namespace hurray_py {
 
-// ---- implemented in native.cc ---------------------------------------------
+// ---- implemented in buffer.cc, import.cc, errors.cc, release.cc, args.cc --
 
 // The hurray.Buffer type (ready once module init has run).
 PyTypeObject *buffer_type();

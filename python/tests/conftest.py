@@ -4,11 +4,33 @@
 a DLPack producer whose deleter counts its calls, so that "released exactly
 once" is observed directly rather than inferred.
 """
+from typing import Any, Iterator, List, Optional, Tuple, Type
 import ctypes
 import gc
+import os
+import sys
 import threading
 
 import pytest
+
+from dlpack_ctypes import (  # noqa: F401  (re-exported for the tests)
+    DLDataType,
+    DLDevice,
+    DLManagedTensor,
+    DLManagedTensorVersioned,
+    DLPackVersion,
+    DLTensor,
+    VERSIONED_DELETER,
+)
+from native_build import build_test_aid
+
+# The test-only native aid (tests/aid/hurray_test_aid.c), built against the
+# installed package's headers and library; subprocesses find it through
+# PYTHONPATH.
+_AID_DIR = build_test_aid()
+sys.path.insert(0, _AID_DIR)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_AID_DIR] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
 
 _api = ctypes.pythonapi
 _api.PyCapsule_GetName.restype = ctypes.c_char_p
@@ -21,55 +43,17 @@ _api.PyCapsule_IsValid.restype = ctypes.c_int
 _api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
 
-def capsule_name(cap):
+def capsule_name(cap: object) -> Optional[str]:
     name = _api.PyCapsule_GetName(cap)
     return name.decode() if name is not None else None
 
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-VERSIONED_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [
-    ("version", DLPackVersion),
-    ("manager_ctx", ctypes.c_void_p),
-    ("deleter", VERSIONED_DELETER),
-    ("flags", ctypes.c_uint64),
-    ("dl_tensor", DLTensor),
-]
-assert ctypes.sizeof(DLManagedTensorVersioned) == 80
 
 CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # PyCapsule_New keeps the name pointer, not a copy: the bytes must outlive it.
 _VERSIONED_NAME = b"dltensor_versioned"
 
 
-def versioned_tensor_of(cap):
+def versioned_tensor_of(cap: object) -> DLManagedTensorVersioned:
     """The DLManagedTensorVersioned inside an unused 'dltensor_versioned' capsule."""
     ptr = _api.PyCapsule_GetPointer(cap, b"dltensor_versioned")
     return DLManagedTensorVersioned.from_address(ptr)
@@ -82,35 +66,35 @@ class CountingProducer:
     Each capsule() call makes a fresh tensor over the same memory; the
     capsule has the standard destructor (delete if still unused)."""
 
-    def __init__(self, n=8, version=(1, 3), flags=0):
+    def __init__(self, n: int = 8, version: Tuple[int, int] = (1, 3), flags: int = 0) -> None:
         self.memory = (ctypes.c_double * n)(*range(n))
         self.shape = (ctypes.c_int64 * 1)(n)
         self.strides = (ctypes.c_int64 * 1)(1)
         self.version = version
         self.flags = flags
         self.deleted = 0
-        self.deleter_threads = []
+        self.deleter_threads: List[int] = []
         self._lock = threading.Lock()
-        self._tensors = []  # keep the ctypes structs alive
+        self._tensors: List[DLManagedTensorVersioned] = []  # keep the ctypes structs alive
 
-        def _deleter(ptr):
+        def _deleter(ptr: Any) -> None:
             with self._lock:
                 self.deleted += 1
                 self.deleter_threads.append(threading.get_ident())
 
         self._deleter = VERSIONED_DELETER(_deleter)
 
-        def _destructor(cap_ptr):
+        def _destructor(cap_ptr: Optional[int]) -> None:
             if _api.PyCapsule_IsValid(cap_ptr, b"dltensor_versioned"):
                 _deleter(None)
 
         self._destructor = CAPSULE_DESTRUCTOR(_destructor)
 
     @property
-    def address(self):
+    def address(self) -> int:
         return ctypes.addressof(self.memory)
 
-    def capsule(self):
+    def capsule(self) -> object:
         t = DLManagedTensorVersioned()
         t.version = DLPackVersion(*self.version)
         t.deleter = self._deleter
@@ -130,7 +114,7 @@ class CountingProducer:
         )
 
 
-def pytest_report_header(config):
+def pytest_report_header(config: pytest.Config) -> List[str]:
     import hurray
 
     lines = [f"hurray {hurray.__version__} from {hurray.__file__} (libhurray {hurray.libhurray_version})"]
@@ -144,11 +128,11 @@ def pytest_report_header(config):
 
 
 @pytest.fixture
-def counting_producer():
+def counting_producer() -> Type["CountingProducer"]:
     return CountingProducer
 
 
 @pytest.fixture(autouse=True)
-def _collect():
+def _collect() -> Iterator[None]:
     yield
     gc.collect()

@@ -2,6 +2,9 @@
 ValueError, MemoryError, OverflowError) carrying a useful message: never a
 SystemError (an error returned without an exception set, or an exception
 set on success), never a crash."""
+from typing import Any, Tuple
+from typing import Callable, Optional, Type
+from conftest import CountingProducer
 import ctypes
 import gc
 
@@ -13,43 +16,43 @@ from conftest import _api, capsule_name
 
 
 class Producer:
-    def __init__(self, result=None, exc=None):
+    def __init__(self, result: Any = None, exc: Optional[BaseException] = None) -> None:
         self.result, self.exc = result, exc
 
-    def __dlpack__(self, **kwargs):
+    def __dlpack__(self, **kwargs: Any) -> Any:
         if self.exc is not None:
             raise self.exc
         return self.result
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Tuple[int, int]:
         return (1, 0)
 
 
-def released():
+def released() -> hurray.Buffer:
     b = hurray.from_dlpack(np.arange(3.0))
     b.release()
     return b
 
 
-def used_capsule():
+def used_capsule() -> object:
     cap = np.arange(3.0).__dlpack__(max_version=(1, 3))
     hurray.from_dlpack(cap)
     return cap
 
 
-def nameless_capsule():
+def nameless_capsule() -> object:
     return _api.PyCapsule_New(ctypes.addressof(ctypes.c_int(0)), None, None)
 
 
-def live():
+def live() -> hurray.Buffer:
     return hurray.from_dlpack(np.arange(3.0))
 
 
 CASES = [
     ("from_dlpack(int)", lambda: hurray.from_dlpack(1), TypeError, "DLPack"),
-    ("from_dlpack()", lambda: hurray.from_dlpack(), TypeError, None),
-    ("from_dlpack(a, b)", lambda: hurray.from_dlpack(1, 2), TypeError, None),
-    ("from_dlpack(foo=)", lambda: hurray.from_dlpack(np.arange(3.0), foo=1), TypeError, "foo"),
+    ("from_dlpack()", lambda: hurray.from_dlpack(), TypeError, None),  # type: ignore[call-arg]
+    ("from_dlpack(a, b)", lambda: hurray.from_dlpack(1, 2), TypeError, None),  # type: ignore[call-arg]
+    ("from_dlpack(foo=)", lambda: hurray.from_dlpack(np.arange(3.0), foo=1), TypeError, "foo"),  # type: ignore[call-arg]
     ("producer returns int", lambda: hurray.from_dlpack(Producer(result=3)), TypeError, "capsule"),
     ("producer raises RuntimeError", lambda: hurray.from_dlpack(Producer(exc=RuntimeError("boom"))),
      RuntimeError, "boom"),
@@ -63,9 +66,9 @@ CASES = [
     ("foreign capsule", lambda: hurray.from_dlpack(_api.PyCapsule_New(1, b"other", None)), TypeError,
      "other"),
     ("nameless capsule", lambda: hurray.from_dlpack(nameless_capsule()), TypeError, "NULL"),
-    ("device=5", lambda: hurray.from_dlpack(np.arange(3.0), device=5), TypeError, "device"),
+    ("device=5", lambda: hurray.from_dlpack(np.arange(3.0), device=5), TypeError, "device"),  # type: ignore[arg-type]
     ("device='gpu'", lambda: hurray.from_dlpack(np.arange(3.0), device="gpu"), ValueError, "gpu"),
-    ("device=(1,)", lambda: hurray.from_dlpack(np.arange(3.0), device=(1,)), ValueError, "2 items"),
+    ("device=(1,)", lambda: hurray.from_dlpack(np.arange(3.0), device=(1,)), ValueError, "2 items"),  # type: ignore[arg-type]
     ("device=(2**40,0)", lambda: hurray.from_dlpack(np.arange(3.0), device=(2**40, 0)), ValueError,
      "range"),
     ("released shape", lambda: released().shape, ValueError, "released"),
@@ -77,22 +80,22 @@ CASES = [
     ("share(2**32)", lambda: live().share(2**32), ValueError, "HURRAY_ERR_INVALID_ARGUMENT"),
     ("share(-2**70)", lambda: live().share(-2**70), ValueError, "n >= 1"),
     ("stream=2**100", lambda: live().__dlpack__(stream=2**100), ValueError, "stream"),
-    ("stream=1.5", lambda: live().__dlpack__(stream=1.5), TypeError, "stream"),
+    ("stream=1.5", lambda: live().__dlpack__(stream=1.5), TypeError, "stream"),  # type: ignore[arg-type]
     ("dl_device=(2**40,0)", lambda: live().__dlpack__(dl_device=(2**40, 0)), ValueError, "range"),
-    ("dl_device=('a',0)", lambda: live().__dlpack__(dl_device=("a", 0)), TypeError, "ints"),
-    ("max_version=[1,3]", lambda: live().__dlpack__(max_version=[1, 3]), TypeError, "max_version"),
+    ("dl_device=('a',0)", lambda: live().__dlpack__(dl_device=("a", 0)), TypeError, "ints"),  # type: ignore[arg-type]
+    ("max_version=[1,3]", lambda: live().__dlpack__(max_version=[1, 3]), TypeError, "max_version"),  # type: ignore[arg-type]
     ("empty negative", lambda: hurray.empty((2, -1)), ValueError, "HURRAY_ERR_INVALID_ARGUMENT"),
     ("empty overflow", lambda: hurray.empty((2**62, 2**62)), ValueError, "HURRAY_ERR_OVERFLOW"),
     ("empty ndim 65", lambda: hurray.empty((1,) * 65), ValueError, "dimensions"),
     ("empty int7", lambda: hurray.empty(3, "int7"), BufferError, "HURRAY_ERR_UNSUPPORTED_DTYPE"),
     ("empty bad dtype", lambda: hurray.empty(3, "nonsense"), ValueError, "unknown dtype"),
-    ("empty bad shape", lambda: hurray.empty("x"), TypeError, None),
+    ("empty bad shape", lambda: hurray.empty("x"), TypeError, None),  # type: ignore[arg-type]
     ("empty huge", lambda: hurray.empty((2**40, 2**20)), (MemoryError, ValueError), None),
 ]
 
 
 @pytest.mark.parametrize("what,call,exc,match", CASES, ids=[c[0] for c in CASES])
-def test_errors_are_ordinary_exceptions(what, call, exc, match):
+def test_errors_are_ordinary_exceptions(what: str, call: Callable[[], object], exc: Type[BaseException], match: Optional[str]) -> None:
     with pytest.raises(Exception) as info:
         call()
     assert not isinstance(info.value, SystemError), f"{what}: {info.value!r}"
@@ -102,7 +105,7 @@ def test_errors_are_ordinary_exceptions(what, call, exc, match):
         assert match in str(info.value), f"{what}: {info.value!r}"
 
 
-def test_libhurray_message_is_carried():
+def test_libhurray_message_is_carried() -> None:
     with pytest.raises(ValueError) as info:
         hurray.empty((2, -1))
     msg = str(info.value)
@@ -111,7 +114,7 @@ def test_libhurray_message_is_carried():
     assert len(msg) > len("hurray.empty: [HURRAY_ERR_INVALID_ARGUMENT]") + 5
 
 
-def test_errors_leave_the_buffer_usable():
+def test_errors_leave_the_buffer_usable() -> None:
     a = np.arange(4.0)
     b = hurray.from_dlpack(a)
     for bad in (dict(stream=3), dict(max_version=1), dict(dl_device=(2, 0), copy=False)):
@@ -122,7 +125,7 @@ def test_errors_leave_the_buffer_usable():
 
 
 @pytest.mark.parametrize("n", [2**32, 2**40, 2**62, 2**70])
-def test_share_too_many_names_n_and_keeps_the_buffer(n):
+def test_share_too_many_names_n_and_keeps_the_buffer(n: int) -> None:
     # hurray_share takes at most 2^32 handles per call and the Buffer keeps
     # one of them: n is refused before anything is allocated or shared.
     a = np.arange(4.0)
@@ -138,7 +141,7 @@ def test_share_too_many_names_n_and_keeps_the_buffer(n):
     assert only.data_ptr == b.data_ptr
 
 
-def test_major_version_2_message_speaks_of_the_capsule(counting_producer):
+def test_major_version_2_message_speaks_of_the_capsule(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(version=(2, 0))
     cap = p.capsule()
     with pytest.raises(BufferError) as info:

@@ -8,6 +8,9 @@ DLTensorTestWrapper (has one) and tvm_ffi.Tensor (has none). The private
 hurray._native._exchange_api_stats() counts calls into the Buffer's table
 and which path from_dlpack took, so each test shows the path it means.
 """
+from typing import Any, Dict
+from typing import Tuple, Type
+from conftest import CountingProducer
 import ctypes
 import pathlib
 import re
@@ -17,20 +20,22 @@ import pytest
 import hurray
 from hurray import _native
 
-from conftest import DLManagedTensorVersioned, DLTensor, _api, versioned_tensor_of
+from conftest import _api, versioned_tensor_of
+from dlpack_ctypes import (ALLOCATOR, DLTENSOR_FROM_PY, FROM_PY, READ_ONLY, SET_ERROR, TO_PY,
+                           WORK_STREAM,
+                           DLManagedTensorVersioned, DLTensor, ExchangeAPI)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-READ_ONLY = 1
 
 try:
     import torch
 except ImportError as e:  # pragma: no cover - depends on the environment
-    torch = None
+    torch = None  # type: ignore[assignment]
     _torch_reason = f"torch cannot be imported: {e}"
 try:
     import tvm_ffi
 except ImportError as e:  # pragma: no cover
-    tvm_ffi = None
+    tvm_ffi = None  # type: ignore[assignment]
     _tvm_reason = f"tvm_ffi cannot be imported: {e}"
 
 needs_torch = pytest.mark.skipif(torch is None, reason=globals().get("_torch_reason", ""))
@@ -38,39 +43,9 @@ needs_tvm = pytest.mark.skipif(tvm_ffi is None, reason=globals().get("_tvm_reaso
 
 # --- the table, seen from C ------------------------------------------------
 
-SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
-ALLOCATOR = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
-                              ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)),
-                              ctypes.c_void_p, SET_ERROR)
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)))
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned),
-                          ctypes.POINTER(ctypes.c_void_p))
-DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor))
-WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                                ctypes.POINTER(ctypes.c_void_p))
-
-
-class Header(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev_api", ctypes.c_void_p)]
-
-
-class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("header", Header),
-                ("managed_tensor_allocator", ctypes.c_void_p),
-                ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
-                ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
-                ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-                ("current_work_stream", ctypes.c_void_p)]
-
-
-assert ctypes.sizeof(ExchangeAPI) == 56
-
-
-def table_of(cls):
+def table_of(cls: type) -> ExchangeAPI:
     cap = cls.__dict__["__dlpack_c_exchange_api__"] if "__dlpack_c_exchange_api__" in cls.__dict__ \
-        else cls.__dlpack_c_exchange_api__
+        else getattr(cls, "__dlpack_c_exchange_api__")
     ptr = _api.PyCapsule_GetPointer(cap, b"dlpack_exchange_api")
     return ExchangeAPI.from_address(ptr)
 
@@ -84,22 +59,22 @@ allocator = ALLOCATOR(API.managed_tensor_allocator)
 _api.Py_DecRef.argtypes = [ctypes.c_void_p]
 
 
-def stats():
+def stats() -> Dict[str, int]:
     return dict(_native._exchange_api_stats())
 
 
-def delta(before):
+def delta(before: Dict[str, int]) -> Dict[str, int]:
     now = stats()
     return {k: now[k] - before[k] for k in now if now[k] != before[k]}
 
 
-def export(buf):
+def export(buf: object) -> DLManagedTensorVersioned:
     out = ctypes.POINTER(DLManagedTensorVersioned)()
     assert from_py(buf, ctypes.byref(out)) == 0
     return out.contents
 
 
-def take_tensor(cap):
+def take_tensor(cap: object) -> DLManagedTensorVersioned:
     """Takes the tensor out of an unused versioned capsule, as a consumer."""
     t = versioned_tensor_of(cap)
     _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
@@ -110,33 +85,33 @@ def take_tensor(cap):
 class CapsuleOnly:
     """Hides a producer's table: only __dlpack__/__dlpack_device__ remain."""
 
-    def __init__(self, x):
+    def __init__(self, x: Any) -> None:
         self.x = x
 
-    def __dlpack__(self, **kw):
+    def __dlpack__(self, **kw: Any) -> Any:
         return self.x.__dlpack__(**kw)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Any:
         return self.x.__dlpack_device__()
 
 
 # --- producer ------------------------------------------------------------
 
 
-def test_buffer_type_publishes_a_static_table():
+def test_buffer_type_publishes_a_static_table() -> None:
     cap = hurray.Buffer.__dict__["__dlpack_c_exchange_api__"]
     assert type(cap).__name__ == "PyCapsule"
     assert _api.PyCapsule_GetName(cap) == b"dlpack_exchange_api"
     assert (API.header.major, API.header.minor) == (1, 3)
     assert API.header.prev_api is None
-    for name, _ in ExchangeAPI._fields_[1:]:
+    for name, *_ in ExchangeAPI._fields_[1:]:
         assert getattr(API, name), name
     # One table for the process: every lookup gives the same pointer.
     assert ctypes.addressof(table_of(hurray.Buffer)) == ctypes.addressof(API)
     assert hurray.empty(1).__dlpack_c_exchange_api__ is cap
 
 
-def test_from_py_object_shares_and_carries_read_only(counting_producer):
+def test_from_py_object_shares_and_carries_read_only(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(flags=READ_ONLY)
     buf = hurray.from_dlpack(p.capsule())
     before = stats()
@@ -154,7 +129,7 @@ def test_from_py_object_shares_and_carries_read_only(counting_producer):
     assert p.deleted == 1
 
 
-def test_from_py_object_errors_set_an_exception():
+def test_from_py_object_errors_set_an_exception() -> None:
     with pytest.raises(TypeError, match="expected a hurray.Buffer"):
         export(object())
     b = hurray.empty(2)
@@ -163,7 +138,7 @@ def test_from_py_object_errors_set_an_exception():
         export(b)
 
 
-def test_to_py_object_takes_ownership_on_success_only(counting_producer):
+def test_to_py_object_takes_ownership_on_success_only(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer()
     t = take_tensor(p.capsule())
     out = ctypes.c_void_p()
@@ -183,7 +158,7 @@ def test_to_py_object_takes_ownership_on_success_only(counting_producer):
     assert p.deleted == 1  # nothing deleted: the caller still owns `bad`
 
 
-def test_dltensor_view_is_borrowed():
+def test_dltensor_view_is_borrowed() -> None:
     a = hurray.empty((2, 3), dtype="int16")
     v = DLTensor()
     assert dltensor_from_py(a, ctypes.byref(v)) == 0
@@ -197,13 +172,13 @@ def test_dltensor_view_is_borrowed():
 
 
 @pytest.mark.parametrize("device", [(1, 0), (2, 0), (2, 1), (10, 0)])
-def test_current_work_stream_is_the_default_stream(device):
+def test_current_work_stream_is_the_default_stream(device: Tuple[int, int]) -> None:
     s = ctypes.c_void_p(1234)
     assert work_stream(*device, ctypes.byref(s)) == 0
     assert s.value is None
 
 
-def test_allocator_allocates_and_reports_through_set_error():
+def test_allocator_allocates_and_reports_through_set_error() -> None:
     errors = []
     set_error = SET_ERROR(lambda ctx, kind, msg: errors.append((ctx, kind, msg)))
     shape = (ctypes.c_int64 * 2)(4, 5)
@@ -233,7 +208,7 @@ def test_allocator_allocates_and_reports_through_set_error():
 
 
 @needs_tvm
-def test_tvm_ffi_from_dlpack_goes_through_the_table(counting_producer):
+def test_tvm_ffi_from_dlpack_goes_through_the_table(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(flags=0)
     buf = hurray.from_dlpack(p.capsule())
     before = stats()
@@ -253,7 +228,7 @@ def test_tvm_ffi_from_dlpack_goes_through_the_table(counting_producer):
 
 
 @needs_tvm
-def test_tvm_ffi_function_round_trip_uses_both_directions():
+def test_tvm_ffi_function_round_trip_uses_both_directions() -> None:
     # A Python callback as a TVM FFI function: the Buffer argument goes in
     # through from_py_object, the tensor it returns comes back as a Buffer
     # through to_py_object (tvm_ffi uses the arguments' table).
@@ -267,13 +242,13 @@ def test_tvm_ffi_function_round_trip_uses_both_directions():
 
 
 @needs_torch
-def test_torch_from_dlpack_of_a_buffer_gives_the_same_results_either_way(counting_producer):
+def test_torch_from_dlpack_of_a_buffer_gives_the_same_results_either_way(counting_producer: Type[CountingProducer]) -> None:
     # torch.from_dlpack (torch 2.15) calls __dlpack__; it never reads a
     # producer's table. The Buffer's export is the same either way.
     p = counting_producer(flags=READ_ONLY)
     buf = hurray.from_dlpack(p.capsule())
     before = stats()
-    t = torch.from_dlpack(buf)
+    t = torch.utils.dlpack.from_dlpack(buf)
     assert delta(before).get("managed_tensor_from_py_object_no_sync", 0) == 0
     assert t.data_ptr() == p.address and t.shape == (8,) and t.stride() == (1,)
     assert t.dtype == torch.float64
@@ -287,7 +262,7 @@ def test_torch_from_dlpack_of_a_buffer_gives_the_same_results_either_way(countin
 
 
 @needs_torch
-def test_from_dlpack_of_torch_uses_torchs_table():
+def test_from_dlpack_of_torch_uses_torchs_table() -> None:
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)[:, 1:]
     before = stats()
     a = hurray.from_dlpack(t)
@@ -302,14 +277,14 @@ def test_from_dlpack_of_torch_uses_torchs_table():
     assert list(memoryview_of(a)) == [1.0, 2.0, 3.0]  # torch's storage kept alive
 
 
-def memoryview_of(buf):
+def memoryview_of(buf: Any) -> Any:
     import numpy as np
 
     return np.from_dlpack(buf)[0]
 
 
 @needs_torch
-def test_read_only_torch_tensor_is_read_only_on_both_paths():
+def test_read_only_torch_tensor_is_read_only_on_both_paths() -> None:
     from torch.utils.dlpack import ReadOnlyTensorWrapper
 
     ro = ReadOnlyTensorWrapper(torch.arange(4.0))
@@ -320,7 +295,7 @@ def test_read_only_torch_tensor_is_read_only_on_both_paths():
 
 
 @needs_torch
-def test_copy_and_device_keywords_choose_the_path():
+def test_copy_and_device_keywords_choose_the_path() -> None:
     t = torch.arange(4.0)
     before = stats()
     c = hurray.from_dlpack(t, copy=True)  # the table cannot copy: capsule path
@@ -335,7 +310,7 @@ def test_copy_and_device_keywords_choose_the_path():
 
 
 @needs_torch
-def test_producer_errors_propagate():
+def test_producer_errors_propagate() -> None:
     before = stats()
     with pytest.raises(RuntimeError, match="storage"):
         hurray.from_dlpack(torch.zeros(2).to_sparse())
@@ -349,7 +324,7 @@ def test_producer_errors_propagate():
 
 
 @needs_tvm
-def test_tvm_ffi_tensors_with_and_without_a_table():
+def test_tvm_ffi_tensors_with_and_without_a_table() -> None:
     x = tvm_ffi.from_dlpack(hurray.empty(5, dtype="int32"))
     before = stats()
     a = hurray.from_dlpack(tvm_ffi.core.DLTensorTestWrapper(x))  # has a table
@@ -358,7 +333,7 @@ def test_tvm_ffi_tensors_with_and_without_a_table():
     assert a.data_ptr == b.data_ptr == x.data_ptr() and a.shape == b.shape == (5,)
 
 
-def _fake_table(major):
+def _fake_table(major: int) -> Any:
     """A table of an unusable version: the consumer must not call it."""
     t = ExchangeAPI()
     t.header.major, t.header.minor = major, 0
@@ -366,14 +341,14 @@ def _fake_table(major):
     return t, _api.PyCapsule_New(ctypes.addressof(t), b"dlpack_exchange_api", None)
 
 
-def test_other_major_version_or_bad_attribute_falls_back(counting_producer):
+def test_other_major_version_or_bad_attribute_falls_back(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer()
     keep, cap = _fake_table(2)
 
     class V2:
         __dlpack_c_exchange_api__ = cap
 
-        def __dlpack__(self, **kw):
+        def __dlpack__(self, **kw: Any) -> Any:
             return p.capsule()
 
     class NotACapsule(V2):
@@ -385,7 +360,7 @@ def test_other_major_version_or_bad_attribute_falls_back(counting_producer):
     assert delta(before) == {"consumer_capsule": 2}
 
 
-def test_cache_follows_changes_and_dying_types(counting_producer):
+def test_cache_follows_changes_and_dying_types(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer()
     # The type's table appears later: seen at once (tp_version_tag changes).
     class Late(CapsuleOnly):
@@ -394,10 +369,10 @@ def test_cache_follows_changes_and_dying_types(counting_producer):
     src = hurray.from_dlpack(p.capsule())
     before = stats()
     hurray.from_dlpack(Late(src))
-    Late.__dlpack_c_exchange_api__ = hurray.Buffer.__dlpack_c_exchange_api__
+    setattr(Late, "__dlpack_c_exchange_api__", hurray.Buffer.__dlpack_c_exchange_api__)
     with pytest.raises(TypeError, match="expected a hurray.Buffer"):
         hurray.from_dlpack(Late(src))  # now the (borrowed) table is used
-    del Late.__dlpack_c_exchange_api__
+    delattr(Late, "__dlpack_c_exchange_api__")
     hurray.from_dlpack(Late(src))
     assert delta(before) == {"consumer_capsule": 2, "consumer_table": 1,
                              "managed_tensor_from_py_object_no_sync": 1}
@@ -420,7 +395,7 @@ def test_cache_follows_changes_and_dying_types(counting_producer):
 # --- version ---------------------------------------------------------------
 
 
-def test_version_is_the_cmake_project_version():
+def test_version_is_the_cmake_project_version() -> None:
     text = (REPO / "CMakeLists.txt").read_text()
     m = re.search(r"project\(\s*hurray\s+VERSION\s+([0-9.]+)", text)
     assert m is not None
@@ -437,7 +412,7 @@ def test_version_is_the_cmake_project_version():
 # --- GPU streams (fake CUDA driver) -------------------------------------------
 
 
-def test_gpu_tensor_from_a_table_orders_the_buffer_after_the_producers_stream():
+def test_gpu_tensor_from_a_table_orders_the_buffer_after_the_producers_stream() -> None:
     from test_gpu_fake import FAKE, run
 
     if FAKE is None:

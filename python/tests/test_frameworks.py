@@ -1,4 +1,7 @@
 """Real peers from PyPI: apache-tvm-ffi's Tensor and JAX on CPU."""
+from typing import List
+from typing import Any, Tuple
+from types import ModuleType
 import weakref
 
 import numpy as np
@@ -6,11 +9,12 @@ import pytest
 
 import hurray
 
-def _import(name, reason):
-    return pytest.importorskip(name, reason=reason)
+def _import(name: str, reason: str) -> ModuleType:
+    mod: ModuleType = pytest.importorskip(name, reason=reason)
+    return mod
 
 
-def aligned(shape, dtype=np.float32, alignment=64):
+def aligned(shape: Tuple[int, ...], dtype: Any = np.float32, alignment: int = 64) -> Any:
     """A NumPy array whose data is `alignment`-byte aligned (JAX imports CPU
     memory zero-copy only when it is aligned this way)."""
     dtype = np.dtype(dtype)
@@ -30,7 +34,7 @@ SCALAR_NAMES = [
 
 
 @pytest.mark.parametrize("name", SCALAR_NAMES)
-def test_dtype_names_round_trip(name):
+def test_dtype_names_round_trip(name: str) -> None:
     assert hurray.empty(3, name).dtype == name
 
 
@@ -39,11 +43,11 @@ def test_dtype_names_round_trip(name):
 # --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def tvm():
+def tvm() -> ModuleType:
     return _import("tvm_ffi", "apache-tvm-ffi is not installed")
 
 
-def test_tvm_ffi_consumes_a_buffer_zero_copy(tvm):
+def test_tvm_ffi_consumes_a_buffer_zero_copy(tvm: ModuleType) -> None:
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     buf = hurray.from_dlpack(a)
     t = tvm.from_dlpack(buf)
@@ -55,7 +59,7 @@ def test_tvm_ffi_consumes_a_buffer_zero_copy(tvm):
     assert a[2, 3] == -5
 
 
-def test_tvm_ffi_tensor_as_a_producer(tvm):
+def test_tvm_ffi_tensor_as_a_producer(tvm: ModuleType) -> None:
     a = np.arange(10, dtype=np.int64)
     t = tvm.from_dlpack(a)
     buf = hurray.from_dlpack(t)
@@ -64,7 +68,7 @@ def test_tvm_ffi_tensor_as_a_producer(tvm):
     assert t2.data_ptr() == a.ctypes.data
 
 
-def test_tvm_ffi_strided_views(tvm):
+def test_tvm_ffi_strided_views(tvm: ModuleType) -> None:
     a = np.arange(12, dtype=np.float32).reshape(3, 4).T
     t = tvm.from_dlpack(hurray.from_dlpack(a))
     assert tuple(t.strides) == (1, 4)
@@ -72,7 +76,7 @@ def test_tvm_ffi_strided_views(tvm):
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "bool"])
-def test_tvm_ffi_exotic_dtypes_both_ways(tvm, name):
+def test_tvm_ffi_exotic_dtypes_both_ways(tvm: ModuleType, name: str) -> None:
     buf = hurray.empty((2, 4), name)
     t = tvm.from_dlpack(buf)
     assert str(t.dtype) == name
@@ -81,9 +85,9 @@ def test_tvm_ffi_exotic_dtypes_both_ways(tvm, name):
     assert back.dtype == name and back.data_ptr == buf.data_ptr
 
 
-def test_tvm_ffi_lifetime(tvm):
+def test_tvm_ffi_lifetime(tvm: ModuleType) -> None:
     a = np.arange(64, dtype=np.float32)
-    fired = []
+    fired: List[int] = []
     weakref.finalize(a, fired.append, 1)
     parts = hurray.from_dlpack(a).share(2)
     del a
@@ -101,12 +105,12 @@ def test_tvm_ffi_lifetime(tvm):
 # --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def jax():
+def jax() -> ModuleType:
     jax = _import("jax", "jax[cpu] is not installed")
     return jax
 
 
-def test_jax_consumes_a_buffer_zero_copy(jax):
+def test_jax_consumes_a_buffer_zero_copy(jax: ModuleType) -> None:
     jnp = jax.numpy
     a = aligned((16, 16))
     a[...] = np.arange(256, dtype=np.float32).reshape(16, 16)
@@ -118,7 +122,7 @@ def test_jax_consumes_a_buffer_zero_copy(jax):
     assert float(j.sum()) == float(a.sum())
 
 
-def test_jax_array_as_a_producer(jax):
+def test_jax_array_as_a_producer(jax: ModuleType) -> None:
     jnp = jax.numpy
     j = jnp.arange(24, dtype=jnp.float32).reshape(4, 6)
     buf = hurray.from_dlpack(j)
@@ -130,19 +134,24 @@ def test_jax_array_as_a_producer(jax):
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
-def test_jax_exotic_dtypes(jax, name):
+def test_jax_exotic_dtypes(jax: ModuleType, name: str) -> None:
     jnp = jax.numpy
     j = jnp.zeros((2, 3), dtype=getattr(jnp, name))
     buf = hurray.from_dlpack(j)
     assert buf.dtype == name
-    back = jnp.from_dlpack(hurray.from_dlpack(j))
+    # JAX gives (and takes) only legacy capsules: its Buffer is read-only, as
+    # NumPy would make it, so JAX gets a writable private copy back.
+    assert buf.readonly
+    with pytest.raises(BufferError, match="copy=True"):
+        jnp.from_dlpack(buf)
+    back = jnp.from_dlpack(hurray.from_dlpack(buf, copy=True))
     assert back.dtype == j.dtype
 
 
-def test_jax_lifetime(jax):
+def test_jax_lifetime(jax: ModuleType) -> None:
     jnp = jax.numpy
     a = aligned((128,))
-    fired = []
+    fired: List[int] = []
     weakref.finalize(a, fired.append, 1)
     parts = hurray.from_dlpack(a).share(2)
     addr = a.ctypes.data

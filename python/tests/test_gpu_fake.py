@@ -7,6 +7,7 @@ read once per process, so each check runs in a subprocess. Found through
 $HURRAY_FAKE_CUDA_DRIVER, else $HURRAY_BUILD_DIR/tests/fakes/cuda/libcuda.so.1,
 else build/dev/ in the repository; skipped (with the reason) when none exists.
 """
+from typing import Optional
 import os
 import pathlib
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def find_fake_driver():
+def find_fake_driver() -> Optional[str]:
     candidates = []
     if os.environ.get("HURRAY_FAKE_CUDA_DRIVER"):
         candidates.append(pathlib.Path(os.environ["HURRAY_FAKE_CUDA_DRIVER"]))
@@ -27,7 +28,7 @@ def find_fake_driver():
     candidates.append(REPO / "build/dev/tests/fakes/cuda/libcuda.so.1")
     for c in candidates:
         if c.is_file():
-            return c
+            return str(c)
     return None
 
 
@@ -68,7 +69,7 @@ PRELUDE = textwrap.dedent(
 )
 
 
-def run(body):
+def run(body: str) -> str:
     env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
     r = subprocess.run(
         [sys.executable, "-c", PRELUDE + textwrap.dedent(body) + "\nprint('DONE')\n"],
@@ -78,7 +79,7 @@ def run(body):
     return r.stdout
 
 
-def test_copy_to_cuda_and_back():
+def test_copy_to_cuda_and_back() -> None:
     run(
         """
         a = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -105,7 +106,7 @@ def test_copy_to_cuda_and_back():
     )
 
 
-def test_from_dlpack_device_copies_what_the_producer_cannot_move():
+def test_from_dlpack_device_copies_what_the_producer_cannot_move() -> None:
     run(
         """
         a = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -153,7 +154,7 @@ def test_from_dlpack_device_copies_what_the_producer_cannot_move():
     )
 
 
-def test_stream_rules_and_waits():
+def test_stream_rules_and_waits() -> None:
     run(
         """
         g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float64)))
@@ -187,23 +188,56 @@ def test_stream_rules_and_waits():
     )
 
 
-def test_gpu_buffer_released_exactly_once_from_any_thread():
+def test_gpu_buffer_released_exactly_once_from_any_thread() -> None:
     run(
         """
-        from hurray import _native
+        from hurray_test_aid import release_on_native_thread
         g = to_cuda(hurray.from_dlpack(np.ones(1024, dtype=np.float32)))
         parts = g.share(3)
         caps = [g.__dlpack__(max_version=(1, 3)) for _ in range(2)]
         g.release()
         for p in parts[:2]:
             p.release()
-        _native._release_on_native_thread(caps[0])
+        release_on_native_thread(caps[0])
         assert fake.fake_cuda_live_allocations() == 1
         del caps[1]
         assert fake.fake_cuda_live_allocations() == 1
-        _native._release_on_native_thread(parts[2])  # the last one, on a native thread
+        release_on_native_thread(parts[2])  # the last one, on a native thread
         assert fake.fake_cuda_live_allocations() == 0
         frees = [c for c in calls("cuMemFree")]
         assert len(frees) == 1, len(frees)
+        """
+    )
+
+
+def test_buffer_protocol_refuses_gpu_memory_and_read_only_survives_the_copy() -> None:
+    run(
+        """
+        g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float32)))
+        assert g.device == (2, 0)
+        for use in (memoryview, bytes, np.asarray):
+            try:
+                use(g)
+            except BufferError as e:
+                assert "cuda:0" in str(e) and "device='cpu'" in str(e), e
+            else:
+                raise AssertionError(f"{use.__name__} took CUDA memory")
+        back = hurray.from_dlpack(g, device="cpu")
+        assert memoryview(back).tolist() == list(range(8))
+        # A read-only source: the copy on the device is private, hence
+        # writable (IS_COPIED), and the source Buffer stays read-only.
+        a = np.arange(4.0)
+        a.flags.writeable = False
+        ro = hurray.from_dlpack(a)
+        c = hurray.from_dlpack(ro, device=(2, 0))
+        assert ro.readonly and c.is_copied and not c.readonly
+        # Streams: CPU consumers take None only, GPU consumers -1 as well.
+        g.__dlpack__(max_version=(1, 3), stream=-1)
+        try:
+            g.__dlpack__(max_version=(1, 3), dl_device=(1, 0), stream=-1)
+        except ValueError as e:
+            assert "None" in str(e)
+        else:
+            raise AssertionError("stream=-1 accepted for a CPU consumer")
         """
     )

@@ -1,5 +1,8 @@
 """Exactly-once release: the source is freed once, after the last holder,
 whatever the order, whichever thread lets go last, and at shutdown."""
+from typing import List, Tuple
+from typing import Any, Type
+from conftest import CountingProducer
 import gc
 import os
 import subprocess
@@ -12,7 +15,7 @@ import numpy as np
 import pytest
 
 import hurray
-from hurray import _native
+from hurray_test_aid import release_on_native_thread
 
 MAIN = threading.get_ident()
 
@@ -20,27 +23,27 @@ MAIN = threading.get_ident()
 class Watch:
     """weakref.finalize on the source array, recording calls and threads."""
 
-    def __init__(self, obj):
-        self.calls = []
+    def __init__(self, obj: object) -> None:
+        self.calls: List[int] = []
         self.done = threading.Event()
         weakref.finalize(obj, self._fired)
 
-    def _fired(self):
+    def _fired(self) -> None:
         self.calls.append(threading.get_ident())
         self.done.set()
 
     @property
-    def count(self):
+    def count(self) -> int:
         return len(self.calls)
 
 
-def make_source(n=1024):
+def make_source(n: int = 1024) -> Tuple[Any, "Watch", int]:
     a = np.arange(n, dtype=np.float32)
     return a, Watch(a), a.ctypes.data
 
 
 @pytest.mark.parametrize("order", ["forward", "reverse", "middle-last"])
-def test_source_freed_once_after_last_of_n_consumers(order):
+def test_source_freed_once_after_last_of_n_consumers(order: Any) -> None:
     a, watch, addr = make_source()
     buf = hurray.from_dlpack(a)
     del a
@@ -63,7 +66,7 @@ def test_source_freed_once_after_last_of_n_consumers(order):
     assert watch.count == 1
 
 
-def test_buffer_and_capsules_each_hold_a_reference():
+def test_buffer_and_capsules_each_hold_a_reference() -> None:
     a, watch, _ = make_source()
     buf = hurray.from_dlpack(a)
     del a
@@ -79,7 +82,7 @@ def test_buffer_and_capsules_each_hold_a_reference():
     assert watch.count == 1
 
 
-def test_release_before_and_after_gc_are_the_same_single_release():
+def test_release_before_and_after_gc_are_the_same_single_release() -> None:
     a, watch, _ = make_source()
     with hurray.from_dlpack(a) as buf:
         del a
@@ -95,7 +98,7 @@ def test_release_before_and_after_gc_are_the_same_single_release():
     assert watch.count == 1
 
 
-def test_last_release_on_a_python_thread():
+def test_last_release_on_a_python_thread() -> None:
     a, watch, _ = make_source()
     parts = hurray.from_dlpack(a).share(3)
     del a
@@ -110,14 +113,14 @@ def test_last_release_on_a_python_thread():
     assert watch.calls[0] == t.ident
 
 
-def test_many_threads_race_to_release():
+def test_many_threads_race_to_release() -> None:
     for _ in range(20):
         a, watch, _ = make_source(64)
         parts = hurray.from_dlpack(a).share(8)
         del a
         barrier = threading.Barrier(len(parts))
 
-        def drop(p):
+        def drop(p: hurray.Buffer) -> None:
             barrier.wait()
             p.release()
 
@@ -130,7 +133,7 @@ def test_many_threads_race_to_release():
         assert watch.count == 1
 
 
-def test_last_release_on_a_native_thread():
+def test_last_release_on_a_native_thread() -> None:
     a, watch, _ = make_source()
     parts = hurray.from_dlpack(a).share(3)
     del a
@@ -141,14 +144,14 @@ def test_last_release_on_a_native_thread():
     assert watch.count == 0
     # The last handle is released by a pthread Python has never seen; the
     # caller waits with the GIL released, so the release must take it itself.
-    _native._release_on_native_thread(parts[2])
+    release_on_native_thread(parts[2])
     assert parts[2].released
     assert watch.count == 1
     assert watch.calls[0] != MAIN
     assert watch.calls[0] not in {t.ident for t in threading.enumerate()}
 
 
-def test_consumer_deleting_our_capsule_on_a_native_thread():
+def test_consumer_deleting_our_capsule_on_a_native_thread() -> None:
     """A consumer framework deleting the DLPack tensor (the capsule's
     deleter) from its own thread, as the last holder."""
     a, watch, _ = make_source()
@@ -156,24 +159,24 @@ def test_consumer_deleting_our_capsule_on_a_native_thread():
     del a
     caps = [buf.__dlpack__(max_version=(1, 3)), buf.__dlpack__()]
     buf.release()
-    _native._release_on_native_thread(caps[0])
+    release_on_native_thread(caps[0])
     assert watch.count == 0
-    _native._release_on_native_thread(caps[1])
+    release_on_native_thread(caps[1])
     assert watch.count == 1
     assert watch.calls[0] != MAIN
 
 
-def test_detached_native_release_while_python_keeps_running():
+def test_detached_native_release_while_python_keeps_running() -> None:
     a, watch, _ = make_source()
     buf = hurray.from_dlpack(a)
     del a
-    _native._release_on_native_thread(buf, delay=0.5, wait=False)
+    release_on_native_thread(buf, delay=0.5, wait=False)
     assert watch.count == 0  # the GIL is ours; the thread has to wait for it
     assert watch.done.wait(10)
     assert watch.count == 1
 
 
-def test_counting_producer_deleter_runs_exactly_once(counting_producer):
+def test_counting_producer_deleter_runs_exactly_once(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(n=16)
     buf = hurray.from_dlpack(p.capsule())
     assert buf.data_ptr == p.address and buf.dtype == "float64"
@@ -189,14 +192,14 @@ def test_counting_producer_deleter_runs_exactly_once(counting_producer):
     assert p.deleted == 0
     arrays.clear()
     assert p.deleted == 0
-    _native._release_on_native_thread(parts[4])
+    release_on_native_thread(parts[4])
     assert p.deleted == 1
     del parts
     gc.collect()
     assert p.deleted == 1
 
 
-def test_counting_producer_unconsumed_capsule_is_deleted_once(counting_producer):
+def test_counting_producer_unconsumed_capsule_is_deleted_once(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer()
     cap = p.capsule()
     del cap
@@ -204,7 +207,7 @@ def test_counting_producer_unconsumed_capsule_is_deleted_once(counting_producer)
     assert p.deleted == 1
 
 
-def test_unsupported_version_leaves_the_capsule_owning_the_tensor(counting_producer):
+def test_unsupported_version_leaves_the_capsule_owning_the_tensor(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(version=(2, 0))
     cap = p.capsule()
     with pytest.raises(BufferError, match="version"):
@@ -218,7 +221,7 @@ def test_unsupported_version_leaves_the_capsule_owning_the_tensor(counting_produ
     assert p.deleted == 1
 
 
-def test_newer_minor_version_is_accepted(counting_producer):
+def test_newer_minor_version_is_accepted(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(version=(1, 9))
     buf = hurray.from_dlpack(p.capsule())
     assert buf.shape == (8,)
@@ -226,7 +229,7 @@ def test_newer_minor_version_is_accepted(counting_producer):
     assert p.deleted == 1
 
 
-def test_read_only_flag_of_a_raw_capsule(counting_producer):
+def test_read_only_flag_of_a_raw_capsule(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer(flags=1)
     buf = hurray.from_dlpack(p.capsule())
     assert buf.readonly
@@ -236,7 +239,7 @@ def test_read_only_flag_of_a_raw_capsule(counting_producer):
 SHUTDOWN_SCRIPT = textwrap.dedent(
     """
     import sys, numpy as np, hurray
-    from hurray import _native
+    from hurray_test_aid import release_on_native_thread
     mode, delay = sys.argv[1], float(sys.argv[2])
     a = np.ones(1 << 16, dtype=np.float64)
     buf = hurray.from_dlpack(a)
@@ -249,10 +252,10 @@ SHUTDOWN_SCRIPT = textwrap.dedent(
             p.release()
         del views, a
         buf.release()
-        _native._release_on_native_thread(parts[0], delay=delay, wait=False)
+        release_on_native_thread(parts[0], delay=delay, wait=False)
     elif mode == "capsule":
         cap = buf.__dlpack__(max_version=(1, 3))
-        _native._release_on_native_thread(cap, delay=delay, wait=False)
+        release_on_native_thread(cap, delay=delay, wait=False)
     # mode "globals": everything is left for interpreter teardown.
     print("exiting", flush=True)
     """
@@ -261,7 +264,7 @@ SHUTDOWN_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("mode", ["globals", "native", "capsule"])
 @pytest.mark.parametrize("delay", [0.0, 0.001, 0.01, 0.2])
-def test_releases_during_interpreter_shutdown_do_not_crash(mode, delay):
+def test_releases_during_interpreter_shutdown_do_not_crash(mode: str, delay: float) -> None:
     r = subprocess.run(
         [sys.executable, "-c", SHUTDOWN_SCRIPT, mode, str(delay)],
         capture_output=True,

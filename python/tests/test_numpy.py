@@ -1,4 +1,7 @@
 """NumPy <-> hurray, both directions, versioned and legacy DLPack."""
+from typing import List
+from typing import Tuple
+from typing import Any, Callable, Type
 import numpy as np
 import pytest
 
@@ -28,15 +31,15 @@ class LegacyOnly:
     """A producer that only speaks the pre-1.0 protocol: __dlpack__(stream=None)
     raises TypeError on max_version and returns a 'dltensor' capsule."""
 
-    def __init__(self, obj):
+    def __init__(self, obj: Any) -> None:
         self.obj = obj
         self.calls = 0
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream: Any = None) -> Any:
         self.calls += 1
         return self.obj.__dlpack__(stream=stream)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Any:
         return self.obj.__dlpack_device__()
 
 
@@ -44,28 +47,28 @@ class LegacyView:
     """Hands a consumer (NumPy) the legacy capsule of a hurray.Buffer,
     whatever the consumer asks for."""
 
-    def __init__(self, buf):
+    def __init__(self, buf: hurray.Buffer) -> None:
         self.buf = buf
 
-    def __dlpack__(self, **kwargs):
+    def __dlpack__(self, **kwargs: Any) -> Any:
         return self.buf.__dlpack__()
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Any:
         return self.buf.__dlpack_device__()
 
 
-def elem_strides(a):
+def elem_strides(a: Any) -> Tuple[int, ...]:
     return tuple(s // a.itemsize for s in a.strides)
 
 
-def sample(dtype, shape=(2, 3, 4)):
+def sample(dtype: Any, shape: Tuple[int, ...] = (2, 3, 4)) -> Any:
     n = int(np.prod(shape))
     if dtype is np.bool_:
         return (np.arange(n) % 3 == 0).reshape(shape)
     return np.arange(n).astype(dtype).reshape(shape)
 
 
-def to_hurray(a, protocol):
+def to_hurray(a: Any, protocol: str) -> hurray.Buffer:
     if protocol == "versioned":
         return hurray.from_dlpack(a)
     if protocol == "legacy-object":
@@ -75,13 +78,13 @@ def to_hurray(a, protocol):
     return hurray.from_dlpack(cap)
 
 
-def to_numpy(buf, protocol):
+def to_numpy(buf: hurray.Buffer, protocol: str) -> Any:
     if protocol == "versioned":
         return np.from_dlpack(buf)
     return np.from_dlpack(LegacyView(buf))
 
 
-def writable_view(buf, out):
+def writable_view(buf: hurray.Buffer, out: Any) -> Any:
     """NumPy marks every array it imports from a legacy capsule read-only
     (the legacy struct cannot say whether writing is allowed); write through
     a versioned view of the same buffer then."""
@@ -92,7 +95,7 @@ def writable_view(buf, out):
     return view
 
 
-def check_same(a, out):
+def check_same(a: Any, out: Any) -> None:
     assert out.ctypes.data == a.ctypes.data
     assert out.shape == a.shape
     assert out.strides == a.strides
@@ -105,7 +108,7 @@ PROTOCOLS = ["versioned", "legacy-object", "legacy-capsule"]
 
 @pytest.mark.parametrize("dtype,name", DTYPES, ids=[n for _, n in DTYPES])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_every_dtype_round_trips_zero_copy(dtype, name, protocol):
+def test_every_dtype_round_trips_zero_copy(dtype: Any, name: str, protocol: str) -> None:
     a = sample(dtype)
     buf = to_hurray(a, protocol)
     assert buf.dtype == name
@@ -116,10 +119,16 @@ def test_every_dtype_round_trips_zero_copy(dtype, name, protocol):
     assert buf.size == a.size
     assert buf.ndim == a.ndim
     assert buf.device == (1, 0) == buf.__dlpack_device__()
-    assert buf.readonly is False
-    out = to_numpy(buf, "versioned" if protocol == "versioned" else "legacy")
+    # A legacy capsule cannot say whether writing is allowed: like NumPy,
+    # hurray takes it as read-only (issue 10).
+    assert buf.readonly is (protocol != "versioned")
+    out = np.from_dlpack(buf)
     check_same(a, out)
-    writer = writable_view(buf, out)
+    assert out.flags.writeable is (protocol == "versioned")
+    # The legacy export direction, from a writable Buffer on the same memory.
+    legacy_out = to_numpy(hurray.from_dlpack(a), "legacy")
+    check_same(a, legacy_out)
+    writer = out if out.flags.writeable else a
     # Writes go through both ways.
     one = np.ones((), dtype=dtype)
     writer[1, 2, 3] = one
@@ -150,21 +159,22 @@ def test_every_dtype_round_trips_zero_copy(dtype, name, protocol):
         ),
     ],
 )
-def test_layouts_keep_shape_strides_and_address(make, protocol):
+def test_layouts_keep_shape_strides_and_address(make: Callable[[], Any], protocol: str) -> None:
     a = make()
     buf = hurray.from_dlpack(a) if protocol == "versioned" else hurray.from_dlpack(a.__dlpack__())
     assert buf.shape == a.shape
     assert buf.strides == elem_strides(a)
     assert buf.data_ptr == a.ctypes.data
-    out = to_numpy(buf, protocol)
+    assert buf.readonly is (protocol == "legacy" or not a.flags.writeable)
+    out = to_numpy(buf if not buf.readonly else hurray.from_dlpack(a), protocol)
     check_same(a, out)
     if a.size:
         idx = (0,) * a.ndim
-        writable_view(buf, out)[idx] = 7
+        writable_view(hurray.from_dlpack(a), out)[idx] = 7
         assert a[idx] == 7 and out[idx] == 7
 
 
-def test_broadcast_view_stride_zero_is_read_only():
+def test_broadcast_view_stride_zero_is_read_only() -> None:
     base = np.arange(3, dtype=np.float32)
     a = np.broadcast_to(base, (4, 3))  # read-only, stride 0 on axis 0
     buf = hurray.from_dlpack(a)
@@ -177,7 +187,7 @@ def test_broadcast_view_stride_zero_is_read_only():
     assert (out[:, 1] == 9).all()
 
 
-def test_read_only_array_comes_back_read_only():
+def test_read_only_array_comes_back_read_only() -> None:
     a = np.arange(6, dtype=np.float64)
     a.flags.writeable = False
     buf = hurray.from_dlpack(a)
@@ -198,14 +208,14 @@ def test_read_only_array_comes_back_read_only():
     assert capsule_name(cap) == "dltensor"
 
 
-def test_numpy_legacy_export_of_read_only_is_refused_by_numpy_itself():
+def test_numpy_legacy_export_of_read_only_is_refused_by_numpy_itself() -> None:
     a = np.arange(3.0)
     a.flags.writeable = False
     with pytest.raises(BufferError):
         a.__dlpack__()
 
 
-def test_versioned_and_legacy_capsule_names():
+def test_versioned_and_legacy_capsule_names() -> None:
     buf = hurray.from_dlpack(np.arange(4.0))
     assert capsule_name(buf.__dlpack__()) == "dltensor"
     assert capsule_name(buf.__dlpack__(max_version=None)) == "dltensor"
@@ -220,7 +230,7 @@ def test_versioned_and_legacy_capsule_names():
     assert t.flags == 0
 
 
-def test_our_capsule_imported_back_is_renamed_and_unwrapped():
+def test_our_capsule_imported_back_is_renamed_and_unwrapped() -> None:
     a = np.arange(4.0)
     buf = hurray.from_dlpack(a)
     cap = buf.__dlpack__(max_version=(1, 3))
@@ -229,7 +239,7 @@ def test_our_capsule_imported_back_is_renamed_and_unwrapped():
     assert b2.data_ptr == buf.data_ptr == a.ctypes.data
 
 
-def test_copy_true_makes_a_private_writable_copy():
+def test_copy_true_makes_a_private_writable_copy() -> None:
     a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::-1]
     a.flags.writeable = False
     buf = hurray.from_dlpack(a, copy=True)
@@ -242,7 +252,7 @@ def test_copy_true_makes_a_private_writable_copy():
     assert a[0, 0] != -1
 
 
-def test_export_copy_true_sets_is_copied():
+def test_export_copy_true_sets_is_copied() -> None:
     a = np.arange(6, dtype=np.int32).reshape(2, 3).T
     buf = hurray.from_dlpack(a)
     cap = buf.__dlpack__(max_version=(1, 3), copy=True)
@@ -254,7 +264,7 @@ def test_export_copy_true_sets_is_copied():
     np.testing.assert_array_equal(out, a)
 
 
-def test_copy_false_is_zero_copy_and_refuses_a_device_change():
+def test_copy_false_is_zero_copy_and_refuses_a_device_change() -> None:
     a = np.arange(5.0)
     buf = hurray.from_dlpack(a, copy=False)
     assert buf.data_ptr == a.ctypes.data
@@ -264,7 +274,7 @@ def test_copy_false_is_zero_copy_and_refuses_a_device_change():
         buf.__dlpack__(max_version=(1, 3), dl_device=(2, 0), copy=False)
 
 
-def test_dl_device():
+def test_dl_device() -> None:
     a = np.arange(5.0)
     buf = hurray.from_dlpack(a)
     cap = buf.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
@@ -281,12 +291,12 @@ def test_dl_device():
         assert t.flags & 2
     np.testing.assert_array_equal(np.from_dlpack(buf, device="cpu"), a)
     with pytest.raises(TypeError):
-        buf.__dlpack__(dl_device=1)
+        buf.__dlpack__(dl_device=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        buf.__dlpack__(dl_device=(1, 0, 0))
+        buf.__dlpack__(dl_device=(1, 0, 0))  # type: ignore[arg-type]
 
 
-def test_from_dlpack_device_argument():
+def test_from_dlpack_device_argument() -> None:
     a = np.arange(5.0)
     assert hurray.from_dlpack(a, device=(1, 0)).data_ptr == a.ctypes.data
     assert hurray.from_dlpack(a, device="cpu").data_ptr == a.ctypes.data
@@ -312,13 +322,14 @@ class OwnDeviceOnly:
     any dl_device keyword is refused, as NumPy does for non-CPU devices.
     Records the keywords of every __dlpack__ call."""
 
-    def __init__(self, obj, exc=BufferError, has_device=True):
+    def __init__(self, obj: Any, exc: Type[BaseException] = BufferError,
+                 has_device: bool = True) -> None:
         self.obj, self.exc = obj, exc
-        self.calls = []
+        self.calls: List[Any] = []
         if has_device:
             self.__dlpack_device__ = obj.__dlpack_device__
 
-    def __dlpack__(self, **kw):
+    def __dlpack__(self, **kw: Any) -> Any:
         self.calls.append(kw)
         if "dl_device" in kw:
             raise self.exc("only my own device")
@@ -326,7 +337,7 @@ class OwnDeviceOnly:
 
 
 @pytest.mark.parametrize("exc", [BufferError, NotImplementedError])
-def test_from_dlpack_same_device_does_not_ask_for_dl_device(exc):
+def test_from_dlpack_same_device_does_not_ask_for_dl_device(exc: Type[BaseException]) -> None:
     a = np.arange(5.0)
     p = OwnDeviceOnly(a, exc)
     for dev in ((1, 0), "cpu"):
@@ -339,7 +350,7 @@ def test_from_dlpack_same_device_does_not_ask_for_dl_device(exc):
 
 
 @pytest.mark.parametrize("exc", [BufferError, NotImplementedError])
-def test_from_dlpack_retries_without_dl_device_when_refused(exc):
+def test_from_dlpack_retries_without_dl_device_when_refused(exc: Type[BaseException]) -> None:
     # No __dlpack_device__: hurray asks for the device first, and on refusal
     # takes the tensor where it is and copies it itself.
     a = np.arange(5.0)
@@ -358,7 +369,7 @@ def test_from_dlpack_retries_without_dl_device_when_refused(exc):
     assert p.calls[-1] == dict(max_version=(1, 3), copy=False)
 
 
-def test_from_dlpack_other_device_copy_false_is_refused_without_asking():
+def test_from_dlpack_other_device_copy_false_is_refused_without_asking() -> None:
     a = np.arange(5.0)
     p = OwnDeviceOnly(a)
     with pytest.raises(BufferError, match="copy=False") as info:
@@ -369,12 +380,12 @@ def test_from_dlpack_other_device_copy_false_is_refused_without_asking():
         hurray.from_dlpack(a, device=(2, 0), copy=False)
 
 
-def test_from_dlpack_other_device_errors_of_the_producer_and_of_dlpack_device():
+def test_from_dlpack_other_device_errors_of_the_producer_and_of_dlpack_device() -> None:
     class Broken:
-        def __dlpack__(self, **kw):
+        def __dlpack__(self, **kw: Any) -> Any:
             raise BufferError("first") if "dl_device" in kw else RuntimeError("second")
 
-        def __dlpack_device__(self):
+        def __dlpack_device__(self) -> Any:
             return (1, 0)
 
     # The retry's own failure is what the caller sees.
@@ -382,11 +393,11 @@ def test_from_dlpack_other_device_errors_of_the_producer_and_of_dlpack_device():
         hurray.from_dlpack(Broken(), device=(2, 0))
 
     class BadDevice(OwnDeviceOnly):
-        def __init__(self, result):
+        def __init__(self, result: Any) -> None:
             super().__init__(np.arange(3.0), has_device=False)
             self.result = result
 
-        def __dlpack_device__(self):
+        def __dlpack_device__(self) -> Any:
             if isinstance(self.result, Exception):
                 raise self.result
             return self.result
@@ -399,33 +410,34 @@ def test_from_dlpack_other_device_errors_of_the_producer_and_of_dlpack_device():
         hurray.from_dlpack(BadDevice((1, 0, 0)), device="cpu")
 
 
-def test_stream_rules_for_cpu():
+def test_stream_rules_for_cpu() -> None:
     buf = hurray.from_dlpack(np.arange(3.0))
     buf.__dlpack__(stream=None)
-    buf.__dlpack__(stream=-1)
     buf.__dlpack__(None)  # older callers pass it positionally
-    for bad in (0, 1, 2, 7):
+    # The CPU has no streams: the DLPack specification accepts only None
+    # there, and NumPy refuses everything else, -1 included.
+    for bad in (-1, 0, 1, 2, 7, np.int64(-1)):
         with pytest.raises(ValueError, match="stream"):
             buf.__dlpack__(stream=bad)
     with pytest.raises(TypeError):
-        buf.__dlpack__(stream="default")
+        buf.__dlpack__(stream="default")  # type: ignore[arg-type]
 
 
-def test_dlpack_argument_errors():
+def test_dlpack_argument_errors() -> None:
     buf = hurray.from_dlpack(np.arange(3.0))
     with pytest.raises(TypeError):
-        buf.__dlpack__(max_version=1)
+        buf.__dlpack__(max_version=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        buf.__dlpack__(max_version=(1,))
+        buf.__dlpack__(max_version=(1,))  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        buf.__dlpack__(foo=1)
+        buf.__dlpack__(foo=1)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        buf.__dlpack__(None, None)
+        buf.__dlpack__(None, None)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        buf.__dlpack__(None, stream=None)
+        buf.__dlpack__(None, stream=None)  # type: ignore[misc]
 
 
-def test_legacy_producer_fallback():
+def test_legacy_producer_fallback() -> None:
     a = np.arange(6, dtype=np.int16)
     producer = LegacyOnly(a)
     buf = hurray.from_dlpack(producer)
@@ -433,7 +445,7 @@ def test_legacy_producer_fallback():
     assert buf.data_ptr == a.ctypes.data
 
 
-def test_raw_capsules_and_used_capsules():
+def test_raw_capsules_and_used_capsules() -> None:
     a = np.arange(6, dtype=np.int16)
     cap = a.__dlpack__(max_version=(1, 3))
     assert capsule_name(cap) == "dltensor_versioned"
@@ -449,7 +461,7 @@ def test_raw_capsules_and_used_capsules():
         hurray.from_dlpack(legacy)
 
 
-def test_share_fan_out():
+def test_share_fan_out() -> None:
     a = np.arange(8, dtype=np.float32)
     buf = hurray.from_dlpack(a)
     parts = buf.share(3)
@@ -465,10 +477,10 @@ def test_share_fan_out():
     with pytest.raises(ValueError):
         buf.share(-2)
     with pytest.raises(TypeError):
-        buf.share("2")
+        buf.share("2")  # type: ignore[arg-type]
 
 
-def test_release_context_manager_and_released_errors():
+def test_release_context_manager_and_released_errors() -> None:
     a = np.arange(4.0)
     with hurray.from_dlpack(a) as buf:
         assert buf.shape == (4,)
@@ -494,7 +506,7 @@ def test_release_context_manager_and_released_errors():
             pass
 
 
-def test_buffer_from_buffer_shares():
+def test_buffer_from_buffer_shares() -> None:
     a = np.arange(4.0)
     b = hurray.from_dlpack(a)
     c = hurray.from_dlpack(b)
@@ -503,7 +515,7 @@ def test_buffer_from_buffer_shares():
     assert d.data_ptr != a.ctypes.data and d.is_copied
 
 
-def test_repr_and_empty():
+def test_repr_and_empty() -> None:
     b = hurray.empty((2, 3), "bfloat16")
     assert repr(b) == "<hurray.Buffer bfloat16[2, 3] cpu:0>"
     assert b.dtype == "bfloat16" and b.nbytes == 12 and b.data_ptr % 64 == 0
@@ -515,10 +527,16 @@ def test_repr_and_empty():
     assert out.shape == (3, 2) and out.dtype == np.int64
     with pytest.raises(ValueError, match="unknown dtype"):
         hurray.empty(3, "float31x")
-    with pytest.raises(TypeError):
-        hurray.empty(3, np.float32)
+    # What NumPy accepts for a dtype is accepted too.
+    assert hurray.empty(3, np.float32).dtype == "float32"
+    assert hurray.empty(3, np.dtype("<i8")).dtype == "int64"
+    assert hurray.empty(3, "f2").dtype == "float16"
+    with pytest.raises(ValueError, match="no DLPack equivalent"):
+        hurray.empty(3, np.dtype("U3"))
+    with pytest.raises(TypeError, match="dtype"):
+        hurray.empty(3, 1.5)
 
 
-def test_buffer_cannot_be_constructed_directly():
+def test_buffer_cannot_be_constructed_directly() -> None:
     with pytest.raises(TypeError):
         hurray.Buffer()

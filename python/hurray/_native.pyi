@@ -1,0 +1,88 @@
+"""Type stubs of hurray._native, the CPython extension (docs/impl/python.md)."""
+from types import TracebackType
+from typing import Any, ClassVar, Final, List, Optional, Protocol, SupportsIndex, Tuple, Type, Union
+
+from typing_extensions import Self
+
+__version__: Final[str]
+libhurray_version: Final[str]
+DLPACK_MAJOR: Final[int]
+DLPACK_MINOR: Final[int]
+
+# A DLPack device: (device_type, device_id) with DLPack's values (CPU is (1, 0)),
+# or the string "cpu".
+_Device = Union[Tuple[SupportsIndex, SupportsIndex], List[SupportsIndex], str]
+# What NumPy accepts for copy=: True, False, None, numpy._CopyMode, or any
+# object with a truth value (not a str).
+_Copy = Optional[object]
+# A dtype: hurray's names ('float32', 'bfloat16', 'float8_e4m3fn', 'float32x4')
+# or anything numpy.dtype() accepts (np.float32, np.dtype('<i8'), 'f4').
+_DType = object
+
+class _DLPackProducer(Protocol):
+    def __dlpack__(self, *, stream: Any = ..., max_version: Any = ...,
+                   dl_device: Any = ..., copy: Any = ...) -> Any: ...
+
+class Buffer:
+    """One consumer's hold on tensor memory (a libhurray handle)."""
+
+    # The DLPack C exchange API table (a "dlpack_exchange_api" capsule).
+    __dlpack_c_exchange_api__: ClassVar[object]
+    # Not constructible directly: use from_dlpack(), empty() or share().
+    def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        """In elements, not bytes."""
+    @property
+    def ndim(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> Tuple[int, int]: ...
+    @property
+    def readonly(self) -> bool: ...
+    @property
+    def is_copied(self) -> bool: ...
+    @property
+    def data_ptr(self) -> int: ...
+    @property
+    def byte_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def released(self) -> bool: ...
+    def __dlpack__(
+        self,
+        stream: Optional[SupportsIndex] = None,
+        *,
+        max_version: Optional[Tuple[SupportsIndex, SupportsIndex]] = None,
+        dl_device: Optional[_Device] = None,
+        copy: _Copy = None,
+    ) -> Any:
+        """A DLPack capsule ('dltensor_versioned' or 'dltensor')."""
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def share(self, n: SupportsIndex, /) -> List[Buffer]: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+        /,
+    ) -> bool: ...
+    # The Python buffer protocol (CPU Buffers): memoryview(buf), np.asarray(buf).
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __release_buffer__(self, view: memoryview, /) -> None: ...
+    # NumPy's fallback when the buffer protocol cannot serve.
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
+
+def from_dlpack(obj: Union[_DLPackProducer, Buffer, Any], /, *, copy: _Copy = None,
+                device: Optional[_Device] = None) -> Buffer: ...
+def empty(shape: Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]],
+          dtype: _DType = "float32") -> Buffer: ...
+def _exchange_api_stats() -> dict[str, int]: ...

@@ -1,0 +1,207 @@
+// Shared declarations of hurray._native's translation units.
+//
+// The extension is split by concept (docs/impl/python.md, "Source layout"):
+//   errors.cc       libhurray status -> Python exception, SavedError
+//   release.cc      the GIL/shutdown rules of foreign releases
+//   dtype.cc        dtype names, NumPy dtype objects, buffer-protocol formats
+//   args.cc         devices, copy=, integers (__index__), streams
+//   buffer.cc       the hurray.Buffer type, its getters, share, release
+//   buffer_protocol.cc  the Python buffer protocol of CPU Buffers
+//   export.cc       capsules and Buffer.__dlpack__
+//   import.cc       capsules, producers and hurray.from_dlpack
+//   module.cc       hurray.empty, module init
+//   exchange_api.cc the DLPack C exchange API (both sides)
+// Every function here is called with the GIL held unless it says otherwise.
+#ifndef HURRAY_PYTHON_BINDING_H_
+#define HURRAY_PYTHON_BINDING_H_
+
+#ifndef PY_SSIZE_T_CLEAN
+#define PY_SSIZE_T_CLEAN
+#endif
+#include <Python.h>
+
+#include <cstdint>
+
+#include "hurray/hurray.h"
+
+namespace hurray_py {
+
+// ---- capsule names (DLPack Python specification) ---------------------------
+constexpr const char kCapsuleVersioned[] = "dltensor_versioned";
+constexpr const char kCapsuleLegacy[] = "dltensor";
+constexpr const char kCapsuleVersionedUsed[] = "used_dltensor_versioned";
+constexpr const char kCapsuleLegacyUsed[] = "used_dltensor";
+
+// ---- errors.cc -------------------------------------------------------------
+
+// The Python exception type for a libhurray status (docs/impl/python.md §5).
+PyObject *exception_for(int32_t status);
+
+// Raises the exception for a failed libhurray call, with libhurray's own
+// message prefixed by `what`. Call right after the failing call (the message
+// is per thread). Always returns nullptr.
+PyObject *raise_status(int32_t status, const char *what);
+
+// Saves the current exception and restores it at scope exit, around code
+// that may run Python (a release can drop the last reference of an object
+// with finalizers).
+struct SavedError {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *exc;
+  SavedError() : exc(PyErr_GetRaisedException()) {}
+  ~SavedError() { PyErr_SetRaisedException(exc); }
+#else
+  PyObject *type, *value, *tb;
+  SavedError() { PyErr_Fetch(&type, &value, &tb); }
+  ~SavedError() { PyErr_Restore(type, value, tb); }
+#endif
+  SavedError(const SavedError &) = delete;
+  SavedError &operator=(const SavedError &) = delete;
+};
+
+// ---- release.cc ------------------------------------------------------------
+
+// The release of a handle imported from a Python producer is wrapped so
+// that it is GIL-safe on any thread and skipped once the interpreter is
+// finalizing (docs/impl/python.md §3). This allocates the wrapper ahead of
+// the import (which must not fail after it consumed the tensor). Returns nullptr with
+// MemoryError set (naming `what`). Give it to adopt_foreign_release or
+// free it with std::free.
+void *alloc_foreign_release(const char *what);
+
+// Moves h's release into the pre-allocated `block` (from
+// alloc_foreign_release). Cannot fail.
+void adopt_foreign_release(hurray_buffer *h, void *block);
+
+// Releases a live handle (no-op on an empty one), keeping the pending
+// exception.
+void release_handle(hurray_buffer *h);
+
+// ---- dtype.cc ----------------------------------------------------------------
+
+// "float32", "bfloat16", "float8_e4m3fn", "float32x4", ... (new reference).
+PyObject *dtype_name(hurray_dtype d);
+
+// A dtype from what NumPy accepts for one (a NumPy dtype, a scalar type such
+// as numpy.float32, a type string such as 'f4' or '<f4') or one of hurray's
+// names ('bfloat16', 'float8_e4m3fn', 'float32x4'). Returns false with
+// TypeError/ValueError set.
+bool parse_dtype(PyObject *obj, hurray_dtype *out);
+
+// The struct-module format character(s) of a dtype for the buffer protocol
+// ("f", "q", "?", "Zd", ...), or nullptr when the buffer protocol cannot
+// describe it (bfloat16, float8, vectors, sub-byte types, handles).
+const char *buffer_format(hurray_dtype d);
+
+// "cpu", "cuda", ... for messages.
+const char *device_name(int32_t device_type);
+
+// ---- args.cc -----------------------------------------------------------------
+
+bool same_device(hurray_device a, hurray_device b);
+
+// (device_type, device_id) from a 2-sequence of integers (anything with
+// __index__), or the string "cpu". `what` prefixes messages.
+bool parse_device(PyObject *obj, const char *what, hurray_device *out);
+
+// copy= as NumPy reads it: None -> -1, true -> 1, false -> 0, and -2 with an
+// exception set. A str raises ValueError; numpy._CopyMode means its value
+// (ALWAYS 1, NEVER 0, IF_NEEDED -1); anything else its truth value.
+int parse_copy(PyObject *obj, const char *what);
+
+// An integer from an int or any object with __index__ (numpy.int64, ...).
+// Returns false with TypeError (naming `what`) or the __index__ error set;
+// *overflow is -1/+1 (and *out unspecified) when it does not fit in long long.
+bool parse_index(PyObject *obj, const char *what, long long *out, int *overflow);
+
+// True when `key` is the interned keyword `name`.
+bool kw_is(PyObject *key, PyObject *name);
+
+// Checks __dlpack__'s `stream` for a consumer on `device_type` and gives the
+// handle to wait on: *sync false for -1 and devices without a known stream
+// convention (docs/impl/python.md §4).
+bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **handle);
+
+// The stream a GPU Buffer's memory is ordered on: CU_STREAM_LEGACY (1) for
+// the CUDA device types, NULL (the default stream) otherwise.
+void *buffer_stream(int32_t device_type);
+
+// ---- buffer.cc -----------------------------------------------------------------
+
+struct BufferObject {
+  PyObject_HEAD
+  hurray_buffer h;  // release_fn == NULL once released
+  PyObject *weakreflist;
+};
+
+extern PyTypeObject BufferType;
+
+// Readies BufferType (slots, methods, buffer protocol). False with an
+// exception set on failure.
+bool buffer_type_ready();
+
+// Wraps a live handle in a new Buffer. Consumes *h in every case: on
+// failure the handle is released and nullptr returned.
+PyObject *new_buffer(hurray_buffer *h);
+
+bool is_live(const BufferObject *b);
+
+// ValueError("operation on a released hurray.Buffer") unless live.
+bool check_live(const BufferObject *b);
+
+inline BufferObject *as_buffer(PyObject *o) { return reinterpret_cast<BufferObject *>(o); }
+
+// ---- buffer_protocol.cc ----------------------------------------------------------
+
+extern PyBufferProcs kBufferProcs;
+
+// Buffer.__array__(dtype=None, copy=None) (METH_VARARGS | METH_KEYWORDS).
+PyObject *buffer_array(PyObject *self, PyObject *args, PyObject *kwargs);
+
+// ---- export.cc -----------------------------------------------------------------
+
+// Buffer.__dlpack__ (METH_FASTCALL | METH_KEYWORDS).
+PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames);
+
+// The DLPack minor version (major 1) that a versioned export of `h` answers
+// to a consumer that asked for max_version (1, asked_minor): the highest
+// minor <= asked_minor (and <= HURRAY_DLPACK_MINOR) that can describe the
+// tensor, or the lowest that can when asked_minor is too low for it.
+uint32_t answer_minor(const hurray_buffer &h, long long asked_minor);
+
+// ---- import.cc -----------------------------------------------------------------
+
+// hurray.from_dlpack (METH_FASTCALL | METH_KEYWORDS).
+PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
+
+// Imports one DLPack tensor (versioned or legacy) as a live handle, wrapping
+// a foreign deleter GIL-safely. A legacy tensor from any producer but
+// libhurray itself comes out READ_ONLY: the legacy struct cannot say whether
+// the memory may be written, and NumPy assumes it may not (docs §2).
+// Returns HURRAY_OK, or a failure status with an exception set, except
+// HURRAY_ERR_UNSUPPORTED_VERSION of a versioned tensor, which sets none (the
+// caller words it). On failure the caller still owns the tensor.
+int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer *out);
+
+// ---- module.cc -----------------------------------------------------------------
+
+// Interned keyword names and constants, set once in module init.
+struct Names {
+  PyObject *dlpack;         // "__dlpack__"
+  PyObject *dlpack_device;  // "__dlpack_device__"
+  PyObject *stream, *max_version, *dl_device, *copy, *device;
+  PyObject *max_version_value;  // (1, 3): what from_dlpack asks for
+  PyObject *kw_max_version;     // ("max_version",)
+};
+extern Names g_names;
+
+// The deleters libhurray puts on the tensors it exports (learned at init):
+// a tensor carrying one needs no second GIL-safe wrapper on import.
+extern void (*g_hurray_versioned_deleter)(DLManagedTensorVersioned *);
+extern void (*g_hurray_legacy_deleter)(DLManagedTensor *);
+
+}  // namespace hurray_py
+
+#endif  // HURRAY_PYTHON_BINDING_H_

@@ -1,0 +1,217 @@
+// Export: DLPack capsules and hurray.Buffer.__dlpack__ (docs/impl/python.md
+// §2 "__dlpack__", §4 streams and devices).
+#include <cstring>
+
+#include "binding.h"
+
+namespace hurray_py {
+namespace {
+
+// Capsule destructors: run by Python (GIL held) when a capsule dies. Only a
+// capsule nobody consumed (name unchanged) still owns its tensor.
+void versioned_capsule_destructor(PyObject *cap) {
+  if (!PyCapsule_IsValid(cap, kCapsuleVersioned)) return;
+  SavedError saved;
+  auto *t = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, kCapsuleVersioned));
+  (void)hurray_dlpack_versioned_delete(t);
+}
+
+void legacy_capsule_destructor(PyObject *cap) {
+  if (!PyCapsule_IsValid(cap, kCapsuleLegacy)) return;
+  SavedError saved;
+  auto *t = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, kCapsuleLegacy));
+  (void)hurray_dlpack_delete(t);
+}
+
+// Exports a handle as a new capsule; a versioned one says DLPack 1.`minor`.
+// Consumes *h in every case.
+PyObject *export_capsule(hurray_buffer *h, bool versioned, uint32_t minor) {
+  if (versioned) {
+    DLManagedTensorVersioned *t = nullptr;
+    int32_t st = hurray_to_dlpack_versioned(h, &t);
+    if (st != HURRAY_OK) {
+      raise_status(st, "hurray.Buffer.__dlpack__");
+      release_handle(h);
+      return nullptr;
+    }
+    t->version.major = HURRAY_DLPACK_MAJOR;
+    t->version.minor = minor;
+    PyObject *cap = PyCapsule_New(t, kCapsuleVersioned, versioned_capsule_destructor);
+    if (cap == nullptr) {
+      SavedError saved;
+      (void)hurray_dlpack_versioned_delete(t);
+    }
+    return cap;
+  }
+  DLManagedTensor *t = nullptr;
+  int32_t st = hurray_to_dlpack(h, &t);
+  if (st != HURRAY_OK) {
+    raise_status(st, "hurray.Buffer.__dlpack__");
+    release_handle(h);
+    return nullptr;
+  }
+  PyObject *cap = PyCapsule_New(t, kCapsuleLegacy, legacy_capsule_destructor);
+  if (cap == nullptr) {
+    SavedError saved;
+    (void)hurray_dlpack_delete(t);
+  }
+  return cap;
+}
+
+// The lowest DLPack 1.x minor whose vocabulary describes the tensor:
+// 1.1 added the float8/float6/float4 type codes and the sub-byte padding
+// flag, 1.2 the Trainium device type (and made strides mandatory, which
+// libhurray's exports always carry).
+uint32_t needed_minor(const hurray_buffer &h) {
+  uint32_t m = 0;
+  if ((h.dtype.code >= 7 && h.dtype.code <= 17) || (h.flags & HURRAY_FLAG_SUBBYTE_PADDED)) m = 1;
+  if (h.device.device_type == 18) m = 2;  // kDLTrn
+  return m;
+}
+
+// max_version: None -> *versioned false. Else a (major, minor) tuple of
+// integers: major >= 1 -> versioned, with *asked_minor the minor asked for
+// (HURRAY_DLPACK_MINOR or more when a later major was asked).
+bool parse_max_version(PyObject *max_version, bool *versioned, long long *asked_minor) {
+  *versioned = false;
+  *asked_minor = 0;
+  if (max_version == Py_None) return true;
+  if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) != 2 ||
+      !PyIndex_Check(PyTuple_GET_ITEM(max_version, 0)) ||
+      !PyIndex_Check(PyTuple_GET_ITEM(max_version, 1))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "__dlpack__: max_version must be None or a (major, minor) tuple of ints");
+    return false;
+  }
+  long long major = 0, minor = 0;
+  int o_major = 0, o_minor = 0;
+  if (!parse_index(PyTuple_GET_ITEM(max_version, 0), "__dlpack__: max_version[0]", &major,
+                   &o_major) ||
+      !parse_index(PyTuple_GET_ITEM(max_version, 1), "__dlpack__: max_version[1]", &minor,
+                   &o_minor)) {
+    return false;
+  }
+  if (o_major > 0 || major > HURRAY_DLPACK_MAJOR) {
+    *versioned = true;
+    *asked_minor = HURRAY_DLPACK_MINOR;  // a later major: the newest 1.x we speak
+  } else if (o_major == 0 && major == HURRAY_DLPACK_MAJOR) {
+    *versioned = true;
+    *asked_minor = o_minor > 0 ? HURRAY_DLPACK_MINOR : o_minor < 0 ? -1 : minor;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint32_t answer_minor(const hurray_buffer &h, long long asked_minor) {
+  long long m = asked_minor < HURRAY_DLPACK_MINOR ? asked_minor : HURRAY_DLPACK_MINOR;
+  const long long need = needed_minor(h);
+  if (m < need) m = need;  // the specification lets a producer answer another version
+  return static_cast<uint32_t>(m);
+}
+
+// __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)
+//
+// Without a copy every call shares the buffer's handle once more
+// (hurray_share): the capsule owns one reference of its own, so the buffer
+// stays usable and whichever of the buffer and its capsules goes last frees
+// the memory. With a copy the capsule owns a fresh private allocation.
+PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames) {
+  BufferObject *b = as_buffer(self);
+  PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+  if (nargs > 1) {
+    PyErr_Format(PyExc_TypeError, "__dlpack__() takes at most 1 positional argument (%zd given)",
+                 nargs);
+    return nullptr;
+  }
+  if (nargs == 1) stream = args[0];  // older callers pass stream positionally
+  if (kwnames != nullptr) {
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+      PyObject *value = args[nargs + i];
+      if (kw_is(key, g_names.max_version)) {
+        max_version = value;
+      } else if (kw_is(key, g_names.copy)) {
+        copy = value;
+      } else if (kw_is(key, g_names.dl_device)) {
+        dl_device = value;
+      } else if (kw_is(key, g_names.stream)) {
+        if (nargs == 1) {
+          PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for 'stream'");
+          return nullptr;
+        }
+        stream = value;
+      } else {
+        if (!PyErr_Occurred()) {
+          PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument '%U'",
+                       key);
+        }
+        return nullptr;
+      }
+    }
+  }
+  if (!check_live(b)) return nullptr;
+
+  bool versioned = false;
+  long long asked_minor = 0;
+  if (!parse_max_version(max_version, &versioned, &asked_minor)) return nullptr;
+
+  hurray_device target = b->h.device;
+  if (dl_device != Py_None && !parse_device(dl_device, "__dlpack__: dl_device", &target)) {
+    return nullptr;
+  }
+  const bool other_device = !same_device(target, b->h.device);
+  // The stream is the consumer's, on the device it will use the data on.
+  bool sync = false;
+  void *consumer_stream = nullptr;
+  if (!parse_stream(target.device_type, stream, &sync, &consumer_stream)) return nullptr;
+  const int copy_mode = parse_copy(copy, "__dlpack__");
+  if (copy_mode == -2) return nullptr;
+  if (other_device && copy_mode == 0) {
+    PyErr_Format(PyExc_BufferError,
+                 "__dlpack__: the buffer is on device (%d, %d) and dl_device=(%d, %d) asks for "
+                 "another one, which needs a copy, but copy=False",
+                 b->h.device.device_type, b->h.device.device_id, target.device_type,
+                 target.device_id);
+    return nullptr;
+  }
+  const bool make_copy = copy_mode == 1 || other_device;
+  if (!versioned && !make_copy && (b->h.flags & HURRAY_FLAG_READ_ONLY)) {
+    // Never hand out a writable view of read-only memory (NumPy refuses the
+    // same for its read-only arrays).
+    PyErr_SetString(
+        PyExc_BufferError,
+        "hurray.Buffer.__dlpack__: this Buffer is read-only, and the consumer asked for a "
+        "legacy (unversioned) DLPack capsule, which cannot say so: the consumer could write "
+        "to the memory. Consumers that pass max_version >= (1, 0) (NumPy, PyTorch) take it "
+        "zero-copy and read-only. For a consumer that takes only legacy capsules (JAX, "
+        "tvm_ffi's __dlpack__ path) hand it a writable private copy: "
+        "hurray.from_dlpack(buf, copy=True), or __dlpack__(copy=True)");
+    return nullptr;
+  }
+
+  hurray_buffer out;
+  if (make_copy) {
+    int32_t st = hurray_copy(&b->h, target, &out);
+    if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__ (copy)");
+  } else {
+    // Zero-copy: order the consumer's stream after the buffer's. (A copy
+    // above completes before hurray_copy returns: nothing to order.)
+    void *producer_stream = buffer_stream(b->h.device.device_type);
+    if (sync && consumer_stream != producer_stream) {
+      int32_t st = hurray_stream_wait(b->h.device, producer_stream, consumer_stream);
+      if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__ (stream wait)");
+    }
+    hurray_buffer pair[2];
+    int32_t st = hurray_share(&b->h, 2, pair);
+    if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__");
+    b->h = pair[0];
+    out = pair[1];
+  }
+  const uint32_t minor = versioned ? answer_minor(out, asked_minor) : 0;
+  return export_capsule(&out, versioned, minor);
+}
+
+}  // namespace hurray_py

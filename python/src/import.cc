@@ -1,0 +1,382 @@
+// Import: DLPack capsules, producers' __dlpack__, and hurray.from_dlpack
+// (docs/impl/python.md §2 "hurray.from_dlpack", "Read-only memory").
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "binding.h"
+#include "exchange_api.h"
+
+namespace hurray_py {
+
+int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer *out) {
+  bool needs_wrap, ours;
+  if (versioned) {
+    auto *t = static_cast<DLManagedTensorVersioned *>(ptr);
+    ours = t->deleter == g_hurray_versioned_deleter;
+    needs_wrap = t->deleter != nullptr && !ours;
+  } else {
+    auto *t = static_cast<DLManagedTensor *>(ptr);
+    ours = t->deleter == g_hurray_legacy_deleter;
+    needs_wrap = t->deleter != nullptr && !ours;
+  }
+  void *wrap = nullptr;
+  if (needs_wrap) {
+    wrap = alloc_foreign_release(what);
+    if (wrap == nullptr) return HURRAY_ERR_OUT_OF_MEMORY;
+  }
+  hurray_buffer h;
+  int32_t st = versioned
+                   ? hurray_from_dlpack_versioned(static_cast<DLManagedTensorVersioned *>(ptr),
+                                                  HURRAY_IMPORT_DEFAULT, &h)
+                   : hurray_from_dlpack(static_cast<DLManagedTensor *>(ptr),
+                                        HURRAY_IMPORT_DEFAULT, &h);
+  if (st != HURRAY_OK) {
+    std::free(wrap);
+    if (st != HURRAY_ERR_UNSUPPORTED_VERSION || !versioned) raise_status(st, what);
+    return st;
+  }
+  if (wrap != nullptr) adopt_foreign_release(&h, wrap);
+  // A legacy tensor cannot say whether its memory may be written. NumPy
+  // takes every legacy capsule as read-only; so does hurray, except for
+  // libhurray's own exports, which unwrap to a handle with its own flags.
+  if (!versioned && !ours) h.flags |= HURRAY_FLAG_READ_ONLY;
+  *out = h;
+  return HURRAY_OK;
+}
+
+namespace {
+
+// Takes a DLPack capsule over as a live handle and marks it used. Returns
+// false with an exception set (the capsule then still owns its tensor).
+bool import_capsule(PyObject *cap, hurray_buffer *out) {
+  const char *name = PyCapsule_GetName(cap);
+  if (name == nullptr && PyErr_Occurred()) return false;
+  const bool versioned = name != nullptr && std::strcmp(name, kCapsuleVersioned) == 0;
+  const bool legacy = name != nullptr && std::strcmp(name, kCapsuleLegacy) == 0;
+  if (!versioned && !legacy) {
+    if (name != nullptr && (std::strcmp(name, kCapsuleVersionedUsed) == 0 ||
+                            std::strcmp(name, kCapsuleLegacyUsed) == 0)) {
+      PyErr_Format(PyExc_ValueError,
+                   "hurray.from_dlpack: this DLPack capsule was already consumed (its name is "
+                   "'%s'); a capsule can be imported only once; call __dlpack__() again for "
+                   "another one",
+                   name);
+    } else {
+      PyErr_Format(PyExc_TypeError,
+                   "hurray.from_dlpack: expected a DLPack capsule named 'dltensor' or "
+                   "'dltensor_versioned', got a capsule named %s%s%s",
+                   name ? "'" : "", name ? name : "NULL", name ? "'" : "");
+    }
+    return false;
+  }
+  void *ptr = PyCapsule_GetPointer(cap, name);
+  if (ptr == nullptr) return false;
+
+  hurray_buffer h;
+  int32_t st = import_tensor(ptr, versioned, "hurray.from_dlpack", &h);
+  if (st == HURRAY_ERR_UNSUPPORTED_VERSION && versioned) {
+    // libhurray's message speaks to C callers (they keep the tensor and
+    // must call its deleter). Here the capsule keeps its name, hence the
+    // tensor, and its destructor deletes it: say that instead.
+    const DLPackVersion v = static_cast<DLManagedTensorVersioned *>(ptr)->version;
+    PyErr_Format(PyExc_BufferError,
+                 "hurray.from_dlpack: the tensor is DLPack version %u.%u, and only major "
+                 "version %u can be read; the capsule was left unconsumed (still named "
+                 "'%s'), and its destructor deletes the tensor [%s]",
+                 static_cast<unsigned>(v.major), static_cast<unsigned>(v.minor),
+                 static_cast<unsigned>(HURRAY_DLPACK_MAJOR), kCapsuleVersioned,
+                 hurray_status_name(st));
+  }
+  if (st != HURRAY_OK) return false;
+  // The handle owns the tensor now; the renamed capsule no longer does.
+  // (SetName cannot fail on a capsule whose pointer was just read.)
+  (void)PyCapsule_SetName(cap, versioned ? kCapsuleVersionedUsed : kCapsuleLegacyUsed);
+  *out = h;
+  return true;
+}
+
+// One call obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]);
+// a keyword whose value is nullptr is left out.
+PyObject *call_dlpack_once(PyObject *obj, PyObject *dl_device, PyObject *copy) {
+  PyObject *argv[4] = {obj, g_names.max_version_value, nullptr, nullptr};
+  Py_ssize_t nkw = 1;
+  if (dl_device != nullptr) argv[1 + nkw++] = dl_device;
+  if (copy != nullptr) argv[1 + nkw++] = copy;
+  PyObject *kwnames = g_names.kw_max_version;
+  if (nkw == 1) {
+    Py_INCREF(kwnames);
+  } else {
+    kwnames = PyTuple_New(nkw);
+    if (kwnames == nullptr) return nullptr;
+    Py_INCREF(g_names.max_version);
+    PyTuple_SET_ITEM(kwnames, 0, g_names.max_version);
+    Py_ssize_t k = 1;
+    if (dl_device != nullptr) {
+      Py_INCREF(g_names.dl_device);
+      PyTuple_SET_ITEM(kwnames, k++, g_names.dl_device);
+    }
+    if (copy != nullptr) {
+      Py_INCREF(g_names.copy);
+      PyTuple_SET_ITEM(kwnames, k++, g_names.copy);
+    }
+  }
+  PyObject *cap = PyObject_VectorcallMethod(g_names.dlpack, argv,
+                                            1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+  Py_DECREF(kwnames);
+  return cap;
+}
+
+// Asks a producer for its capsule (docs/impl/python.md §2, from_dlpack):
+//   1. obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]);
+//   2. if dl_device was passed and the producer raised BufferError or
+//      NotImplementedError (it cannot export to that device, as NumPy for
+//      anything but the CPU), again without dl_device: the tensor comes on
+//      the producer's own device and from_dlpack copies it with hurray_copy.
+//      copy=False is passed again, copy=True is not (the producer's copy
+//      would be a second one);
+//   3. if the producer raised TypeError (older than DLPack 1.0, the keywords
+//      are unknown to it), obj.__dlpack__() without arguments.
+// dl_device and copy are nullptr when not to be passed.
+PyObject *call_dlpack(PyObject *obj, PyObject *copy, PyObject *dl_device) {
+  PyObject *cap = call_dlpack_once(obj, dl_device, copy);
+  if (cap == nullptr && dl_device != nullptr &&
+      (PyErr_ExceptionMatches(PyExc_BufferError) ||
+       PyErr_ExceptionMatches(PyExc_NotImplementedError))) {
+    PyErr_Clear();
+    cap = call_dlpack_once(obj, nullptr, copy == Py_False ? copy : nullptr);
+  }
+  if (cap == nullptr && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    PyObject *argv[1] = {obj};
+    cap = PyObject_VectorcallMethod(g_names.dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                    nullptr);
+  } else if (cap == nullptr && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+    // Only translate a missing __dlpack__, not an AttributeError raised inside it.
+    PyObject *attr = PyObject_GetAttr(obj, g_names.dlpack);
+    if (attr == nullptr) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "hurray.from_dlpack: %.100s object does not support the DLPack protocol "
+                   "(no __dlpack__ method) and is not a DLPack capsule",
+                   Py_TYPE(obj)->tp_name);
+    } else {
+      Py_DECREF(attr);
+    }
+  }
+  return cap;
+}
+
+// The producer's own device, from obj.__dlpack_device__(). *known is false
+// (and no error set) when obj has no such method. Returns false with an
+// exception set when the method raises or returns something else than a
+// (device_type, device_id) tuple.
+bool producer_device(PyObject *obj, hurray_device *out, bool *known) {
+  *known = false;
+  PyObject *meth = PyObject_GetAttr(obj, g_names.dlpack_device);
+  if (meth == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;
+    PyErr_Clear();
+    return true;
+  }
+  PyObject *res = PyObject_CallNoArgs(meth);
+  Py_DECREF(meth);
+  if (res == nullptr) return false;
+  char what[160];
+  std::snprintf(what, sizeof what, "hurray.from_dlpack: the result of %.100s.__dlpack_device__()",
+                Py_TYPE(obj)->tp_name);
+  bool ok;
+  if (!PyTuple_Check(res)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a (device_type, device_id) tuple, not %.100s", what,
+                 Py_TYPE(res)->tp_name);
+    ok = false;
+  } else {
+    ok = parse_device(res, what, out);
+  }
+  Py_DECREF(res);
+  *known = ok;
+  return ok;
+}
+
+PyObject *raise_copy_false_crosses(hurray_device from, hurray_device to) {
+  PyErr_Format(PyExc_BufferError,
+               "hurray.from_dlpack: the tensor is on device (%d, %d); moving it to device "
+               "(%d, %d) needs a copy, but copy=False",
+               from.device_type, from.device_id, to.device_type, to.device_id);
+  return nullptr;
+}
+
+// The DLPack C exchange API path of from_dlpack, when the producer's type
+// has a usable table and the request can be met by it. Returns 1 (imported
+// into *h), 0 (take the capsule path) or -1 (error set).
+int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_device want,
+                     hurray_buffer *h) {
+  if (PyCapsule_CheckExact(obj)) return 0;
+  if (copy_mode == 1) {  // the table never copies: the producer's own copy
+    count_consumer_path(false);
+    return 0;
+  }
+  const DLPackExchangeAPI *api = exchange_api_of(Py_TYPE(obj));
+  if (api == nullptr && PyErr_Occurred()) return -1;
+  bool use_table = api != nullptr;
+  if (use_table && device_given) {
+    use_table = false;
+    if (api->dltensor_from_py_object_no_sync != nullptr) {
+      DLTensor view;
+      if (api->dltensor_from_py_object_no_sync(obj, &view) != 0) {
+        if (!PyErr_Occurred()) {
+          PyErr_Format(PyExc_BufferError,
+                       "hurray.from_dlpack: %.100s's dltensor_from_py_object_no_sync failed "
+                       "without setting an exception",
+                       Py_TYPE(obj)->tp_name);
+          return -1;
+        }
+        // A producer that will not lend a view (BufferError: hurray.Buffer
+        // refuses one of read-only memory) is asked through __dlpack__.
+        if (!PyErr_ExceptionMatches(PyExc_BufferError)) return -1;
+        PyErr_Clear();
+      } else {
+        use_table =
+            same_device(hurray_device{view.device.device_type, view.device.device_id}, want);
+      }
+    }
+  }
+  count_consumer_path(use_table);
+  if (!use_table) return 0;
+  return import_via_exchange_api(obj, api, h) ? 1 : -1;
+}
+
+}  // namespace
+
+PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  PyObject *copy = Py_None, *device = Py_None;
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)",
+                 nargs);
+    return nullptr;
+  }
+  PyObject *obj = args[0];
+  if (kwnames != nullptr) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
+      PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+      if (kw_is(key, g_names.copy)) {
+        copy = args[1 + i];
+      } else if (kw_is(key, g_names.device)) {
+        device = args[1 + i];
+      } else {
+        if (!PyErr_Occurred()) {
+          PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument '%U'",
+                       key);
+        }
+        return nullptr;
+      }
+    }
+  }
+  const int copy_mode = parse_copy(copy, "hurray.from_dlpack");
+  if (copy_mode == -2) return nullptr;
+  // The producer is passed a real bool, or no copy keyword at all.
+  PyObject *copy_arg = copy_mode == -1 ? nullptr : copy_mode ? Py_True : Py_False;
+  hurray_device want{0, 0};
+  const bool device_given = device != Py_None;
+  if (device_given && !parse_device(device, "from_dlpack: device", &want)) return nullptr;
+
+  hurray_buffer h;
+  if (Py_TYPE(obj) == &BufferType && copy_mode != 1 &&
+      (!device_given || same_device(want, as_buffer(obj)->h.device))) {
+    // Another Buffer on the same memory: share directly, no DLPack round
+    // trip; the flags (READ_ONLY) come along.
+    BufferObject *src = as_buffer(obj);
+    if (!check_live(src)) return nullptr;
+    hurray_buffer pair[2];
+    int32_t st = hurray_share(&src->h, 2, pair);
+    if (st != HURRAY_OK) return raise_status(st, "hurray.from_dlpack");
+    src->h = pair[0];
+    return new_buffer(&pair[1]);
+  }
+
+  // A producer whose type publishes the DLPack C exchange API is taken
+  // through its table (docs/impl/python.md, "The DLPack C exchange API").
+  const int via_table = try_exchange_api(obj, copy_mode, device_given, want, &h);
+  if (via_table < 0) return nullptr;
+  if (via_table == 0) {
+    PyObject *cap = nullptr;
+    if (PyCapsule_CheckExact(obj)) {
+      cap = obj;
+      Py_INCREF(cap);
+    } else {
+      // A producer is asked for another device only when it is not already
+      // on that device; if it cannot export there, call_dlpack takes the
+      // tensor where it is, and the copy below moves it.
+      PyObject *dl_device = nullptr;
+      if (device_given) {
+        hurray_device own;
+        bool known = false;
+        if (!producer_device(obj, &own, &known)) return nullptr;
+        if (known && !same_device(own, want) && copy_mode == 0) {
+          return raise_copy_false_crosses(own, want);
+        }
+        if (!known || !same_device(own, want)) {
+          // Producers are handed the normalised tuple.
+          dl_device = Py_BuildValue("(ii)", want.device_type, want.device_id);
+          if (dl_device == nullptr) return nullptr;
+        }
+      }
+      cap = call_dlpack(obj, copy_arg, dl_device);
+      Py_XDECREF(dl_device);
+      if (cap == nullptr) return nullptr;
+      if (!PyCapsule_CheckExact(cap)) {
+        PyErr_Format(PyExc_TypeError,
+                     "hurray.from_dlpack: %.100s.__dlpack__() returned %.100s, not a capsule",
+                     Py_TYPE(obj)->tp_name, Py_TYPE(cap)->tp_name);
+        Py_DECREF(cap);
+        return nullptr;
+      }
+    }
+    bool ok = import_capsule(cap, &h);
+    Py_DECREF(cap);
+    if (!ok) return nullptr;
+  }
+
+  // copy / device the producer did not (or could not be asked to) honour.
+  const hurray_device target = device_given ? want : h.device;
+  const bool other_device = !same_device(target, h.device);
+  if (other_device && copy_mode == 0) {
+    raise_copy_false_crosses(h.device, target);
+    release_handle(&h);
+    return nullptr;
+  }
+  if (other_device || (copy_mode == 1 && !(h.flags & HURRAY_FLAG_IS_COPIED))) {
+    hurray_buffer c;
+    int32_t st = hurray_copy(&h, target, &c);
+    if (st != HURRAY_OK) {
+      raise_status(st, "hurray.from_dlpack (copy)");
+      release_handle(&h);
+      return nullptr;
+    }
+    release_handle(&h);
+    h = c;
+  }
+  return new_buffer(&h);
+}
+
+// --- hooks of exchange_api.cc (exchange_api.h) --------------------------------
+
+bool import_versioned(DLManagedTensorVersioned *t, const char *what, hurray_buffer *out) {
+  int32_t st = import_tensor(t, true, what, out);
+  if (st == HURRAY_ERR_UNSUPPORTED_VERSION) {
+    PyErr_Format(PyExc_BufferError,
+                 "%s: the tensor is DLPack version %u.%u, and only major version %u can be "
+                 "read [%s]",
+                 what, static_cast<unsigned>(t->version.major),
+                 static_cast<unsigned>(t->version.minor),
+                 static_cast<unsigned>(HURRAY_DLPACK_MAJOR), hurray_status_name(st));
+  }
+  return st == HURRAY_OK;
+}
+
+void delete_tensor(DLManagedTensorVersioned *t) {
+  SavedError saved;
+  (void)hurray_dlpack_versioned_delete(t);
+}
+
+}  // namespace hurray_py

@@ -1,0 +1,198 @@
+// Module init of hurray._native and hurray.empty.
+#include <cstring>
+
+#include "binding.h"
+#include "exchange_api.h"
+
+namespace hurray_py {
+
+Names g_names;
+void (*g_hurray_versioned_deleter)(DLManagedTensorVersioned *);
+void (*g_hurray_legacy_deleter)(DLManagedTensor *);
+
+namespace {
+
+// empty(shape, dtype="float32"): new uninitialised CPU memory from libhurray.
+// shape: an integer or a sequence of integers (__index__ accepted); dtype:
+// what parse_dtype accepts (hurray's names, NumPy dtypes and type strings).
+PyObject *mod_empty(PyObject *, PyObject *args, PyObject *kwargs) {
+  static const char *kwlist[] = {"shape", "dtype", nullptr};
+  PyObject *shape_obj = nullptr;
+  PyObject *dtype_obj = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:empty", const_cast<char **>(kwlist),
+                                   &shape_obj, &dtype_obj)) {
+    return nullptr;
+  }
+  hurray_dtype dt{2, 32, 1};
+  if (dtype_obj != nullptr && !parse_dtype(dtype_obj, &dt)) return nullptr;
+  int64_t shape[HURRAY_MAX_NDIM];
+  int32_t ndim = 0;
+  const char *what = "empty(): shape";
+  int overflow = 0;
+  long long v = 0;
+  if (PyLong_Check(shape_obj) || PyIndex_Check(shape_obj)) {
+    if (!parse_index(shape_obj, what, &v, &overflow)) return nullptr;
+    if (overflow != 0) {
+      PyErr_SetString(PyExc_OverflowError, "empty(): shape is out of range");
+      return nullptr;
+    }
+    shape[0] = v;
+    ndim = 1;
+  } else {
+    PyObject *seq = PySequence_Fast(shape_obj, "empty(): shape must be an int or a sequence of ints");
+    if (seq == nullptr) return nullptr;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > HURRAY_MAX_NDIM) {
+      Py_DECREF(seq);
+      PyErr_Format(PyExc_ValueError, "empty(): at most %d dimensions, got %zd", HURRAY_MAX_NDIM, n);
+      return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
+      if (!PyLong_Check(x) && !PyIndex_Check(x)) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_TypeError, "empty(): shape must be an int or a sequence of ints");
+        return nullptr;
+      }
+      if (!parse_index(x, what, &v, &overflow)) {
+        Py_DECREF(seq);
+        return nullptr;
+      }
+      if (overflow != 0) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_OverflowError, "empty(): shape is out of range");
+        return nullptr;
+      }
+      shape[i] = v;
+    }
+    ndim = static_cast<int32_t>(n);
+    Py_DECREF(seq);
+  }
+  hurray_buffer h;
+  int32_t st = hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, dt, ndim, shape, 0, &h);
+  if (st != HURRAY_OK) return raise_status(st, "hurray.empty");
+  return new_buffer(&h);
+}
+
+PyMethodDef module_methods[] = {
+    {"from_dlpack",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_from_dlpack)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "from_dlpack(obj, /, *, copy=None, device=None)\n--\n\n"
+     "Take a tensor from any DLPack producer (an object with __dlpack__, or a raw\n"
+     "'dltensor'/'dltensor_versioned' capsule) as a hurray.Buffer, zero-copy unless\n"
+     "copy=True or device names another device. A producer that cannot export to\n"
+     "device (NumPy for anything but the CPU) is taken on its own device, and\n"
+     "libhurray makes the copy; copy=False then raises BufferError. The Buffer is\n"
+     "read-only when the producer says so, or gives a legacy capsule (as NumPy)."},
+    {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_empty)),
+     METH_VARARGS | METH_KEYWORDS,
+     "empty(shape, dtype='float32')\n--\n\nNew uninitialised CPU memory allocated by libhurray.\n"
+     "dtype: a name ('float32', 'bfloat16', 'float8_e4m3fn', 'float32x4') or a NumPy dtype."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "hurray._native",
+    "CPython binding of libhurray (see hurray's package docstring).",
+    -1,
+    module_methods,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+// Learns the deleters libhurray puts on its exports by exporting a 0-d
+// buffer once each way. A handle is released only if hurray_alloc made it
+// (and the export did not take it over).
+bool learn_export_deleters() {
+  const hurray_dtype u8{1, 8, 1};
+  hurray_buffer h;
+  std::memset(&h, 0, sizeof h);
+  DLManagedTensorVersioned *tv = nullptr;
+  int32_t st = hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, u8, 0, nullptr, 0, &h);
+  if (st != HURRAY_OK) return raise_status(st, "hurray._native init (hurray_alloc)"), false;
+  st = hurray_to_dlpack_versioned(&h, &tv);
+  if (st != HURRAY_OK) {
+    raise_status(st, "hurray._native init (hurray_to_dlpack_versioned)");
+    (void)hurray_buffer_release(&h);
+    return false;
+  }
+  g_hurray_versioned_deleter = tv->deleter;
+  (void)hurray_dlpack_versioned_delete(tv);
+
+  std::memset(&h, 0, sizeof h);
+  DLManagedTensor *tl = nullptr;
+  st = hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, u8, 0, nullptr, 0, &h);
+  if (st != HURRAY_OK) return raise_status(st, "hurray._native init (hurray_alloc)"), false;
+  st = hurray_to_dlpack(&h, &tl);
+  if (st != HURRAY_OK) {
+    raise_status(st, "hurray._native init (hurray_to_dlpack)");
+    (void)hurray_buffer_release(&h);
+    return false;
+  }
+  g_hurray_legacy_deleter = tl->deleter;
+  (void)hurray_dlpack_delete(tl);
+  return true;
+}
+
+PyObject *intern(const char *s) { return PyUnicode_InternFromString(s); }
+
+bool names_init() {
+  Names &n = g_names;
+  n.dlpack = intern("__dlpack__");
+  n.dlpack_device = intern("__dlpack_device__");
+  n.stream = intern("stream");
+  n.max_version = intern("max_version");
+  n.dl_device = intern("dl_device");
+  n.copy = intern("copy");
+  n.device = intern("device");
+  n.max_version_value = Py_BuildValue("(ii)", HURRAY_DLPACK_MAJOR, HURRAY_DLPACK_MINOR);
+  n.kw_max_version = n.max_version ? PyTuple_Pack(1, n.max_version) : nullptr;
+  return n.dlpack && n.dlpack_device && n.stream && n.max_version && n.dl_device && n.copy &&
+         n.device && n.max_version_value && n.kw_max_version;
+}
+
+}  // namespace
+}  // namespace hurray_py
+
+PyMODINIT_FUNC PyInit__native(void) {
+  using namespace hurray_py;
+  int32_t st = hurray_check_version(HURRAY_VERSION);
+  if (st != HURRAY_OK) {
+    PyErr_Format(PyExc_ImportError, "hurray._native: %s", hurray_last_error());
+    return nullptr;
+  }
+  if (!buffer_type_ready() || !names_init() || !learn_export_deleters()) return nullptr;
+
+  PyObject *m = PyModule_Create(&module_def);
+  if (m == nullptr) return nullptr;
+  if (!exchange_api_init(m)) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  Py_INCREF(&BufferType);
+  if (PyModule_AddObject(m, "Buffer", reinterpret_cast<PyObject *>(&BufferType)) < 0) {
+    Py_DECREF(&BufferType);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  uint32_t v = hurray_version();
+  PyObject *vs = PyUnicode_FromFormat("%u.%u.%u", (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff);
+  if (vs == nullptr || PyModule_AddObject(m, "libhurray_version", vs) < 0) {
+    Py_XDECREF(vs);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  // The release these headers belong to, from the root CMakeLists.txt's
+  // project(VERSION): the Python package's one version (hurray.__version__).
+  if (PyModule_AddStringConstant(m, "__version__", HURRAY_VERSION_STRING) < 0 ||
+      PyModule_AddIntConstant(m, "DLPACK_MAJOR", HURRAY_DLPACK_MAJOR) < 0 ||
+      PyModule_AddIntConstant(m, "DLPACK_MINOR", HURRAY_DLPACK_MINOR) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}

@@ -1,0 +1,148 @@
+"""The package as its peers ship (issue 10): typed, with libhurray's headers,
+library, CMake package and pkg-config file inside, found through hurray's
+functions and `python -m hurray`; and a working sdist."""
+from typing import Any, Sequence
+import pathlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import venv
+
+import pytest
+
+import hurray
+from native_build import HERE, compiler
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+PKG = os.path.dirname(os.path.abspath(hurray.__file__))
+
+
+# A plain CMake build tree (HURRAY_PY_FROM_BUILD=1) has the headers and the
+# library in its package folder, but the CMake package and hurray.pc only
+# come with an installed wheel.
+needs_wheel = pytest.mark.skipif(
+    not os.path.isfile(os.path.join(hurray.get_cmake_dir(), "hurrayConfig.cmake")),
+    reason="not an installed wheel (no CMake package in the package folder)")
+
+
+def run(cmd: Sequence[str], **kw: Any) -> str:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw)
+    assert r.returncode == 0, f"{' '.join(map(str, cmd))}\n{r.stdout}\n{r.stderr}"
+    out: str = r.stdout
+    return out
+
+
+@needs_wheel
+def test_paths_point_into_the_package() -> None:
+    inc = hurray.get_include()
+    for h in ("hurray.h", "dlpack.h", "version.h"):
+        assert os.path.isfile(os.path.join(inc, "hurray", h)), h
+    assert os.path.isfile(hurray.get_library())
+    assert os.path.dirname(hurray.get_library()) == hurray.get_lib_dir()
+    assert os.path.isfile(os.path.join(hurray.get_cmake_dir(), "hurrayConfig.cmake"))
+    assert os.path.isfile(os.path.join(hurray.get_pkgconfig_dir(), "hurray.pc"))
+    for p in (inc, hurray.get_library(), hurray.get_cmake_dir()):
+        assert os.path.commonpath([p, PKG]) == PKG
+    assert os.path.isfile(os.path.join(PKG, "py.typed"))
+    assert os.path.isfile(os.path.join(PKG, "_native.pyi"))
+
+
+def test_the_module_loads_the_library_get_library_names() -> None:
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    assert os.path.realpath(hurray.get_library()) in maps
+
+
+def test_python_m_hurray() -> None:
+    out = run([sys.executable, "-m", "hurray", "--includedir", "--libdir", "--cmakedir",
+               "--libfile", "--pkgconfigdir", "--version"]).splitlines()
+    assert out == [hurray.get_include(), hurray.get_lib_dir(), hurray.get_cmake_dir(),
+                   hurray.get_library(), hurray.get_pkgconfig_dir(), hurray.__version__]
+    r = subprocess.run([sys.executable, "-m", "hurray"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--includedir" in r.stderr
+
+
+def check_consumer_output(out: str) -> None:
+    version, runtime, path = out.split()
+    assert version == hurray.__version__
+    assert os.path.realpath(path) == os.path.realpath(hurray.get_library())
+
+
+@needs_wheel
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+def test_cmake_consumer_finds_and_links_the_wheels_libhurray(tmp_path: pathlib.Path) -> None:
+    build = tmp_path / "build"
+    run(["cmake", "-S", os.path.join(HERE, "aid", "cmake_consumer"), "-B", str(build),
+         f"-Dhurray_DIR={hurray.get_cmake_dir()}", "-DCMAKE_BUILD_TYPE=Release"])
+    run(["cmake", "--build", str(build)])
+    exe = build / "consumer"
+    check_consumer_output(run([str(exe)]))
+    needed = run(["readelf", "-d", str(exe)]) if shutil.which("readelf") else ""
+    if needed:
+        assert "[libhurray.so]" in needed  # the wheel's SONAME
+
+
+@needs_wheel
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config is not installed")
+def test_pkg_config_consumer(tmp_path: pathlib.Path) -> None:
+    env = dict(os.environ, PKG_CONFIG_PATH=hurray.get_pkgconfig_dir())
+    flags = run(["pkg-config", "--cflags", "--libs", "hurray"], env=env).split()
+    assert run(["pkg-config", "--modversion", "hurray"], env=env).strip() == hurray.__version__
+    exe = tmp_path / "consumer"
+    run([compiler(), os.path.join(HERE, "aid", "cmake_consumer", "consumer.c"), "-o", str(exe),
+         *flags, f"-Wl,-rpath,{hurray.get_lib_dir()}", "-ldl"])
+    check_consumer_output(run([str(exe)]))
+
+
+def _have(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _have("mypy"), reason="mypy is not installed")
+def test_mypy_strict_on_the_examples_and_tests(tmp_path: pathlib.Path) -> None:
+    """The stubs (hurray/_native.pyi, py.typed) type-check the examples and
+    these tests under mypy --strict; the deliberate misuses in the error
+    tests carry `type: ignore[...]`, which --strict reports if the stubs
+    stopped catching them."""
+    run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "mypy"),
+         os.path.join(REPO, "examples", "swap_tensors.py"), HERE], cwd=REPO, timeout=900)
+
+
+@pytest.mark.skipif(not _have("build"), reason="the `build` package is not installed")
+def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> None:
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist),
+         os.path.join(REPO, "python")])
+    (sdist,) = dist.glob("hurray-*.tar.gz")
+    with tarfile.open(sdist) as t:
+        names = t.getnames()
+    top = names[0].split("/")[0]
+    for need in ("hurray-src/CMakeLists.txt", "hurray-src/include/hurray/hurray.h",
+                 "hurray-src/src/share.cc", "hurray-src/cmake/hurray.pc.in", "src/buffer.cc",
+                 "hurray/_native.pyi", "hurray/py.typed", "pyproject.toml"):
+        assert f"{top}/{need}" in names, need
+    assert not os.path.exists(os.path.join(REPO, "python", "hurray-src"))  # the copy is gone
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    run([str(py), "-m", "pip", "install", "-q", str(sdist)], timeout=1200,
+        env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONPATH=""))
+    smoke = (
+        "import array, os, hurray\n"
+        "b = hurray.empty((2, 3), 'float64')\n"
+        "m = memoryview(b); m[1, 2] = 2.5\n"
+        "a = array.array('d'); a.frombytes(b)\n"
+        "assert a[5] == 2.5 and len(b.share(2)) == 2\n"
+        "assert os.path.isfile(hurray.get_library())\n"
+        "assert os.path.isfile(os.path.join(hurray.get_include(), 'hurray', 'hurray.h'))\n"
+        f"assert hurray.__version__ == {hurray.__version__!r}\n"
+        "print('smoke ok')\n"
+    )
+    out = run([str(py), "-c", smoke], cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=""))
+    assert "smoke ok" in out
