@@ -219,6 +219,13 @@ JNIEXPORT jobject JNICALL Java_dev_hurray_Native_byteBuffer(JNIEnv *env, jclass 
   }
   hurray_extent e;
   if (check(env, hurray_buffer_extent(h, &e), op) != HURRAY_OK) return NULL;
+  /* A ByteBuffer's capacity is a Java int: the JVM would silently cut a
+   * larger span to its low 32 bits. */
+  if (e.highest - e.lowest > (int64_t)INT32_MAX) {
+    throw_status(env, HURRAY_ERR_OVERFLOW, op,
+                 "the memory spans more than 2^31 - 1 bytes, the largest ByteBuffer");
+    return NULL;
+  }
   static char empty;
   void *base = e.highest > e.lowest ? (char *)h->data + e.lowest : (void *)&empty;
   return (*env)->NewDirectByteBuffer(env, base, (jlong)(e.highest - e.lowest));

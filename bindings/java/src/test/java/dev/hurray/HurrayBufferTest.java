@@ -170,6 +170,20 @@ class HurrayBufferTest {
     assertTrue(e.getMessage().contains(e.statusName()), e.getMessage());
   }
 
+  // A ByteBuffer's capacity is an int: a larger span is refused, never cut to
+  // its low 32 bits. 2^31 bytes are allocated but never touched.
+  @Test
+  void viewsOverTwoGiBAreRefusedNotTruncated() {
+    try (HurrayBuffer b =
+        HurrayBuffer.allocate(HurrayBuffer.DType.UINT8, new long[] {1L << 31}, false)) {
+      assertStatus(HurrayException.OVERFLOW, b::asByteBuffer);
+    }
+    try (HurrayBuffer b =
+        HurrayBuffer.allocate(HurrayBuffer.DType.UINT8, new long[] {(1L << 31) - 1}, false)) {
+      assertEquals(Integer.MAX_VALUE, b.asByteBuffer().capacity());
+    }
+  }
+
   @Test
   void errorsCarryExactCodes() {
     assertStatus(
