@@ -414,6 +414,18 @@ CUresult f_memcpy_3d_async(const CUDA_MEMCPY3D *m, CUstream s) {
   return done(fn, CUDA_SUCCESS, dst, s, bytes, src);
 }
 
+// Every module and function the fake made stays reachable here: like the
+// real driver's, they are never freed by their users (libhurray forgets the
+// ones of a reset context), and leak checkers must not count them.
+std::mutex g_modules_mu;
+std::vector<const void *> &g_modules = *new std::vector<const void *>;
+template <typename T>
+T *keep(T *p) {
+  std::lock_guard<std::mutex> lock(g_modules_mu);
+  g_modules.push_back(p);
+  return p;
+}
+
 CUresult f_module_load_data(CUmodule *mod, const void *image) {
   FAKE_ENTER("cuModuleLoadData", image);
   if (current() == nullptr) return done("cuModuleLoadData", CUDA_ERROR_INVALID_CONTEXT, image);
@@ -423,7 +435,7 @@ CUresult f_module_load_data(CUmodule *mod, const void *image) {
       std::strstr(text, ".entry " HURRAY_STRIDED_KERNEL_NAME "(") == nullptr) {
     return done("cuModuleLoadData", CUDA_ERROR_INVALID_IMAGE, image);
   }
-  *mod = new CUmod_st{current_device(), g_primary[current_device()].id.load()};
+  *mod = keep(new CUmod_st{current_device(), g_primary[current_device()].id.load()});
   return done("cuModuleLoadData", CUDA_SUCCESS, *mod, nullptr, std::strlen(text));
 }
 
@@ -432,7 +444,7 @@ CUresult f_module_get_function(CUfunction *f, CUmodule mod, const char *name) {
   if (mod == nullptr || std::strcmp(name, HURRAY_STRIDED_KERNEL_NAME) != 0) {
     return done("cuModuleGetFunction", CUDA_ERROR_NOT_FOUND, mod);
   }
-  *f = new CUfunc_st{mod};
+  *f = keep(new CUfunc_st{mod});
   return done("cuModuleGetFunction", CUDA_SUCCESS, *f);
 }
 
