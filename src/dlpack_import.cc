@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "alloc/gpu.h"
+#include "block_cache.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
@@ -116,7 +117,7 @@ template <typename Block, typename Tensor>
 void unwrap(Tensor *t, hurray_buffer *out) {
   auto *block = reinterpret_cast<Block *>(t);
   *out = block->handle;
-  std::free(block);
+  LibraryBlocks::put(block);
 }
 
 }  // namespace
