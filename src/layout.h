@@ -101,8 +101,9 @@ bool dims_fast_wide(int32_t ndim, const int64_t *shape, const int64_t *strides,
                     uint64_t byte_offset);
 
 // The fast check (spec §3, "where validation runs"): true when `d` passes
-// every rule of check_desc_exact with strides given. It reads each extent
-// once and each stride only where the extent is above 1, and computes the
+// every rule of check_desc_exact with strides given. Below kWideNdim it
+// reads each extent once and each stride only where the extent is above 1
+// (from kWideNdim on, wide_dims_ok reads all of them first), and computes the
 // element count and the byte extent exactly with overflow-checked
 // arithmetic; it never sets a message. It returns false for anything it does
 // not prove valid -- an error, and also every tensor with a zero extent or
