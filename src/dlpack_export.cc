@@ -1,6 +1,5 @@
 // hurray_buffer -> DLManagedTensorVersioned / DLManagedTensor (spec §6.2).
-#include <cstdlib>
-
+#include "block_cache.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
@@ -32,18 +31,26 @@ bool same_tensor(const DLTensor &a, const DLTensor &b) {
          (a.ndim == 0 || (a.shape == b.shape && a.strides == b.strides));
 }
 
+static_assert(sizeof(ExportedVersioned) <= LibraryBlocks::kSize &&
+                  sizeof(ExportedLegacy) <= LibraryBlocks::kSize,
+              "export blocks come from the library's block cache");
+
+// Only the release function and its argument are needed once the block is
+// back in the cache (which reuses its memory at once).
 void exported_versioned_deleter(DLManagedTensorVersioned *t) {
   auto *block = reinterpret_cast<ExportedVersioned *>(t);
-  hurray_buffer h = block->handle;
-  std::free(block);
-  h.release_fn(h.user_data);
+  hurray_release_fn fn = block->handle.release_fn;
+  void *user_data = block->handle.user_data;
+  LibraryBlocks::put(block);
+  fn(user_data);
 }
 
 void exported_legacy_deleter(DLManagedTensor *t) {
   auto *block = reinterpret_cast<ExportedLegacy *>(t);
-  hurray_buffer h = block->handle;
-  std::free(block);
-  h.release_fn(h.user_data);
+  hurray_release_fn fn = block->handle.release_fn;
+  void *user_data = block->handle.user_data;
+  LibraryBlocks::put(block);
+  fn(user_data);
 }
 
 namespace {
@@ -52,7 +59,7 @@ namespace {
 // handle over. Returns nullptr (message set) when allocation fails.
 template <typename Block>
 Block *wrap(hurray_buffer *src) {
-  void *mem = std::malloc(sizeof(Block));
+  void *mem = LibraryBlocks::get();
   if (mem == nullptr) {
     fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte DLPack export block failed",
          sizeof(Block));

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "alloc/gpu.h"
+#include "block_cache.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
@@ -44,6 +45,14 @@ Desc desc_of(const DLTensor &t, uint64_t flags) {
               flags};
 }
 
+// The fast check (spec §3.4) on the tensor's own fields; the Desc for the
+// exact check is built only when it misses.
+inline bool fast_ok(const DLTensor &t) {
+  return desc_fast_ok(t.data, t.byte_offset, static_cast<int32_t>(t.device.device_type),
+                      t.device.device_id, hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes},
+                      t.ndim, t.shape, t.strides);
+}
+
 constexpr uint32_t kImportOptions = HURRAY_IMPORT_CHECK_DEVICE_POINTER;
 
 // HURRAY_IMPORT_CHECK_DEVICE_POINTER on a checked tensor (docs/impl/gpu.md §5).
@@ -77,6 +86,23 @@ __attribute__((noinline)) int32_t make_strides_block(const DLTensor &t, void (*r
 // Shared tail of both imports once the tensor has been checked.
 inline int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *),
                            void *tensor, hurray_buffer *out) {
+  if (t.ndim > 0 && t.strides != nullptr) {
+    // The common case cannot fail: written straight into *out.
+    out->version = HURRAY_BUFFER_VERSION;
+    out->reserved = 0;
+    out->release_fn = release;
+    out->user_data = tensor;
+    out->flags = flags;
+    out->data = t.data;
+    out->byte_offset = t.byte_offset;
+    out->device.device_type = static_cast<int32_t>(t.device.device_type);
+    out->device.device_id = t.device.device_id;
+    out->dtype = hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
+    out->ndim = t.ndim;
+    out->shape = t.shape;
+    out->strides = t.strides;
+    return HURRAY_OK;
+  }
   hurray_buffer h;
   h.version = HURRAY_BUFFER_VERSION;
   h.reserved = 0;
@@ -116,7 +142,7 @@ template <typename Block, typename Tensor>
 void unwrap(Tensor *t, hurray_buffer *out) {
   auto *block = reinterpret_cast<Block *>(t);
   *out = block->handle;
-  std::free(block);
+  LibraryBlocks::put(block);
 }
 
 }  // namespace
@@ -145,10 +171,12 @@ HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uin
   const bool own = t->deleter == &exported_versioned_deleter && unwraps<ExportedVersioned>(t, &t->flags);
   if (!own) {
     // From 1.2 on, strides are mandatory when ndim != 0.
-    const bool strides_required = t->version.minor >= 2;
-    int32_t st = check_desc(desc_of(t->dl_tensor, t->flags), "tensor.dl_tensor",
-                            strides_required, nullptr);
-    if (st != HURRAY_OK) return st;
+    if (!fast_ok(t->dl_tensor)) {
+      const bool strides_required = t->version.minor >= 2;
+      int32_t st = check_desc_exact(desc_of(t->dl_tensor, t->flags), "tensor.dl_tensor",
+                                    strides_required, nullptr);
+      if (st != HURRAY_OK) return st;
+    }
   }
   if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
     int32_t st = check_import_pointer(t->dl_tensor);
@@ -170,8 +198,10 @@ HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurr
   }
   const bool own = t->deleter == &exported_legacy_deleter && unwraps<ExportedLegacy>(t, nullptr);
   if (!own) {
-    int32_t st = check_desc(desc_of(t->dl_tensor, 0), "tensor.dl_tensor", false, nullptr);
-    if (st != HURRAY_OK) return st;
+    if (!fast_ok(t->dl_tensor)) {
+      int32_t st = check_desc_exact(desc_of(t->dl_tensor, 0), "tensor.dl_tensor", false, nullptr);
+      if (st != HURRAY_OK) return st;
+    }
   }
   if ((options & HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0) {
     int32_t st = check_import_pointer(t->dl_tensor);

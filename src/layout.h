@@ -48,34 +48,24 @@ extern const uint64_t kValidDtypeBits[18][4];
 // Device types DLPack 1.3 defines (1-4, 7-18) as a bit set over the value.
 constexpr uint32_t kKnownDeviceTypes = 0x7FF9Eu;
 
-// The fast check (spec §3, "where validation runs"): true when `d` passes
-// every rule of check_desc_exact with strides given. It reads each extent
-// once and each stride only where the extent is above 1, and computes the
-// element count and the byte extent exactly with overflow-checked
-// arithmetic; it never sets a message. It returns false for anything it does
-// not prove valid -- an error, and also every tensor with a zero extent or
-// NULL strides, which the exact check then decides -- so a false is never a
-// verdict on its own: the caller runs check_desc_exact, whose answer and
-// message are the ones the call returns.
-inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
-                         int32_t device_id, hurray_dtype dtype, int32_t ndim,
-                         const int64_t *shape, const int64_t *strides) {
-  // ndim in 0..64; shape and strides present when ndim > 0 (the fast path
-  // needs strides even where the exact check would synthesise them).
-  if (static_cast<uint32_t>(ndim) > HURRAY_MAX_NDIM) return false;
-  if (ndim > 0 && (shape == nullptr || strides == nullptr)) return false;
-  // dtype: a known code whose table has this bit width, lanes >= 1.
-  if (dtype.code > 17 || dtype.lanes == 0 ||
-      ((kValidDtypeBits[dtype.code][dtype.bits >> 6] >> (dtype.bits & 63)) & 1) == 0) {
-    return false;
-  }
-  // device: a known type (the set is below 32) and a non-negative ordinal.
-  if (static_cast<uint32_t>(device_type) > 31 || ((kKnownDeviceTypes >> device_type) & 1) == 0 ||
-      device_id < 0) {
-    return false;
-  }
-  if (data == nullptr) return false;
+// From this rank on, the fast check first tries wide_dims_ok.
+constexpr int32_t kWideNdim = 8;
 
+// A sufficient bound on the shape pass for many dimensions
+// (src/layout_wide.cc): true only when every extent is >= 1, the element
+// count is at most 2^62 and the sums of positive and of negative spans
+// ((shape[k]-1)*strides[k]) are below 2^38 in magnitude. It reads every
+// extent and stride (a stride where the extent is 1 is read but ignored).
+// A false proves nothing. AVX2 four dimensions at a time where the CPU has
+// it, scalar otherwise; _scalar always takes the scalar code (tests).
+bool wide_dims_ok(int32_t ndim, const int64_t *shape, const int64_t *strides);
+bool wide_dims_ok_scalar(int32_t ndim, const int64_t *shape, const int64_t *strides);
+
+// The shape pass of the fast check, exact: true when every extent is >= 1,
+// the element count and both span sums are computable, the sums are below
+// 2^38 in magnitude and byte_offset is below 2^62.
+inline bool dims_fast_ok(int32_t ndim, const int64_t *shape, const int64_t *strides,
+                         uint64_t byte_offset) {
   // One pass over the shape. Extent 1 changes neither the element count nor
   // the extent, whatever its stride; extent 0 or below goes to the exact
   // check (a zero-size tensor skips the extent rules there). Overflow of any
@@ -103,6 +93,44 @@ inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
   static_assert(int64_t{255} * 65535 < (int64_t{1} << 24), "element size bound");
   return static_cast<uint64_t>(hi) < kSpanBound && uint64_t{0} - static_cast<uint64_t>(lo) <= kSpanBound &&
          (byte_offset >> 62) == 0;
+}
+
+// dims_fast_ok for ndim >= kWideNdim: wide_dims_ok first, dims_fast_ok when
+// that bound misses (src/layout_wide.cc).
+bool dims_fast_wide(int32_t ndim, const int64_t *shape, const int64_t *strides,
+                    uint64_t byte_offset);
+
+// The fast check (spec §3, "where validation runs"): true when `d` passes
+// every rule of check_desc_exact with strides given. Below kWideNdim it
+// reads each extent once and each stride only where the extent is above 1
+// (from kWideNdim on, wide_dims_ok reads all of them first), and computes the
+// element count and the byte extent exactly with overflow-checked
+// arithmetic; it never sets a message. It returns false for anything it does
+// not prove valid -- an error, and also every tensor with a zero extent or
+// NULL strides, which the exact check then decides -- so a false is never a
+// verdict on its own: the caller runs check_desc_exact, whose answer and
+// message are the ones the call returns.
+inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
+                         int32_t device_id, hurray_dtype dtype, int32_t ndim,
+                         const int64_t *shape, const int64_t *strides) {
+  // ndim in 0..64; shape and strides present when ndim > 0 (the fast path
+  // needs strides even where the exact check would synthesise them).
+  if (static_cast<uint32_t>(ndim) > HURRAY_MAX_NDIM) return false;
+  if (ndim > 0 && (shape == nullptr || strides == nullptr)) return false;
+  // dtype: a known code whose table has this bit width, lanes >= 1.
+  if (dtype.code > 17 || dtype.lanes == 0 ||
+      ((kValidDtypeBits[dtype.code][dtype.bits >> 6] >> (dtype.bits & 63)) & 1) == 0) {
+    return false;
+  }
+  // device: a known type (the set is below 32) and a non-negative ordinal.
+  if (static_cast<uint32_t>(device_type) > 31 || ((kKnownDeviceTypes >> device_type) & 1) == 0 ||
+      device_id < 0) {
+    return false;
+  }
+  if (data == nullptr) return false;
+  // Many dimensions: the vector bound first, then this loop (out of line).
+  if (ndim >= kWideNdim) return dims_fast_wide(ndim, shape, strides, byte_offset);
+  return dims_fast_ok(ndim, shape, strides, byte_offset);
 }
 
 // check_desc_exact, through the fast check first when no extent is wanted.

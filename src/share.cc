@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "block_cache.h"
 #include "error.h"
 #include "handle.h"
 
@@ -19,17 +20,28 @@ namespace {
 // Far below 2^64 so that no sequence of legal calls can wrap the count.
 constexpr uint64_t kMaxShare = uint64_t{1} << 32;
 
+static_assert(sizeof(ShareBlock) <= LibraryBlocks::kSize,
+              "share blocks come from the library's block cache");
+
 }  // namespace
 
 void share_release(void *block) {
   auto *b = static_cast<ShareBlock *>(block);
   // acq_rel: every consumer's use of the memory happens-before the source's
   // release, which runs on the thread that drops the last reference.
-  if (b->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  hurray_buffer source = b->source;
+  // A count of 1 seen by a holder of a reference is the last reference: no
+  // other holder exists who could add one (sharing needs a reference), so
+  // the read-modify-write can be skipped. The acquire load still orders
+  // every other consumer's release (their acq_rel decrement) before this.
+  if (b->refs.load(std::memory_order_acquire) != 1 &&
+      b->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+    return;
+  }
+  hurray_release_fn fn = b->source.release_fn;
+  void *user_data = b->source.user_data;
   b->~ShareBlock();
-  std::free(b);
-  source.release_fn(source.user_data);
+  LibraryBlocks::put(b);
+  fn(user_data);
 }
 
 }  // namespace hurray
@@ -56,7 +68,7 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
       // Already shared: the source's reference becomes the first of n.
       static_cast<ShareBlock *>(h.user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
     } else {
-      void *mem = std::malloc(sizeof(ShareBlock));
+      void *mem = LibraryBlocks::get();
       if (mem == nullptr) {
         return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte share block failed",
                     sizeof(ShareBlock));
