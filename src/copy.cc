@@ -21,7 +21,9 @@ namespace {
 
 // The vendor that moves the bytes between src and dst, and the device
 // ordinal to make current: the device-memory side (the source's when both
-// are), else 0. nullptr with the message set when no vendor can.
+// are), else the GPU side (pinned or managed memory names the device whose
+// context it belongs to; the source's when both are GPU types). nullptr
+// with the message set when no vendor can.
 const GpuVendor *copy_vendor(int32_t src_type, const hurray_device &src_dev,
                              const hurray_device &dst, int32_t *ordinal) {
   const bool src_gpu = src_type != HURRAY_DEVICE_CPU;
@@ -38,7 +40,8 @@ const GpuVendor *copy_vendor(int32_t src_type, const hurray_device &src_dev,
   }
   *ordinal = is_device_memory(src_type)            ? src_dev.device_id
              : is_device_memory(dst.device_type) ? dst.device_id
-                                                  : 0;
+             : src_gpu                           ? src_dev.device_id
+                                                  : dst.device_id;
   return vs != nullptr ? vs : vd;
 }
 
@@ -186,14 +189,18 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   // Device memory for the result is stream-ordered when the copy is, and the
   // stream is the destination's: a stream belongs to the device `ordinal`
   // (the source's when both sides are device memory). A destination on
-  // another device is allocated synchronously on it, and the copy is still
-  // queued on the stream, in the stream's own context. The per-thread
-  // default stream is never used for allocation (see hurray_alloc_async).
-  void *alloc_stream = is_device_memory(device.device_type) && device.device_id == ordinal
+  // another device is allocated synchronously on it, its release ordered
+  // after the stream (the copy is queued there, in the stream's own
+  // context). The per-thread default stream is never used for allocation on
+  // another device: it would name the releasing thread's stream.
+  const bool dst_on_device = is_device_memory(device.device_type);
+  const bool other_device = device.device_id != ordinal;
+  void *alloc_stream = dst_on_device && (!other_device || !is_per_thread_stream(stream))
                            ? allocation_stream(stream)
                            : nullptr;
   hurray_buffer dst;
-  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, &dst);
+  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream,
+                alloc_stream != nullptr && other_device, &dst);
   if (st != HURRAY_OK) return st;
   if (e.numel > 0) {
     if (host_only && src->device.device_type != HURRAY_DEVICE_CPU) {

@@ -35,9 +35,12 @@ struct DeviceAllocator {
   // Allocates `nbytes` on `device`, stream-ordered on `stream` when it is
   // non-NULL, and fills *mem. With `nbytes` 0 nothing is allocated and
   // mem->ptr stays NULL, but the answer for a missing runtime or device is
-  // the same as for a non-empty request. On failure returns a status with
-  // the message set and leaves *mem untouched.
-  int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream, DeviceMemory *mem);
+  // the same as for a non-empty request. `stream_of_other_device`: the
+  // caller knows `stream` belongs to another device; the memory is then
+  // allocated synchronously and its release ordered after that stream. On
+  // failure returns a status with the message set and leaves *mem untouched.
+  int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream,
+                      bool stream_of_other_device, DeviceMemory *mem);
   // Frees what `allocate` returned (mem->ptr non-NULL), with the same
   // device. Called from any thread, including during process exit; never
   // fails loudly.

@@ -272,7 +272,8 @@ bool is_legacy(const void *stream) { return reinterpret_cast<uintptr_t>(stream) 
 
 void cuda_deallocate(hurray_device device, const DeviceMemory &mem);
 
-int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, DeviceMemory *mem) {
+int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, bool other_device,
+                      DeviceMemory *mem) {
   const int32_t type = device.device_type;
   if (nbytes == 0) {
     // No memory to allocate, but the same answer as a one-element request
@@ -286,8 +287,9 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, Devic
   m.stream = stream;
   const char *call = type == HURRAY_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                      : type == HURRAY_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
-                     : stream != nullptr && !is_per_thread_stream(stream) ? "cuMemAllocAsync"
-                                                                           : "cuMemAlloc";
+                     : stream != nullptr && !is_per_thread_stream(stream) && !other_device
+                         ? "cuMemAllocAsync"
+                         : "cuMemAlloc";
   int32_t st = with_context(
       type, device.device_id, &call,
       [&](const CudaDriver &d) {
@@ -310,6 +312,11 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, Devic
           // of the context (gpu §2).
           r = d.mem_alloc(&dp, n);
           m.order = kFreeAfterContext;
+        } else if (other_device) {
+          // The caller knows the stream is another device's (a copy queued
+          // there writes this memory): as below, without asking.
+          r = d.mem_alloc(&dp, n);
+          m.order = kFreeAfterStream;
         } else {
           CUcontext owner = nullptr, of_stream = nullptr;
           r = d.ctx_get_current(&owner);

@@ -166,7 +166,7 @@ HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, 
   }
   // The per-thread default stream cannot be named again by the release
   // (it would be the releasing thread's): allocate synchronously instead.
-  return alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream), out);
+  return alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream), false, out);
 }
 
 HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
