@@ -3,9 +3,9 @@
 #include <cinttypes>
 #include <cstdlib>
 
-#include "alloc/gpu.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
+#include "gpu/backend.h"
 #include "handle.h"
 
 namespace hurray {

@@ -11,9 +11,10 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "../copy/device.h"
 #include "../error.h"
-#include "allocator.h"
-#include "gpu.h"
+#include "backend.h"
+#include "diagnostics.h"
 #include "hip_runtime.h"
 
 namespace hurray {
@@ -361,23 +362,22 @@ int32_t hip_check_pointer(hurray_device device, const void *ptr) {
               a.device);
 }
 
-const GpuVendor kHipVendor = {"HIP", &hip_copy, &hip_synchronize, &hip_stream_wait,
-                              &hip_check_pointer};
+int32_t hip_load() { return hip_runtime() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
 
 }  // namespace
 
-const DeviceAllocator kHipDeviceAllocator = {"HIP device memory", &hip_allocate,
-                                             &hip_deallocate};
-const DeviceAllocator kHipHostAllocator = {"HIP pinned host memory", &hip_allocate,
-                                           &hip_deallocate};
+// The table for kDLROCM and kDLROCMHost (gpu/backend.cc). Strided layouts
+// HIP's 2-D / 3-D copies cannot do are staged through the host by the caller.
+extern const DeviceBackend kHipBackend;
+const DeviceBackend kHipBackend = {"HIP",          &hip_load,         &hip_allocate,
+                                   &hip_deallocate, &hip_copy,        &hip_synchronize,
+                                   &hip_stream_wait, &hip_check_pointer, &hip_copy_on_device};
 
 int32_t hip_in_device(int32_t device_id, const char **call,
                       hipError_t (*op)(const HipRuntime &r, void *arg), void *arg) {
   return with_device(HURRAY_DEVICE_ROCM, device_id, call,
                      [&](const HipRuntime &r) { return op(r, arg); });
 }
-
-const GpuVendor *hip_vendor() { return hip_runtime() != nullptr ? &kHipVendor : nullptr; }
 
 }  // namespace hurray
 

@@ -12,10 +12,11 @@
 #include <cstring>
 #include <mutex>
 
+#include "../copy/device.h"
 #include "../error.h"
-#include "allocator.h"
+#include "backend.h"
 #include "cuda_driver.h"
-#include "gpu.h"
+#include "diagnostics.h"
 
 namespace hurray {
 namespace {
@@ -579,25 +580,28 @@ int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
               managed != 0 ? "managed " : "", memory_type_name(memory_type), ordinal);
 }
 
-const GpuVendor kCudaVendor = {"CUDA", &cuda_copy, &cuda_synchronize, &cuda_stream_wait,
-                               &cuda_check_pointer};
+int32_t cuda_load() { return cuda_driver() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
+
+// The driver copies every layout on the device (2-D / 3-D memcpy or the
+// kernel, copy/cuda_device.cc).
+int32_t cuda_copy_strided(int32_t ordinal, const DeviceCopy &c, void *stream, bool *done) {
+  *done = true;
+  return cuda_copy_on_device(ordinal, c, stream);
+}
 
 }  // namespace
 
-const DeviceAllocator kCudaDeviceAllocator = {"CUDA device memory", &cuda_allocate,
-                                              &cuda_deallocate};
-const DeviceAllocator kCudaHostAllocator = {"CUDA pinned host memory", &cuda_allocate,
-                                            &cuda_deallocate};
-const DeviceAllocator kCudaManagedAllocator = {"CUDA managed memory", &cuda_allocate,
-                                               &cuda_deallocate};
+// The table for kDLCUDA, kDLCUDAHost and kDLCUDAManaged (gpu/backend.cc).
+extern const DeviceBackend kCudaBackend;
+const DeviceBackend kCudaBackend = {"CUDA",          &cuda_load,         &cuda_allocate,
+                                    &cuda_deallocate, &cuda_copy,        &cuda_synchronize,
+                                    &cuda_stream_wait, &cuda_check_pointer, &cuda_copy_strided};
 
 int32_t cuda_in_context(int32_t device_id, const char **call,
                         CUresult (*op)(const CudaDriver &d, void *arg), void *arg) {
   return with_context(HURRAY_DEVICE_CUDA, device_id, call,
                       [&](const CudaDriver &d) { return op(d, arg); });
 }
-
-const GpuVendor *cuda_vendor() { return cuda_driver() != nullptr ? &kCudaVendor : nullptr; }
 
 }  // namespace hurray
 
