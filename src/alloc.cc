@@ -1,12 +1,13 @@
-// hurray_alloc: checks the request, then CPU fast path or a device allocator.
+// hurray_alloc: checks the request, then the CPU fast path or the GPU backend
+// table (gpu/backend.h); and compact_handle, which both use.
 #include "alloc.h"
 
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 
-#include "alloc/allocator.h"
 #include "error.h"
+#include "gpu/backend.h"
 #include "layout.h"
 
 namespace hurray {
@@ -14,7 +15,7 @@ namespace {
 
 // Host bookkeeping of device memory: what to free, where, and the dims.
 struct DeviceBlock {
-  const DeviceAllocator *allocator;
+  const DeviceBackend *backend;
   hurray_device device;
   DeviceMemory mem;
   int64_t dims[1];  // shape then strides, 2 * ndim entries (flexible tail)
@@ -22,7 +23,7 @@ struct DeviceBlock {
 
 void device_release(void *block) {
   auto *b = static_cast<DeviceBlock *>(block);
-  if (b->mem.ptr != nullptr) b->allocator->deallocate(b->device, b->mem);
+  if (b->mem.ptr != nullptr) b->backend->deallocate(b->device, b->mem);
   std::free(b);
 }
 
@@ -32,7 +33,8 @@ constexpr uint64_t kKnownFlags =
 }  // namespace
 
 int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
-                 uint64_t flags, void *stream, hurray_buffer *out) {
+                 uint64_t flags, void *stream, bool stream_of_other_device,
+                 hurray_buffer *out) {
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if ((flags & ~kKnownFlags) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "flags 0x%" PRIx64 " has reserved bits set", flags);
@@ -55,21 +57,21 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
     return cpu_alloc(dtype, ndim, shape, flags, nbytes, out);
   }
 
-  const DeviceAllocator *a = find_device_allocator(device.device_type);
+  const DeviceBackend *a = backend_for(device.device_type);
   if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   const size_t meta = sizeof(DeviceBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(ndim));
   auto *b = static_cast<DeviceBlock *>(std::malloc(meta));
   if (b == nullptr) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
-  DeviceMemory mem;  // ptr stays NULL for zero bytes (the allocator checks the device only)
+  DeviceMemory mem;  // ptr stays NULL for zero bytes (the backend checks the device only)
   mem.stream = stream;
-  st = a->allocate(device, nbytes, stream, &mem);
+  st = a->allocate(device, nbytes, stream, stream_of_other_device, &mem);
   if (st != HURRAY_OK) {
     std::free(b);
     return st;
   }
-  b->allocator = a;
+  b->backend = a;
   b->device = device;
   b->mem = mem;
   *out = compact_handle(&device_release, b, mem.ptr, device, dtype, ndim, shape, b->dims, flags);
@@ -104,7 +106,7 @@ extern "C" {
 
 HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_t ndim,
                                 const int64_t *shape, uint64_t flags, hurray_buffer *out) {
-  return hurray::alloc_on(device, dtype, ndim, shape, flags, nullptr, out);
+  return hurray::alloc_on(device, dtype, ndim, shape, flags, nullptr, false, out);
 }
 
 }  // extern "C"

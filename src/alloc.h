@@ -1,4 +1,6 @@
-// Allocation entry point shared by hurray_alloc and hurray_copy (spec §7).
+// Allocation (spec §7): the entry point shared by hurray_alloc,
+// hurray_alloc_async and hurray_copy, and the compact handles it builds
+// (alloc.cc; CPU memory in alloc_cpu.cc, GPU memory through gpu/backend.h).
 #ifndef HURRAY_SRC_ALLOC_H_
 #define HURRAY_SRC_ALLOC_H_
 
@@ -9,8 +11,24 @@
 namespace hurray {
 
 // hurray_alloc with an optional stream (NULL: synchronous). Same contract.
+// `stream_of_other_device`: the caller knows `stream` belongs to another
+// device than `device` (a copy queued there writes the memory): allocated
+// synchronously, the release ordered after that stream.
 int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
-                 uint64_t flags, void *stream, hurray_buffer *out);
+                 uint64_t flags, void *stream, bool stream_of_other_device, hurray_buffer *out);
+
+// The handle of freshly allocated compact memory: copies `shape` into
+// dims[0..ndim) and writes its row-major strides into dims[ndim..2*ndim);
+// the handle's shape/strides point there (NULL when ndim is 0).
+hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *data,
+                             hurray_device device, hurray_dtype dtype, int32_t ndim,
+                             const int64_t *shape, int64_t *dims, uint64_t flags);
+
+// CPU: allocates a compact (dtype, shape) tensor of `nbytes` data bytes with
+// metadata and data in one HURRAY_CPU_ALIGNMENT-aligned block
+// (alloc_cpu.cc). Same contract as hurray_alloc.
+int32_t cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64_t flags,
+                  uint64_t nbytes, hurray_buffer *out);
 
 }  // namespace hurray
 

@@ -8,11 +8,11 @@
 #include <cstring>
 
 #include "alloc.h"
-#include "alloc/gpu.h"
 #include "copy/device.h"
 #include "copy/host.h"
 #include "copy/plan.h"
 #include "error.h"
+#include "gpu/backend.h"
 #include "handle.h"
 #include "layout.h"
 
@@ -21,14 +21,16 @@ namespace {
 
 // The vendor that moves the bytes between src and dst, and the device
 // ordinal to make current: the device-memory side (the source's when both
-// are), else 0. nullptr with the message set when no vendor can.
-const GpuVendor *copy_vendor(int32_t src_type, const hurray_device &src_dev,
+// are), else the GPU side (pinned or managed memory names the device whose
+// context it belongs to; the source's when both are GPU types). nullptr
+// with the message set when no vendor can.
+const DeviceBackend *copy_vendor(int32_t src_type, const hurray_device &src_dev,
                              const hurray_device &dst, int32_t *ordinal) {
   const bool src_gpu = src_type != HURRAY_DEVICE_CPU;
   const bool dst_gpu = dst.device_type != HURRAY_DEVICE_CPU;
-  const GpuVendor *vs = src_gpu ? find_gpu_vendor(src_type) : nullptr;
+  const DeviceBackend *vs = src_gpu ? ready_backend(src_type) : nullptr;
   if (src_gpu && vs == nullptr) return nullptr;
-  const GpuVendor *vd = dst_gpu ? find_gpu_vendor(dst.device_type) : nullptr;
+  const DeviceBackend *vd = dst_gpu ? ready_backend(dst.device_type) : nullptr;
   if (dst_gpu && vd == nullptr) return nullptr;
   if (vs != nullptr && vd != nullptr && vs != vd) {
     fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -38,12 +40,9 @@ const GpuVendor *copy_vendor(int32_t src_type, const hurray_device &src_dev,
   }
   *ordinal = is_device_memory(src_type)            ? src_dev.device_id
              : is_device_memory(dst.device_type) ? dst.device_id
-                                                  : 0;
+             : src_gpu                           ? src_dev.device_id
+                                                  : dst.device_id;
   return vs != nullptr ? vs : vd;
-}
-
-bool is_cuda_type(int32_t t) {
-  return t == HURRAY_DEVICE_CUDA || t == HURRAY_DEVICE_CUDA_HOST || t == HURRAY_DEVICE_CUDA_MANAGED;
 }
 
 // Frees host staging memory on every path out of a scope.
@@ -69,7 +68,7 @@ uintptr_t first_element(const hurray_buffer &h) {
 // Pinned host memory is read by the host only after the work that may still
 // be writing it: the work queued on `stream` (of device `ordinal`), or with
 // no stream on the legacy default stream of the source's own device.
-int32_t wait_for_pinned_source(const GpuVendor &v, const hurray_buffer &src, int32_t ordinal,
+int32_t wait_for_pinned_source(const DeviceBackend &v, const hurray_buffer &src, int32_t ordinal,
                                void *stream) {
   return v.synchronize(stream != nullptr ? ordinal : src.device.device_id, stream);
 }
@@ -78,7 +77,7 @@ int32_t wait_for_pinned_source(const GpuVendor &v, const hurray_buffer &src, int
 // byte span of the device source comes to the host, is gathered there, and
 // the elements go back (or straight into a CPU destination). Completes
 // before returning.
-int32_t stage_through_host(const GpuVendor &v, int32_t ordinal, const hurray_buffer &src,
+int32_t stage_through_host(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &src,
                            const hurray_extent &e, const CopyPlan &plan, hurray_buffer &dst,
                            void *stream) {
   const uint64_t span_bytes = static_cast<uint64_t>(e.highest - e.lowest);
@@ -107,7 +106,7 @@ int32_t stage_through_host(const GpuVendor &v, int32_t ordinal, const hurray_buf
 }
 
 // Fills the already allocated, compact `dst` from `src` through vendor `v`.
-int32_t gpu_fill(const GpuVendor &v, int32_t ordinal, const hurray_buffer &src,
+int32_t gpu_fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &src,
                  const hurray_extent &e, hurray_buffer &dst, void *stream) {
   if (e.contiguous) {
     const void *src_lowest =
@@ -140,22 +139,13 @@ int32_t gpu_fill(const GpuVendor &v, int32_t ordinal, const hurray_buffer &src,
     if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);  // the buffer outlives the copy
     return st;
   }
-  // Device (or managed) memory: copied by the device. (A vendor left out of
-  // the build has no GpuVendor, so only the host fallback is left there.)
+  // Device (or managed) memory: copied by the device where the backend can,
+  // else staged through the host.
   const DeviceCopy c{plan, reinterpret_cast<const void *>(first_element(src)), dst.data,
                      src.device, dst.device};
-  if (is_cuda_type(src.device.device_type)) {
-#if defined(HURRAY_WITH_CUDA)
-    return cuda_copy_on_device(ordinal, c, stream);
-#endif
-  } else {
-#if defined(HURRAY_WITH_HIP)
-    bool done = false;
-    st = hip_copy_on_device(ordinal, c, stream, &done);
-    if (st != HURRAY_OK || done) return st;
-#endif
-  }
-  (void)c;
+  bool done = false;
+  st = v.copy_on_device(ordinal, c, stream, &done);
+  if (st != HURRAY_OK || done) return st;
   return stage_through_host(v, ordinal, src, e, plan, dst, stream);
 }
 
@@ -177,7 +167,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
       device.device_type == HURRAY_DEVICE_CPU &&
       (src->device.device_type == HURRAY_DEVICE_CPU ||
        (host_accessible(src->device.device_type) && stream == nullptr));
-  const GpuVendor *v = nullptr;
+  const DeviceBackend *v = nullptr;
   int32_t ordinal = 0;
   if (!host_only) {
     v = copy_vendor(src->device.device_type, src->device, device, &ordinal);
@@ -186,21 +176,25 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   // Device memory for the result is stream-ordered when the copy is, and the
   // stream is the destination's: a stream belongs to the device `ordinal`
   // (the source's when both sides are device memory). A destination on
-  // another device is allocated synchronously on it, and the copy is still
-  // queued on the stream, in the stream's own context. The per-thread
-  // default stream is never used for allocation (see hurray_alloc_async).
-  void *alloc_stream = is_device_memory(device.device_type) && device.device_id == ordinal
+  // another device is allocated synchronously on it, its release ordered
+  // after the stream (the copy is queued there, in the stream's own
+  // context). The per-thread default stream is never used for allocation on
+  // another device: it would name the releasing thread's stream.
+  const bool dst_on_device = is_device_memory(device.device_type);
+  const bool other_device = device.device_id != ordinal;
+  void *alloc_stream = dst_on_device && (!other_device || !is_per_thread_stream(stream))
                            ? allocation_stream(stream)
                            : nullptr;
   hurray_buffer dst;
-  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, &dst);
+  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream,
+                alloc_stream != nullptr && other_device, &dst);
   if (st != HURRAY_OK) return st;
   if (e.numel > 0) {
     if (host_only && src->device.device_type != HURRAY_DEVICE_CPU) {
       // Pinned memory to CPU memory: work queued on the legacy default
       // stream may still be writing it. A runtime that cannot be loaded
       // here has no work queued.
-      const GpuVendor *pv = find_gpu_vendor(src->device.device_type);
+      const DeviceBackend *pv = ready_backend(src->device.device_type);
       if (pv != nullptr) st = wait_for_pinned_source(*pv, *src, 0, nullptr);
     }
     if (st != HURRAY_OK) {

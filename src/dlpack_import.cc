@@ -3,10 +3,10 @@
 #include <cinttypes>
 #include <cstdlib>
 
-#include "alloc/gpu.h"
 #include "block_cache.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
+#include "gpu/backend.h"
 #include "handle.h"
 
 namespace hurray {

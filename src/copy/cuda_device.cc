@@ -7,7 +7,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "../alloc/cuda_driver.h"
+#include "../gpu/cuda_driver.h"
 #include "../error.h"
 #include "device.h"
 #include "kernel_params.h"

@@ -29,6 +29,9 @@ struct DeviceCopy {
 // part of the copy.
 int32_t cuda_copy_on_device(int32_t ordinal, const DeviceCopy &c, void *stream);
 
+// Both are reached through the backend table's copy_on_device
+// (gpu/backend.h).
+//
 // HIP: as above with hipMemcpy2DAsync / hipMemcpy3DAsync, possibly several
 // of them. *done is false (and nothing was queued) when the layout needs
 // more than HIP's copies can do in kHipMaxPieces calls, or the runtime lacks

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "../alloc/hip_runtime.h"
+#include "../gpu/hip_runtime.h"
 #include "device.h"
 
 namespace hurray {

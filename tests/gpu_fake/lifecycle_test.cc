@@ -318,3 +318,119 @@ TEST(HipLifecycle, PinnedMemoryKeepsTheDeviceItNamed) {
   EXPECT_EQ(f.call_count("hipHostFree"), 1);
   f.reset();
 }
+
+// A stream-ordered copy into kDLCUDA memory of another device: the
+// destination cannot come from the stream's pool, so it is allocated
+// synchronously on its own device, and its release waits for the copy's
+// stream (in that stream's context) before the free (docs/impl/gpu.md §4).
+TEST_F(CudaLifecycle, CopyToAnotherDeviceOnAStreamIsFreedAfterThatStream) {
+  void *const s0 = stream_create(0);
+  hurray_buffer src = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  hurray_buffer out{};
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_CUDA, 1), s0, &out), HURRAY_OK)
+      << hurray_last_error();
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 0) << "device 0's stream used for device 1's pool";
+  f().reset();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK); }).join();
+  const auto log = f().log(nullptr);
+  const int sync = index_of(log, "cuStreamSynchronize");
+  const int free = index_of(log, "cuMemFree");
+  ASSERT_GE(sync, 0) << "the free is not ordered after the copy's stream";
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].stream, s0);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "waited for in the stream's own context";
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  stream_destroy(s0);
+}
+
+// Copies between kDLCPU and pinned or managed memory of device 1 run with
+// device 1's context current, never device 0's (docs/impl/gpu.md §4).
+TEST_F(CudaLifecycle, CopiesOfPinnedAndManagedMemoryRunOnTheDeviceTheyName) {
+  void *const s1 = stream_create(1);
+  hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_CUDA_HOST, 1));
+  hurray_buffer managed = alloc_ok(dev(HURRAY_DEVICE_CUDA_MANAGED, 1));
+  hurray_buffer cpu = alloc_ok(dev(HURRAY_DEVICE_CPU, 0));
+  std::memset(cpu.data, 0x11, 16 * sizeof(float));
+  struct Case {
+    const hurray_buffer *src;
+    hurray_device to;
+    void *stream;
+  };
+  const Case cases[] = {
+      {&pinned, dev(HURRAY_DEVICE_CPU, 0), s1},      // pinned to pageable, on a stream
+      {&managed, dev(HURRAY_DEVICE_CPU, 0), nullptr},  // managed is not host-readable here
+      {&cpu, dev(HURRAY_DEVICE_CUDA_MANAGED, 1), nullptr},
+      {&pinned, dev(HURRAY_DEVICE_CUDA_MANAGED, 1), s1},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.src->device.device_type) + " -> " +
+                 std::to_string(c.to.device_type));
+    f().reset();
+    hurray_buffer out{};
+    ASSERT_EQ(hurray_copy_async(c.src, c.to, c.stream, &out), HURRAY_OK) << hurray_last_error();
+    auto copies = f().log("cuMemcpyAsync");
+    ASSERT_EQ(copies.size(), 1u);
+    EXPECT_EQ(copies[0].device, 1) << "copied with another device's context current";
+    EXPECT_EQ(copies[0].stream, c.stream);
+    for (const fake_call &call : f().log("cuStreamSynchronize")) {
+      EXPECT_EQ(call.device, 1) << "synchronised in another device's context";
+    }
+    EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
+  }
+  for (hurray_buffer *b : {&pinned, &managed, &cpu}) EXPECT_EQ(hurray_buffer_release(b), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  stream_destroy(s1);
+}
+
+// HIP: the destination of a stream-ordered copy to another device is freed
+// after the copy's stream, explicitly (docs/impl/gpu.md §4).
+TEST(HipLifecycle, CopyToAnotherDeviceOnAStreamIsFreedAfterThatStream) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  f.reset();
+  const int64_t live_before = f.live_allocations();
+  void *const stream = reinterpret_cast<void *>(0x7100);  // a stream of device 0
+  hurray_buffer src = alloc_ok(dev(HURRAY_DEVICE_ROCM, 0));
+  hurray_buffer out{};
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_ROCM, 1), stream, &out), HURRAY_OK)
+      << hurray_last_error();
+  EXPECT_EQ(f.call_count("hipMallocAsync"), 0);
+  f.reset();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK); }).join();
+  const auto log = f.log(nullptr);
+  const int sync = index_of(log, "hipStreamSynchronize");
+  const int free = index_of(log, "hipFree");
+  ASSERT_GE(sync, 0) << "the free is not ordered after the copy's stream";
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].stream, stream);
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  EXPECT_EQ(f.call_count("hipFreeAsync"), 0);
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
+  EXPECT_EQ(f.live_allocations(), live_before);
+  f.reset();
+}
+
+// HIP: a copy between kDLCPU and pinned memory of device 1 runs with
+// device 1 current.
+TEST(HipLifecycle, CopiesOfPinnedMemoryRunOnTheDeviceItNames) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  f.reset();
+  const int64_t live_before = f.live_allocations();
+  void *const stream = reinterpret_cast<void *>(0x7200);  // a stream of device 1
+  hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_ROCM_HOST, 1));
+  f.reset();
+  hurray_buffer out{};
+  ASSERT_EQ(hurray_copy_async(&pinned, dev(HURRAY_DEVICE_CPU, 0), stream, &out), HURRAY_OK)
+      << hurray_last_error();
+  auto copies = f.log("hipMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].device, 1) << "copied with another device current";
+  for (const fake_call &c : f.log("hipStreamSynchronize")) EXPECT_EQ(c.device, 1);
+  for (hurray_buffer *b : {&out, &pinned}) EXPECT_EQ(hurray_buffer_release(b), HURRAY_OK);
+  EXPECT_EQ(f.live_allocations(), live_before);
+  f.reset();
+}

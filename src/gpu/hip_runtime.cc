@@ -14,7 +14,7 @@
 #include <mutex>
 
 #include "../error.h"
-#include "gpu.h"
+#include "diagnostics.h"
 
 namespace hurray {
 namespace {

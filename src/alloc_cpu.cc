@@ -1,10 +1,11 @@
-// Aligned host memory: one allocation holds shape, strides and data.
+// CPU memory for hurray_alloc: one aligned allocation holds shape, strides
+// and data.
 #include <cstdlib>
 #include <cstring>
 
-#include "../error.h"
-#include "../layout.h"
-#include "allocator.h"
+#include "alloc.h"
+#include "error.h"
+#include "layout.h"
 
 namespace hurray {
 namespace {

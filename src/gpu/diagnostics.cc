@@ -1,7 +1,6 @@
-// GPU pieces that do not depend on a vendor: which vendor serves a device
-// type, release accounting and the diagnostic hook, hurray_alloc_async and
-// hurray_stream_wait (docs/impl/gpu.md).
-#include "gpu.h"
+// Release accounting of the GPU back ends and the diagnostic hook:
+// hurray_get_diagnostics, hurray_set_diagnostic_hook (docs/impl/gpu.md §3).
+#include "diagnostics.h"
 
 #include <pthread.h>
 
@@ -12,8 +11,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "../alloc.h"
 #include "../error.h"
+#include "hurray/hurray.h"
 
 namespace hurray {
 namespace {
@@ -102,90 +101,9 @@ void register_fork_child_handler(void (*child_handler)(void)) {
   (void)pthread_atfork(nullptr, nullptr, child_handler);
 }
 
-const GpuVendor *find_gpu_vendor(int32_t device_type) {
-  switch (device_type) {
-    case HURRAY_DEVICE_CUDA:
-    case HURRAY_DEVICE_CUDA_HOST:
-    case HURRAY_DEVICE_CUDA_MANAGED:
-#if defined(HURRAY_WITH_CUDA)
-      return cuda_vendor();
-#else
-      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-           "%s memory is not supported: this build of libhurray has no CUDA support "
-           "(HURRAY_WITH_CUDA=OFF)",
-           device_type_name(device_type));
-      return nullptr;
-#endif
-    case HURRAY_DEVICE_ROCM:
-    case HURRAY_DEVICE_ROCM_HOST:
-#if defined(HURRAY_WITH_HIP)
-      return hip_vendor();
-#else
-      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-           "%s memory is not supported: this build of libhurray has no HIP support "
-           "(HURRAY_WITH_HIP=OFF)",
-           device_type_name(device_type));
-      return nullptr;
-#endif
-    default:
-      fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "device type %d (%s) is not a GPU device type",
-           device_type, device_type_name(device_type));
-      return nullptr;
-  }
-}
-
-int32_t check_device_pointer(hurray_device device, const void *data) {
-  switch (device.device_type) {
-    case HURRAY_DEVICE_CUDA:
-    case HURRAY_DEVICE_CUDA_HOST:
-    case HURRAY_DEVICE_CUDA_MANAGED:
-    case HURRAY_DEVICE_ROCM:
-    case HURRAY_DEVICE_ROCM_HOST: {
-      const GpuVendor *v = find_gpu_vendor(device.device_type);
-      if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-      return v->check_pointer(device, data);
-    }
-    default:
-      return HURRAY_OK;
-  }
-}
-
 }  // namespace hurray
 
 extern "C" {
-
-HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, int32_t ndim,
-                                      const int64_t *shape, uint64_t flags, void *stream,
-                                      hurray_buffer *out) {
-  using namespace hurray;
-  if (stream != nullptr && !is_device_memory(device.device_type)) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "stream-ordered allocation serves kDLCUDA and kDLROCM memory, not %s (pass a "
-                "NULL stream for a synchronous allocation)",
-                device_type_name(device.device_type));
-  }
-  // The per-thread default stream cannot be named again by the release
-  // (it would be the releasing thread's): allocate synchronously instead.
-  return alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream), out);
-}
-
-HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
-                                      void *consumer_stream) {
-  using namespace hurray;
-  const int32_t type = device.device_type;
-  const bool gpu_type = type == HURRAY_DEVICE_CUDA || type == HURRAY_DEVICE_CUDA_HOST ||
-                        type == HURRAY_DEVICE_CUDA_MANAGED || type == HURRAY_DEVICE_ROCM ||
-                        type == HURRAY_DEVICE_ROCM_HOST;
-  if (gpu_type && producer_stream == consumer_stream) return HURRAY_OK;  // no runtime needed
-  const GpuVendor *v = find_gpu_vendor(type);
-  if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  if (device.device_id < 0) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s has no device_id %d", device_type_name(type),
-                device.device_id);
-  }
-  (void)g_hook_atfork;
-  return v->stream_wait(device.device_id, producer_stream, consumer_stream);
-}
 
 HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   using namespace hurray;
@@ -222,6 +140,7 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
 
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user) {
   using namespace hurray;
+  (void)g_hook_atfork;
   if (t_in_hook) {
     // Called by the running hook: this thread already holds the mutex. The
     // new hook serves the next failure; the caller is the one still running.

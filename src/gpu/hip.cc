@@ -11,17 +11,20 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "../copy/device.h"
 #include "../error.h"
-#include "allocator.h"
-#include "gpu.h"
+#include "backend.h"
+#include "diagnostics.h"
 #include "hip_runtime.h"
 
 namespace hurray {
 namespace {
 
 // DeviceMemory::order for HIP: 0 free at once (or on the stream), 1
-// per-thread default stream: hipDeviceSynchronize, then hipFree.
+// per-thread default stream: hipDeviceSynchronize, then hipFree; 2 a stream
+// of another device: hipStreamSynchronize(stream), then hipFree.
 constexpr uint32_t kFreeAfterDevice = 1;
+constexpr uint32_t kFreeAfterStream = 2;
 
 bool is_teardown(hipError_t e) {
   return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
@@ -137,13 +140,16 @@ int32_t with_device(int32_t device_type, int32_t device_id, const char **call, O
 
 void hip_deallocate(hurray_device device, const DeviceMemory &mem);
 
-int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, DeviceMemory *mem) {
+int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, bool other_device,
+                     DeviceMemory *mem) {
   const int32_t type = device.device_type;
   const size_t n = static_cast<size_t>(nbytes);
   // hipStreamPerThread: allocated synchronously, the release ordered after
-  // the whole device (gpu §2).
+  // the whole device (gpu §2). A stream the caller knows to be another
+  // device's: allocated synchronously, the release ordered after it.
   const bool per_thread = is_per_thread_stream(stream_in);
-  void *const stream = per_thread ? nullptr : stream_in;
+  const bool after_stream = other_device && stream_in != nullptr && !per_thread;
+  void *const stream = per_thread || after_stream ? nullptr : stream_in;
   const char *call = type == HURRAY_DEVICE_ROCM_HOST ? "hipHostMalloc"
                      : stream != nullptr             ? "hipMallocAsync"
                                                      : "hipMalloc";
@@ -161,8 +167,8 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, Dev
     return check_ordinal(*rt, type, device.device_id);
   }
   DeviceMemory m;
-  m.stream = stream;
-  m.order = per_thread ? kFreeAfterDevice : 0;
+  m.stream = after_stream ? stream_in : stream;
+  m.order = per_thread ? kFreeAfterDevice : after_stream ? kFreeAfterStream : 0;
   void *&p = m.ptr;
   int32_t st = with_device(type, device.device_id, &call, [&](const HipRuntime &r) {
     void *q = nullptr;
@@ -205,7 +211,14 @@ void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
   } else {
     DeviceScope scope(*r);
     e = scope.enter(device.device_id, &call);
-    if (e == hipSuccess && stream != nullptr) {
+    if (e == hipSuccess && mem.order == kFreeAfterStream) {
+      call = "hipStreamSynchronize";  // the other device's stream still using the memory
+      e = r->stream_synchronize(static_cast<hipStream_t>(stream));
+      if (e == hipSuccess) {
+        call = "hipFree";
+        e = r->device_free(ptr);
+      }
+    } else if (e == hipSuccess && stream != nullptr) {
       call = "hipFreeAsync";
       e = r->free_async(ptr, static_cast<hipStream_t>(stream));
     } else if (e == hipSuccess && mem.order == kFreeAfterDevice) {
@@ -349,23 +362,22 @@ int32_t hip_check_pointer(hurray_device device, const void *ptr) {
               a.device);
 }
 
-const GpuVendor kHipVendor = {"HIP", &hip_copy, &hip_synchronize, &hip_stream_wait,
-                              &hip_check_pointer};
+int32_t hip_load() { return hip_runtime() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
 
 }  // namespace
 
-const DeviceAllocator kHipDeviceAllocator = {"HIP device memory", &hip_allocate,
-                                             &hip_deallocate};
-const DeviceAllocator kHipHostAllocator = {"HIP pinned host memory", &hip_allocate,
-                                           &hip_deallocate};
+// The table for kDLROCM and kDLROCMHost (gpu/backend.cc). Strided layouts
+// HIP's 2-D / 3-D copies cannot do are staged through the host by the caller.
+extern const DeviceBackend kHipBackend;
+const DeviceBackend kHipBackend = {"HIP",          &hip_load,         &hip_allocate,
+                                   &hip_deallocate, &hip_copy,        &hip_synchronize,
+                                   &hip_stream_wait, &hip_check_pointer, &hip_copy_on_device};
 
 int32_t hip_in_device(int32_t device_id, const char **call,
                       hipError_t (*op)(const HipRuntime &r, void *arg), void *arg) {
   return with_device(HURRAY_DEVICE_ROCM, device_id, call,
                      [&](const HipRuntime &r) { return op(r, arg); });
 }
-
-const GpuVendor *hip_vendor() { return hip_runtime() != nullptr ? &kHipVendor : nullptr; }
 
 }  // namespace hurray
 

@@ -12,10 +12,11 @@
 #include <cstring>
 #include <mutex>
 
+#include "../copy/device.h"
 #include "../error.h"
-#include "allocator.h"
+#include "backend.h"
 #include "cuda_driver.h"
-#include "gpu.h"
+#include "diagnostics.h"
 
 namespace hurray {
 namespace {
@@ -272,7 +273,8 @@ bool is_legacy(const void *stream) { return reinterpret_cast<uintptr_t>(stream) 
 
 void cuda_deallocate(hurray_device device, const DeviceMemory &mem);
 
-int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, DeviceMemory *mem) {
+int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, bool other_device,
+                      DeviceMemory *mem) {
   const int32_t type = device.device_type;
   if (nbytes == 0) {
     // No memory to allocate, but the same answer as a one-element request
@@ -286,8 +288,9 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, Devic
   m.stream = stream;
   const char *call = type == HURRAY_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                      : type == HURRAY_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
-                     : stream != nullptr && !is_per_thread_stream(stream) ? "cuMemAllocAsync"
-                                                                           : "cuMemAlloc";
+                     : stream != nullptr && !is_per_thread_stream(stream) && !other_device
+                         ? "cuMemAllocAsync"
+                         : "cuMemAlloc";
   int32_t st = with_context(
       type, device.device_id, &call,
       [&](const CudaDriver &d) {
@@ -310,6 +313,11 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, Devic
           // of the context (gpu §2).
           r = d.mem_alloc(&dp, n);
           m.order = kFreeAfterContext;
+        } else if (other_device) {
+          // The caller knows the stream is another device's (a copy queued
+          // there writes this memory): as below, without asking.
+          r = d.mem_alloc(&dp, n);
+          m.order = kFreeAfterStream;
         } else {
           CUcontext owner = nullptr, of_stream = nullptr;
           r = d.ctx_get_current(&owner);
@@ -572,25 +580,28 @@ int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
               managed != 0 ? "managed " : "", memory_type_name(memory_type), ordinal);
 }
 
-const GpuVendor kCudaVendor = {"CUDA", &cuda_copy, &cuda_synchronize, &cuda_stream_wait,
-                               &cuda_check_pointer};
+int32_t cuda_load() { return cuda_driver() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
+
+// The driver copies every layout on the device (2-D / 3-D memcpy or the
+// kernel, copy/cuda_device.cc).
+int32_t cuda_copy_strided(int32_t ordinal, const DeviceCopy &c, void *stream, bool *done) {
+  *done = true;
+  return cuda_copy_on_device(ordinal, c, stream);
+}
 
 }  // namespace
 
-const DeviceAllocator kCudaDeviceAllocator = {"CUDA device memory", &cuda_allocate,
-                                              &cuda_deallocate};
-const DeviceAllocator kCudaHostAllocator = {"CUDA pinned host memory", &cuda_allocate,
-                                            &cuda_deallocate};
-const DeviceAllocator kCudaManagedAllocator = {"CUDA managed memory", &cuda_allocate,
-                                               &cuda_deallocate};
+// The table for kDLCUDA, kDLCUDAHost and kDLCUDAManaged (gpu/backend.cc).
+extern const DeviceBackend kCudaBackend;
+const DeviceBackend kCudaBackend = {"CUDA",          &cuda_load,         &cuda_allocate,
+                                    &cuda_deallocate, &cuda_copy,        &cuda_synchronize,
+                                    &cuda_stream_wait, &cuda_check_pointer, &cuda_copy_strided};
 
 int32_t cuda_in_context(int32_t device_id, const char **call,
                         CUresult (*op)(const CudaDriver &d, void *arg), void *arg) {
   return with_context(HURRAY_DEVICE_CUDA, device_id, call,
                       [&](const CudaDriver &d) { return op(d, arg); });
 }
-
-const GpuVendor *cuda_vendor() { return cuda_driver() != nullptr ? &kCudaVendor : nullptr; }
 
 }  // namespace hurray
 

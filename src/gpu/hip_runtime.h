@@ -3,8 +3,8 @@
 // hip_runtime_api.h (Debian's libamdhip64-dev); nothing is linked. ROCm 5
 // and ROCm 6+ disagree on hipPointerAttribute_t's memory type values, so the
 // runtime version picks the decoding (docs/impl/gpu.md §1, §5).
-#ifndef HURRAY_SRC_ALLOC_HIP_RUNTIME_H_
-#define HURRAY_SRC_ALLOC_HIP_RUNTIME_H_
+#ifndef HURRAY_SRC_GPU_HIP_RUNTIME_H_
+#define HURRAY_SRC_GPU_HIP_RUNTIME_H_
 
 #if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_NVIDIA__)
 #define __HIP_PLATFORM_AMD__ 1
@@ -82,7 +82,7 @@ const HipRuntime *loaded_hip_runtime();
 bool hip_forked_child();
 
 // Runs `op(runtime, arg)` with HIP device `device_id` current (hipSetDevice
-// and back, as for every vendor operation, alloc/hip.cc), after loading the
+// and back, as for every vendor operation, gpu/hip.cc), after loading the
 // runtime and checking the ordinal. `*call` names the runtime call for the
 // message when `op` fails; `op` may update it. Returns HURRAY_OK or the
 // status of the failure, message set; a failed restore of the thread's
@@ -101,4 +101,4 @@ const char *hip_error_name(hipError_t e);
 
 }  // namespace hurray
 
-#endif  // HURRAY_SRC_ALLOC_HIP_RUNTIME_H_
+#endif  // HURRAY_SRC_GPU_HIP_RUNTIME_H_

@@ -3,8 +3,8 @@
 // (the number in its PFN_ type name), from libcuda.so.1 opened with dlopen.
 // Built only with HURRAY_WITH_CUDA; types come from the toolkit's headers,
 // nothing is linked (docs/impl/gpu.md §1).
-#ifndef HURRAY_SRC_ALLOC_CUDA_DRIVER_H_
-#define HURRAY_SRC_ALLOC_CUDA_DRIVER_H_
+#ifndef HURRAY_SRC_GPU_CUDA_DRIVER_H_
+#define HURRAY_SRC_GPU_CUDA_DRIVER_H_
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -87,7 +87,7 @@ bool cuda_forked_child();
 
 // Runs `op(driver, arg)` with the primary context of CUDA device
 // `device_id` current (pushed and popped as for every vendor operation,
-// alloc/cuda.cc), after loading the driver and checking the ordinal. `*call`
+// gpu/cuda.cc), after loading the driver and checking the ordinal. `*call`
 // names the driver call for the message when `op` fails; `op` may update it
 // as it goes. Returns HURRAY_OK or the status of the failure, message set; a
 // failed restore of the caller's context fails the call even when `op`
@@ -100,4 +100,4 @@ const char *cuda_error_name(CUresult r);
 
 }  // namespace hurray
 
-#endif  // HURRAY_SRC_ALLOC_CUDA_DRIVER_H_
+#endif  // HURRAY_SRC_GPU_CUDA_DRIVER_H_

@@ -1,0 +1,104 @@
+// Which table serves which device type: the one place that knows what this
+// build holds. A vendor left out of the build gets a stub table whose every
+// operation fails with one message (docs/impl/gpu.md, "The backend table").
+#include "backend.h"
+
+#include "../error.h"
+
+namespace hurray {
+
+#if defined(HURRAY_WITH_CUDA)
+extern const DeviceBackend kCudaBackend;  // gpu/cuda.cc
+#endif
+#if defined(HURRAY_WITH_HIP)
+extern const DeviceBackend kHipBackend;  // gpu/hip.cc
+#endif
+
+namespace {
+
+// What a vendor left out of the build is called, and the option that left
+// it out.
+struct Missing {
+  const char *vendor;
+  const char *types;
+  const char *option;
+};
+constexpr Missing kNoCuda = {"CUDA", "kDLCUDA, kDLCUDAHost, kDLCUDAManaged", "HURRAY_WITH_CUDA"};
+constexpr Missing kNoHip = {"HIP", "kDLROCM, kDLROCMHost", "HURRAY_WITH_HIP"};
+
+// The stub of vendor `M`: every operation answers this one message.
+template <const Missing &M>
+struct Stub {
+  static int32_t load() {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%s memory (%s) is not supported: this build of libhurray has no %s support "
+                "(%s=OFF)",
+                M.vendor, M.types, M.vendor, M.option);
+  }
+  static int32_t allocate(hurray_device, uint64_t, void *, bool, DeviceMemory *) { return load(); }
+  // Nothing was ever allocated through a stub.
+  static void deallocate(hurray_device, const DeviceMemory &) {}
+  static int32_t copy(int32_t, void *, const void *, uint64_t, void *) { return load(); }
+  static int32_t synchronize(int32_t, void *) { return load(); }
+  static int32_t stream_wait(int32_t, void *, void *) { return load(); }
+  static int32_t check_pointer(hurray_device, const void *) { return load(); }
+  static int32_t copy_on_device(int32_t, const DeviceCopy &, void *, bool *done) {
+    *done = false;
+    return load();
+  }
+  static constexpr DeviceBackend kTable = {M.vendor,   &load,          &allocate,
+                                           &deallocate, &copy,         &synchronize,
+                                           &stream_wait, &check_pointer, &copy_on_device};
+};
+
+#if defined(HURRAY_WITH_CUDA)
+const DeviceBackend &g_cuda = kCudaBackend;
+#else
+const DeviceBackend &g_cuda = Stub<kNoCuda>::kTable;
+#endif
+#if defined(HURRAY_WITH_HIP)
+const DeviceBackend &g_hip = kHipBackend;
+#else
+const DeviceBackend &g_hip = Stub<kNoHip>::kTable;
+#endif
+
+}  // namespace
+
+bool is_gpu_type(int32_t device_type) {
+  switch (device_type) {
+    case HURRAY_DEVICE_CUDA:
+    case HURRAY_DEVICE_CUDA_HOST:
+    case HURRAY_DEVICE_CUDA_MANAGED:
+    case HURRAY_DEVICE_ROCM:
+    case HURRAY_DEVICE_ROCM_HOST: return true;
+    default: return false;
+  }
+}
+
+const DeviceBackend *backend_for(int32_t device_type) {
+  switch (device_type) {
+    case HURRAY_DEVICE_CUDA:
+    case HURRAY_DEVICE_CUDA_HOST:
+    case HURRAY_DEVICE_CUDA_MANAGED: return &g_cuda;
+    case HURRAY_DEVICE_ROCM:
+    case HURRAY_DEVICE_ROCM_HOST: return &g_hip;
+    default:
+      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+           "device type %d (%s) is not served by libhurray (kDLCPU, CUDA and ROCm types are)",
+           device_type, device_type_name(device_type));
+      return nullptr;
+  }
+}
+
+const DeviceBackend *ready_backend(int32_t device_type) {
+  const DeviceBackend *b = backend_for(device_type);
+  if (b == nullptr || b->load() != HURRAY_OK) return nullptr;
+  return b;
+}
+
+int32_t check_device_pointer(hurray_device device, const void *data) {
+  if (!is_gpu_type(device.device_type)) return HURRAY_OK;
+  return backend_for(device.device_type)->check_pointer(device, data);
+}
+
+}  // namespace hurray

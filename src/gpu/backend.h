@@ -1,0 +1,116 @@
+// The one table of operations per GPU device type (allocate, free, copy,
+// synchronise, stream wait, pointer check, strided copy on the device),
+// resolved in one place (gpu/backend.cc). A vendor left out of the build is
+// served by a stub table whose every operation answers
+// HURRAY_ERR_UNSUPPORTED_DEVICE with one message, so no caller needs an
+// #ifdef. See docs/impl/gpu.md, "The backend table".
+#ifndef HURRAY_SRC_GPU_BACKEND_H_
+#define HURRAY_SRC_GPU_BACKEND_H_
+
+#include <cstdint>
+
+#include "hurray/hurray.h"
+
+namespace hurray {
+
+struct DeviceCopy;  // copy/device.h
+
+// What a backend's allocate hands back and needs again to free: the pointer
+// and how the release must be ordered and checked. Kept by hurray_alloc in
+// the handle's host block and passed back unchanged to `deallocate`.
+struct DeviceMemory {
+  void *ptr = nullptr;
+  // The stream the caller named (NULL: none); CU_STREAM_PER_THREAD /
+  // hipStreamPerThread (2) included.
+  void *stream = nullptr;
+  // The vendor's identity of the context the memory was allocated in (CUDA:
+  // the primary context's id or libhurray's generation of it), so that a
+  // release after a context reset can tell the memory died with it.
+  uint64_t context = 0;
+  // How the release is ordered (a vendor's own enumeration; 0: synchronous
+  // free, nothing else to wait for).
+  uint32_t order = 0;
+};
+
+// One vendor's operations. Every function but `deallocate` returns a
+// hurray_status and sets the thread's message on failure. Streams are the
+// vendor's own handles (CUstream / hipStream_t); NULL is the default stream.
+// Every operation loads the vendor's library on first use.
+struct DeviceBackend {
+  const char *name;  // "CUDA" or "HIP" (the stub of a vendor too)
+  // HURRAY_OK when the library is loaded and works here; else
+  // HURRAY_ERR_UNSUPPORTED_DEVICE with the message saying why.
+  int32_t (*load)();
+  // Allocates `nbytes` on `device`, stream-ordered on `stream` when it is
+  // non-NULL, and fills *mem. With `nbytes` 0 nothing is allocated and
+  // mem->ptr stays NULL, but the answer for a missing runtime or device is
+  // the same as for a non-empty request. `stream_of_other_device`: the
+  // caller knows `stream` belongs to another device; the memory is then
+  // allocated synchronously and its release ordered after that stream. On
+  // failure returns a status with the message set and leaves *mem untouched.
+  int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream,
+                      bool stream_of_other_device, DeviceMemory *mem);
+  // Frees what `allocate` returned (mem.ptr non-NULL), with the same
+  // device. Called from any thread, including during process exit; never
+  // fails loudly (gpu/diagnostics.h counts what goes wrong).
+  void (*deallocate)(hurray_device device, const DeviceMemory &mem);
+  // Enqueues a copy of `nbytes` between any two addresses the runtime can
+  // reach (device, pinned, managed or pageable host memory) on `stream`, with
+  // device `device_id` current around the call.
+  int32_t (*copy)(int32_t device_id, void *dst, const void *src, uint64_t nbytes, void *stream);
+  // Waits on the host until all work on `stream` is done.
+  int32_t (*synchronize)(int32_t device_id, void *stream);
+  // Makes `consumer` wait for the work queued so far on `producer`.
+  int32_t (*stream_wait)(int32_t device_id, void *producer, void *consumer);
+  // HURRAY_OK when `ptr` is memory of `device` (type and ordinal) according
+  // to the runtime's pointer attributes; HURRAY_ERR_INVALID_ARGUMENT if not.
+  int32_t (*check_pointer)(hurray_device device, const void *ptr);
+  // Queues the strided copy `c` on the device (copy/device.h) with `ordinal`
+  // current. *done is false (nothing queued, HURRAY_OK) when this vendor
+  // cannot do the layout on the device: the caller stages through the host.
+  int32_t (*copy_on_device)(int32_t ordinal, const DeviceCopy &c, void *stream, bool *done);
+};
+
+// kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost.
+bool is_gpu_type(int32_t device_type);
+
+// The table serving `device_type`: the vendor's, or its stub when the build
+// leaves the vendor out. Loads nothing. nullptr with
+// HURRAY_ERR_UNSUPPORTED_DEVICE set when the type is not a GPU type.
+const DeviceBackend *backend_for(int32_t device_type);
+
+// backend_for, then `load`: nullptr with HURRAY_ERR_UNSUPPORTED_DEVICE set
+// when the type is not a GPU type, the build leaves its vendor out, or the
+// library cannot work here.
+const DeviceBackend *ready_backend(int32_t device_type);
+
+// HURRAY_IMPORT_CHECK_DEVICE_POINTER: HURRAY_OK when `device` is not a GPU
+// type or `data` is memory of that device type and ordinal; else
+// INVALID_ARGUMENT (or UNSUPPORTED_DEVICE when the runtime is unavailable).
+int32_t check_device_pointer(hurray_device device, const void *data);
+
+// Memory that lives on one device ordinal and whose operations run with that
+// device current (kDLCUDA, kDLROCM). Pinned and managed memory also name a
+// device (the one whose context allocated them), but are not device memory.
+inline bool is_device_memory(int32_t device_type) {
+  return device_type == HURRAY_DEVICE_CUDA || device_type == HURRAY_DEVICE_ROCM;
+}
+
+// CU_STREAM_PER_THREAD and hipStreamPerThread (both 2) name the stream of
+// whichever thread uses the handle. Memory cannot be freed "on the stream it
+// was allocated on" from another thread through that handle, so such
+// requests are served synchronously (gpu §2).
+inline bool is_per_thread_stream(const void *stream) {
+  return reinterpret_cast<uintptr_t>(stream) == 2;
+}
+
+// The stream to hand the allocator when the caller names `stream`: the
+// stream itself. The allocators serve the per-thread default stream (2)
+// synchronously and order its release after every stream of the device
+// (docs/impl/gpu.md §2), and a stream of another device likewise
+// synchronously, its release ordered after that stream.
+inline void *allocation_stream(void *stream) { return stream; }
+
+}  // namespace hurray
+
+#endif  // HURRAY_SRC_GPU_BACKEND_H_

@@ -1,0 +1,39 @@
+// Release accounting shared by the GPU back ends (gpu/diagnostics.cc):
+// releases never fail loudly, so each outcome other than success lands here,
+// and hurray_get_diagnostics / hurray_set_diagnostic_hook read it
+// (docs/impl/gpu.md §3).
+#ifndef HURRAY_SRC_GPU_DIAGNOSTICS_H_
+#define HURRAY_SRC_GPU_DIAGNOSTICS_H_
+
+#include <cstdint>
+
+namespace hurray {
+
+// A runtime call of a release failed (the free, or making the owner's
+// device current or restoring the thread's own): counted, and the diagnostic
+// hook (if any) receives `status` and the formatted message, unless this
+// thread is already running the hook (a failure nested in it is counted
+// only). Never prints, never allocates.
+void report_failed_release(int32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+// A release skipped because the memory died with its context (CUDA: the
+// primary context was reset after the allocation): counted in
+// context_reset_skips and sent to the diagnostic hook (HURRAY_ERR_DEVICE,
+// the formatted message) under the same rules as report_failed_release.
+void report_context_reset_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// A stream-ordered release whose stream was gone (destroyed by its owner
+// before the release): freed synchronously instead; counted only.
+void count_stream_fallback();
+// The driver was already torn down (process exit): counted, nothing else.
+void count_teardown_leak();
+// A GPU release in a child process after fork(): counted, nothing else.
+void count_fork_skip();
+
+// Helper for the loaders: registers `child_handler` with pthread_atfork.
+// The loaders register theirs when libhurray is loaded (static
+// initialisation), before any load can start.
+void register_fork_child_handler(void (*child_handler)(void));
+
+}  // namespace hurray
+
+#endif  // HURRAY_SRC_GPU_DIAGNOSTICS_H_
