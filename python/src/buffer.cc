@@ -121,6 +121,15 @@ PyObject *Buffer_get_dtype(PyObject *self, void *) {
 PyObject *Buffer_get_device(PyObject *self, void *) {
   BufferObject *b = as_buffer(self);
   LIVE_OR_FAIL(b);
+  if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
+    // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
+    // one tuple serves every CPU Buffer (made once, kept for the process).
+    static PyObject *cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
+    if (cpu != nullptr) {
+      Py_INCREF(cpu);
+      return cpu;
+    }
+  }
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
 }
 
@@ -289,6 +298,15 @@ PyObject *Buffer_share(PyObject *self, PyObject *arg) {
 PyObject *Buffer_dlpack_device(PyObject *self, PyObject *) {
   BufferObject *b = as_buffer(self);
   LIVE_OR_FAIL(b);
+  if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
+    // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
+    // one tuple serves every CPU Buffer (made once, kept for the process).
+    static PyObject *cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
+    if (cpu != nullptr) {
+      Py_INCREF(cpu);
+      return cpu;
+    }
+  }
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
 }
 
