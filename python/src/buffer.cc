@@ -124,11 +124,13 @@ PyObject *Buffer_get_device(PyObject *self, void *) {
   if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
     // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
     // one tuple serves every CPU Buffer (made once, kept for the process).
-    static PyObject *cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
-    if (cpu != nullptr) {
-      Py_INCREF(cpu);
-      return cpu;
-    }
+    // Made under the GIL, on first use; a failed attempt (MemoryError
+    // raised) is retried on the next call.
+    static PyObject *cpu = nullptr;
+    if (cpu == nullptr) cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
+    if (cpu == nullptr) return nullptr;
+    Py_INCREF(cpu);
+    return cpu;
   }
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
 }
@@ -301,11 +303,13 @@ PyObject *Buffer_dlpack_device(PyObject *self, PyObject *) {
   if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
     // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
     // one tuple serves every CPU Buffer (made once, kept for the process).
-    static PyObject *cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
-    if (cpu != nullptr) {
-      Py_INCREF(cpu);
-      return cpu;
-    }
+    // Made under the GIL, on first use; a failed attempt (MemoryError
+    // raised) is retried on the next call.
+    static PyObject *cpu = nullptr;
+    if (cpu == nullptr) cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
+    if (cpu == nullptr) return nullptr;
+    Py_INCREF(cpu);
+    return cpu;
   }
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
 }
