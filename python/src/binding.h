@@ -117,6 +117,21 @@ bool parse_index(PyObject *obj, const char *what, long long *out, int *overflow)
 // True when `key` is the interned keyword `name`.
 bool kw_is(PyObject *key, PyObject *name);
 
+// Which of names[0..n) the keyword `key` is: its index, or -1 when none (no
+// exception set; keywords are always str). Callers pass the module's
+// interned names and CPython passes interned keyword strings, so the first
+// pass compares by identity only; the equality pass (kw_is) runs only for a
+// key that is none of the names by identity (a non-interned str).
+inline int kw_index(PyObject *key, PyObject *const *names, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (key == names[i]) return i;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (kw_is(key, names[i])) return i;
+  }
+  return -1;
+}
+
 // Checks __dlpack__'s `stream` for a consumer on `device_type` and gives the
 // handle to wait on: *sync false for -1 and devices without a known stream
 // convention (docs/impl/python.md §4).

@@ -121,6 +121,17 @@ PyObject *Buffer_get_dtype(PyObject *self, void *) {
 PyObject *Buffer_get_device(PyObject *self, void *) {
   BufferObject *b = as_buffer(self);
   LIVE_OR_FAIL(b);
+  if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
+    // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
+    // one tuple serves every CPU Buffer (made once, kept for the process).
+    // Made under the GIL, on first use; a failed attempt (MemoryError
+    // raised) is retried on the next call.
+    static PyObject *cpu = nullptr;
+    if (cpu == nullptr) cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
+    if (cpu == nullptr) return nullptr;
+    Py_INCREF(cpu);
+    return cpu;
+  }
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
 }
 
@@ -289,6 +300,17 @@ PyObject *Buffer_share(PyObject *self, PyObject *arg) {
 PyObject *Buffer_dlpack_device(PyObject *self, PyObject *) {
   BufferObject *b = as_buffer(self);
   LIVE_OR_FAIL(b);
+  if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
+    // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
+    // one tuple serves every CPU Buffer (made once, kept for the process).
+    // Made under the GIL, on first use; a failed attempt (MemoryError
+    // raised) is retried on the next call.
+    static PyObject *cpu = nullptr;
+    if (cpu == nullptr) cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
+    if (cpu == nullptr) return nullptr;
+    Py_INCREF(cpu);
+    return cpu;
+  }
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
 }
 

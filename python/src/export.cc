@@ -85,10 +85,15 @@ bool parse_max_version(PyObject *max_version, bool *versioned, long long *asked_
   }
   long long major = 0, minor = 0;
   int o_major = 0, o_minor = 0;
-  if (!parse_index(PyTuple_GET_ITEM(max_version, 0), "__dlpack__: max_version[0]", &major,
-                   &o_major) ||
-      !parse_index(PyTuple_GET_ITEM(max_version, 1), "__dlpack__: max_version[1]", &minor,
-                   &o_minor)) {
+  PyObject *major_obj = PyTuple_GET_ITEM(max_version, 0);
+  PyObject *minor_obj = PyTuple_GET_ITEM(max_version, 1);
+  if (PyLong_CheckExact(major_obj) && PyLong_CheckExact(minor_obj)) {
+    // Plain ints (what every consumer passes): no __index__ call needed.
+    // (Cannot fail for an exact int: out of range is *overflow.)
+    major = PyLong_AsLongLongAndOverflow(major_obj, &o_major);
+    minor = PyLong_AsLongLongAndOverflow(minor_obj, &o_minor);
+  } else if (!parse_index(major_obj, "__dlpack__: max_version[0]", &major, &o_major) ||
+             !parse_index(minor_obj, "__dlpack__: max_version[1]", &minor, &o_minor)) {
     return false;
   }
   if (o_major > 0 || major > HURRAY_DLPACK_MAJOR) {
@@ -127,17 +132,20 @@ PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   }
   if (nargs == 1) stream = args[0];  // older callers pass stream positionally
   if (kwnames != nullptr) {
+    PyObject *const names[4] = {g_names.max_version, g_names.copy, g_names.dl_device,
+                                g_names.stream};
     Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nkw; ++i) {
       PyObject *key = PyTuple_GET_ITEM(kwnames, i);
       PyObject *value = args[nargs + i];
-      if (kw_is(key, g_names.max_version)) {
+      const int which = kw_index(key, names, 4);
+      if (which == 0) {
         max_version = value;
-      } else if (kw_is(key, g_names.copy)) {
+      } else if (which == 1) {
         copy = value;
-      } else if (kw_is(key, g_names.dl_device)) {
+      } else if (which == 2) {
         dl_device = value;
-      } else if (kw_is(key, g_names.stream)) {
+      } else if (which == 3) {
         if (nargs == 1) {
           PyErr_SetString(PyExc_TypeError, "__dlpack__() got multiple values for 'stream'");
           return nullptr;

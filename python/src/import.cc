@@ -257,11 +257,13 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   }
   PyObject *obj = args[0];
   if (kwnames != nullptr) {
+    PyObject *const names[2] = {g_names.copy, g_names.device};
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
       PyObject *key = PyTuple_GET_ITEM(kwnames, i);
-      if (kw_is(key, g_names.copy)) {
+      const int which = kw_index(key, names, 2);
+      if (which == 0) {
         copy = args[1 + i];
-      } else if (kw_is(key, g_names.device)) {
+      } else if (which == 1) {
         device = args[1 + i];
       } else {
         if (!PyErr_Occurred()) {
