@@ -4,7 +4,7 @@
 #   bash python/run_tests.sh [pytest args...]
 #
 # Uses (or creates) the venv in $HURRAY_VENV (default: <repo>/.venv),
-# installs pytest, NumPy >= 2.1, apache-tvm-ffi, build and mypy (the
+# installs pytest, NumPy >= 2.1, apache-tvm-ffi, build, mypy and scikit-build-core (the
 # packaging tests make an sdist and type-check the examples and tests with
 # mypy --strict), torch (only when it cannot be imported yet: it is large)
 # and jax[cpu] (a failed jax install is tolerated: its tests then skip with
