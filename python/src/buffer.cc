@@ -118,9 +118,9 @@ PyObject *Buffer_get_dtype(PyObject *self, void *) {
   return dtype_name(b->h.dtype);
 }
 
-PyObject *Buffer_get_device(PyObject *self, void *) {
-  BufferObject *b = as_buffer(self);
-  LIVE_OR_FAIL(b);
+// (device_type, device_id) of a live Buffer: Buffer.device and
+// __dlpack_device__.
+PyObject *device_tuple(const BufferObject *b) {
   if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
     // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
     // one tuple serves every CPU Buffer (made once, kept for the process).
@@ -133,6 +133,12 @@ PyObject *Buffer_get_device(PyObject *self, void *) {
     return cpu;
   }
   return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
+}
+
+PyObject *Buffer_get_device(PyObject *self, void *) {
+  BufferObject *b = as_buffer(self);
+  LIVE_OR_FAIL(b);
+  return device_tuple(b);
 }
 
 PyObject *Buffer_get_readonly(PyObject *self, void *) {
@@ -300,18 +306,7 @@ PyObject *Buffer_share(PyObject *self, PyObject *arg) {
 PyObject *Buffer_dlpack_device(PyObject *self, PyObject *) {
   BufferObject *b = as_buffer(self);
   LIVE_OR_FAIL(b);
-  if (b->h.device.device_type == HURRAY_DEVICE_CPU && b->h.device.device_id == 0) {
-    // NumPy, torch and TVM FFI ask once per import; (1, 0) is immutable, so
-    // one tuple serves every CPU Buffer (made once, kept for the process).
-    // Made under the GIL, on first use; a failed attempt (MemoryError
-    // raised) is retried on the next call.
-    static PyObject *cpu = nullptr;
-    if (cpu == nullptr) cpu = Py_BuildValue("(ii)", HURRAY_DEVICE_CPU, 0);
-    if (cpu == nullptr) return nullptr;
-    Py_INCREF(cpu);
-    return cpu;
-  }
-  return Py_BuildValue("(ii)", b->h.device.device_type, b->h.device.device_id);
+  return device_tuple(b);
 }
 
 PyObject *Buffer_release(PyObject *self, PyObject *) {

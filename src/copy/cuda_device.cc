@@ -148,6 +148,24 @@ void describe(int32_t type, uint64_t addr, CUmemorytype *mt, const void **host,
   }
 }
 
+// The fields CUDA_MEMCPY2D and CUDA_MEMCPY3D share (same names in both):
+// zeroed, then both sides' memory kinds and addresses, pitches, row width
+// and row count.
+template <typename Memcpy>
+void fill_rows(Memcpy *m, int32_t src_type, uint64_t src, int32_t dst_type, uint64_t dst,
+               const CopyRect &r) {
+  std::memset(m, 0, sizeof *m);
+  const void *src_host = nullptr, *dst_host = nullptr;
+  describe(src_type, src, &m->srcMemoryType, &src_host, &m->srcDevice);
+  describe(dst_type, dst, &m->dstMemoryType, &dst_host, &m->dstDevice);
+  m->srcHost = src_host;
+  m->dstHost = const_cast<void *>(dst_host);
+  m->srcPitch = static_cast<size_t>(r.src_pitch);
+  m->dstPitch = static_cast<size_t>(r.dst_pitch);
+  m->WidthInBytes = static_cast<size_t>(r.width);
+  m->Height = static_cast<size_t>(r.height);
+}
+
 CUresult memcpy_rect(const CudaDriver &d, const CopyRect &r, int32_t src_type, uint64_t src,
                      int32_t dst_type, uint64_t dst, CUstream stream, const char **call) {
   if (r.dims == 1) {
@@ -157,32 +175,14 @@ CUresult memcpy_rect(const CudaDriver &d, const CopyRect &r, int32_t src_type, u
   }
   if (r.dims == 2) {
     CUDA_MEMCPY2D m;
-    std::memset(&m, 0, sizeof m);
-    const void *src_host = nullptr, *dst_host = nullptr;
-    describe(src_type, src, &m.srcMemoryType, &src_host, &m.srcDevice);
-    describe(dst_type, dst, &m.dstMemoryType, &dst_host, &m.dstDevice);
-    m.srcHost = src_host;
-    m.dstHost = const_cast<void *>(dst_host);
-    m.srcPitch = static_cast<size_t>(r.src_pitch);
-    m.dstPitch = static_cast<size_t>(r.dst_pitch);
-    m.WidthInBytes = static_cast<size_t>(r.width);
-    m.Height = static_cast<size_t>(r.height);
+    fill_rows(&m, src_type, src, dst_type, dst, r);
     *call = "cuMemcpy2DAsync";
     return d.memcpy_2d_async(&m, stream);
   }
   CUDA_MEMCPY3D m;
-  std::memset(&m, 0, sizeof m);
-  const void *src_host = nullptr, *dst_host = nullptr;
-  describe(src_type, src, &m.srcMemoryType, &src_host, &m.srcDevice);
-  describe(dst_type, dst, &m.dstMemoryType, &dst_host, &m.dstDevice);
-  m.srcHost = src_host;
-  m.dstHost = const_cast<void *>(dst_host);
-  m.srcPitch = static_cast<size_t>(r.src_pitch);
-  m.dstPitch = static_cast<size_t>(r.dst_pitch);
+  fill_rows(&m, src_type, src, dst_type, dst, r);
   m.srcHeight = static_cast<size_t>(r.src_rows);
   m.dstHeight = static_cast<size_t>(r.dst_rows);
-  m.WidthInBytes = static_cast<size_t>(r.width);
-  m.Height = static_cast<size_t>(r.height);
   m.Depth = static_cast<size_t>(r.depth);
   *call = "cuMemcpy3DAsync";
   return d.memcpy_3d_async(&m, stream);
