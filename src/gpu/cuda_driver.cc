@@ -7,14 +7,13 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 
 #include "../error.h"
 #include "diagnostics.h"
+#include "loader_once.h"
 
 namespace hurray {
 namespace {
@@ -22,26 +21,12 @@ namespace {
 using GetProcV2 = PFN_cuGetProcAddress_v12000;
 using GetProcV1 = PFN_cuGetProcAddress_v11030;
 
-// Written once inside g_once; read-only afterwards.
+// Written once inside the load; read-only afterwards.
 CudaDriver g_driver;
-bool g_loaded = false;
 char g_error[480];
-std::once_flag g_once;
-// Set before the first load starts; a child forked from then on (even in
-// the middle of the load, whose std::call_once state the child inherits) is
-// refused the driver.
-std::atomic<bool> g_load_started{false};
-std::atomic<bool> g_load_failed{false};
-std::atomic<bool> g_forked{false};
+LoaderOnce g_once;
 
-// A parent whose load failed never initialised the driver: its child keeps
-// the parent's answer (the same failure).
-void on_fork_child() {
-  if (g_load_started.load(std::memory_order_relaxed) &&
-      !g_load_failed.load(std::memory_order_relaxed)) {
-    g_forked.store(true, std::memory_order_relaxed);
-  }
-}
+void on_fork_child() { g_once.on_fork_child(); }
 
 // Registered when libhurray is loaded, so that it is in place before any
 // load can begin.
@@ -143,7 +128,7 @@ bool resolve_all(Loader &l, CudaDriver &d) {
          l.get("cuCtxSynchronize", 2000, &d.ctx_synchronize);
 }
 
-void load() {
+bool load() {
   const char *env = std::getenv("HURRAY_CUDA_DRIVER_PATH");
   const bool overridden = env != nullptr && env[0] != '\0';
   const char *path = overridden ? env : "libcuda.so.1";
@@ -153,7 +138,7 @@ void load() {
     set_error("CUDA is unavailable: looked for %s (%s) and dlopen failed: %s", path,
               overridden ? "from HURRAY_CUDA_DRIVER_PATH" : "the NVIDIA driver library",
               why != nullptr ? why : "unknown error");
-    return;
+    return false;
   }
   CudaDriver d{};
   auto v2 = reinterpret_cast<GetProcV2>(dlsym(lib, "cuGetProcAddress_v2"));
@@ -163,24 +148,24 @@ void load() {
               "older than CUDA 11.3, which libhurray needs",
               path);
     dlclose(lib);
-    return;
+    return false;
   }
   d.proc_address_v2 = v2 != nullptr;
   Loader l(path, v2, v1);
-  if (!l.get("cuDriverGetVersion", 2020, &d.driver_get_version)) return;
+  if (!l.get("cuDriverGetVersion", 2020, &d.driver_get_version)) return false;
   CUresult r = d.driver_get_version(&d.version);
   if (r != CUDA_SUCCESS) {
     set_error("CUDA is unavailable: loaded %s, but cuDriverGetVersion failed with %s (%d)%s", path,
               cuda_error_name(r), static_cast<int>(r), hint_for(r));
-    return;
+    return false;
   }
   if (d.version < kCudaMinDriverVersion) {
     set_error("CUDA is unavailable: %s is driver version %d.%d; libhurray needs 11.3 or newer",
               path, d.version / 1000, d.version % 1000 / 10);
-    return;
+    return false;
   }
   l.set_driver_version(d.version);
-  if (!resolve_all(l, d)) return;
+  if (!resolve_all(l, d)) return false;
   // Optional (driver 12.0+): without it, d.ctx_get_id stays NULL. A failed
   // lookup here does not fail the load; its message is never shown.
   if (d.version >= 12000) (void)l.get("cuCtxGetId", 12000, &d.ctx_get_id);
@@ -188,13 +173,13 @@ void load() {
   if (r != CUDA_SUCCESS) {
     set_error("CUDA is unavailable: loaded %s (driver %d), but cuInit(0) failed with %s (%d)%s",
               path, d.version, cuda_error_name(r), static_cast<int>(r), hint_for(r));
-    return;
+    return false;
   }
   r = d.device_get_count(&d.device_count);
   if (r != CUDA_SUCCESS || d.device_count <= 0) {
     set_error("CUDA is unavailable: loaded %s (driver %d), but it sees no device (%s)", path,
               d.version, r != CUDA_SUCCESS ? cuda_error_name(r) : "cuDeviceGetCount returned 0");
-    return;
+    return false;
   }
   // Zeroed storage is a valid array of null atomics; never freed (releases
   // may run during process exit).
@@ -202,43 +187,32 @@ void load() {
       std::calloc(static_cast<size_t>(d.device_count), sizeof(PrimarySlot)));
   if (d.primary == nullptr) {
     set_error("CUDA is unavailable: allocating %d context slots failed", d.device_count);
-    return;
+    return false;
   }
   g_driver = d;
-  g_loaded = true;
+  return true;
 }
 
 }  // namespace
 
 const CudaDriver *cuda_driver() {
-  // Checked before the load: a child forked while the parent was loading
-  // must neither wait for nor redo that load.
-  if (g_forked.load(std::memory_order_relaxed)) {
-    fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-         "CUDA is unavailable in this process: it is a child forked after the parent had "
-         "initialised the driver (or begun to), which CUDA does not support");
-    return nullptr;
-  }
   (void)g_fork_handler_registered;
-  g_load_started.store(true, std::memory_order_relaxed);
-  std::call_once(g_once, [] {
-    load();
-    if (!g_loaded) g_load_failed.store(true, std::memory_order_relaxed);
-  });
-  if (!g_loaded) {
-    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
-    return nullptr;
+  switch (g_once.run(&load)) {
+    case LoaderOnce::Outcome::kLoaded: return &g_driver;
+    case LoaderOnce::Outcome::kForkedChild:
+      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+           "CUDA is unavailable in this process: it is a child forked after the parent had "
+           "initialised the driver (or begun to), which CUDA does not support");
+      return nullptr;
+    case LoaderOnce::Outcome::kFailed: break;
   }
-  return &g_driver;
+  fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
+  return nullptr;
 }
 
-const CudaDriver *loaded_cuda_driver() {
-  // A handle holding CUDA memory exists only after a successful load, which
-  // happened-before the handle was created: g_loaded is then visible.
-  return g_loaded ? &g_driver : nullptr;
-}
+const CudaDriver *loaded_cuda_driver() { return g_once.loaded() ? &g_driver : nullptr; }
 
-bool cuda_forked_child() { return g_forked.load(std::memory_order_relaxed); }
+bool cuda_forked_child() { return g_once.forked(); }
 
 const char *cuda_error_name(CUresult r) {
   switch (r) {

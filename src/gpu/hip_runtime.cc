@@ -11,10 +11,10 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 
 #include "../error.h"
 #include "diagnostics.h"
+#include "loader_once.h"
 
 namespace hurray {
 namespace {
@@ -22,25 +22,16 @@ namespace {
 constexpr const char *kCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6",
                                        "libamdhip64.so.5", "libamdhip64.so"};
 
-// Written once inside g_once; read-only afterwards.
+// Written once inside the load; read-only afterwards.
 HipRuntime g_runtime;
-bool g_loaded = false;
 char g_error[480];
 char g_path[256];
-std::once_flag g_once;
-std::atomic<bool> g_load_started{false};
-std::atomic<bool> g_load_failed{false};
-std::atomic<bool> g_forked{false};
+LoaderOnce g_once;
 std::atomic<bool> g_torn_down{false};
 
 // As for CUDA (cuda_driver.cc): a child forked once a load has begun is
 // refused the runtime, unless the parent's load failed.
-void on_fork_child() {
-  if (g_load_started.load(std::memory_order_relaxed) &&
-      !g_load_failed.load(std::memory_order_relaxed)) {
-    g_forked.store(true, std::memory_order_relaxed);
-  }
-}
+void on_fork_child() { g_once.on_fork_child(); }
 
 const bool g_fork_handler_registered = (register_fork_child_handler(&on_fork_child), true);
 
@@ -117,25 +108,25 @@ void *open_library() {
   return nullptr;
 }
 
-void load() {
+bool load() {
   void *lib = open_library();
-  if (lib == nullptr) return;
+  if (lib == nullptr) return false;
   // Can only fail with ENOMEM; releases at exit would then reach the
   // destroyed runtime, as in every program without this protection.
   (void)std::atexit(&on_exit);
   HipRuntime r{};
   r.path = g_path;
-  if (!resolve_all(lib, r)) return;
+  if (!resolve_all(lib, r)) return false;
   hipError_t e = r.runtime_get_version(&r.version);
   if (e != hipSuccess) {
     set_error("HIP is unavailable: loaded %s, but hipRuntimeGetVersion failed with %s (%d)",
               g_path, hip_error_name(e), static_cast<int>(e));
-    return;
+    return false;
   }
   if (r.version < kHipMinRuntimeVersion) {
     set_error("HIP is unavailable: %s is runtime version %d; libhurray needs ROCm 5 or newer",
               g_path, r.version);
-    return;
+    return false;
   }
   r.abi6 = r.version >= 60000000;
   e = r.get_device_count(&r.device_count);
@@ -143,39 +134,32 @@ void load() {
     set_error("HIP is unavailable: loaded %s (runtime %d), but it sees no device (%s%s)", g_path,
               r.version, e != hipSuccess ? "hipGetDeviceCount failed with " : "",
               e != hipSuccess ? hip_error_name(e) : "hipGetDeviceCount returned 0");
-    return;
+    return false;
   }
   g_runtime = r;
-  g_loaded = true;
+  return true;
 }
 
 }  // namespace
 
 const HipRuntime *hip_runtime() {
-  // Before the load: a child forked while the parent was loading must
-  // neither wait for nor redo that load.
-  if (g_forked.load(std::memory_order_relaxed)) {
-    fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-         "HIP is unavailable in this process: it is a child forked after the parent had "
-         "initialised the runtime (or begun to)");
-    return nullptr;
-  }
   (void)g_fork_handler_registered;
-  g_load_started.store(true, std::memory_order_relaxed);
-  std::call_once(g_once, [] {
-    load();
-    if (!g_loaded) g_load_failed.store(true, std::memory_order_relaxed);
-  });
-  if (!g_loaded) {
-    fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
-    return nullptr;
+  switch (g_once.run(&load)) {
+    case LoaderOnce::Outcome::kLoaded: return &g_runtime;
+    case LoaderOnce::Outcome::kForkedChild:
+      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+           "HIP is unavailable in this process: it is a child forked after the parent had "
+           "initialised the runtime (or begun to)");
+      return nullptr;
+    case LoaderOnce::Outcome::kFailed: break;
   }
-  return &g_runtime;
+  fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
+  return nullptr;
 }
 
-const HipRuntime *loaded_hip_runtime() { return g_loaded ? &g_runtime : nullptr; }
+const HipRuntime *loaded_hip_runtime() { return g_once.loaded() ? &g_runtime : nullptr; }
 
-bool hip_forked_child() { return g_forked.load(std::memory_order_relaxed); }
+bool hip_forked_child() { return g_once.forked(); }
 
 bool hip_torn_down() { return g_torn_down.load(std::memory_order_relaxed); }
 
