@@ -33,8 +33,7 @@ constexpr uint64_t kKnownFlags =
 }  // namespace
 
 int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
-                 uint64_t flags, void *stream, bool stream_of_other_device,
-                 hurray_buffer *out) {
+                 uint64_t flags, void *stream, int32_t stream_device, hurray_buffer *out) {
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if ((flags & ~kKnownFlags) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "flags 0x%" PRIx64 " has reserved bits set", flags);
@@ -66,7 +65,7 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   }
   DeviceMemory mem;  // ptr stays NULL for zero bytes (the backend checks the device only)
   mem.stream = stream;
-  st = a->allocate(device, nbytes, stream, stream_of_other_device, &mem);
+  st = a->allocate(device, nbytes, stream, stream_device, &mem);
   if (st != HURRAY_OK) {
     std::free(b);
     return st;
@@ -106,7 +105,8 @@ extern "C" {
 
 HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_t ndim,
                                 const int64_t *shape, uint64_t flags, hurray_buffer *out) {
-  return hurray::alloc_on(device, dtype, ndim, shape, flags, nullptr, false, out);
+  return hurray::alloc_on(device, dtype, ndim, shape, flags, nullptr, hurray::kStreamOfThisDevice,
+                          out);
 }
 
 }  // extern "C"

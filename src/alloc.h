@@ -11,11 +11,12 @@
 namespace hurray {
 
 // hurray_alloc with an optional stream (NULL: synchronous). Same contract.
-// `stream_of_other_device`: the caller knows `stream` belongs to another
-// device than `device` (a copy queued there writes the memory): allocated
-// synchronously, the release ordered after that stream.
+// `stream_device`: -1 (kStreamOfThisDevice), or the other device the caller
+// knows `stream` belongs to (a copy queued there writes the memory):
+// allocated synchronously, the release ordered after that stream, or for
+// the per-thread default stream after that device's whole context.
 int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
-                 uint64_t flags, void *stream, bool stream_of_other_device, hurray_buffer *out);
+                 uint64_t flags, void *stream, int32_t stream_device, hurray_buffer *out);
 
 // The handle of freshly allocated compact memory: copies `shape` into
 // dims[0..ndim) and writes its row-major strides into dims[ndim..2*ndim);

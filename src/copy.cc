@@ -178,16 +178,17 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   // (the source's when both sides are device memory). A destination on
   // another device is allocated synchronously on it, its release ordered
   // after the stream (the copy is queued there, in the stream's own
-  // context). The per-thread default stream is never used for allocation on
-  // another device: it would name the releasing thread's stream.
+  // context); with the per-thread default stream (2), which names the
+  // releasing thread's own stream at release, after every stream of the
+  // stream's device.
   const bool dst_on_device = is_device_memory(device.device_type);
   const bool other_device = device.device_id != ordinal;
-  void *alloc_stream = dst_on_device && (!other_device || !is_per_thread_stream(stream))
-                           ? allocation_stream(stream)
-                           : nullptr;
+  void *alloc_stream = dst_on_device ? allocation_stream(stream) : nullptr;
+  const int32_t stream_device =
+      alloc_stream != nullptr && other_device ? ordinal : kStreamOfThisDevice;
   hurray_buffer dst;
-  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream,
-                alloc_stream != nullptr && other_device, &dst);
+  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, stream_device,
+                &dst);
   if (st != HURRAY_OK) return st;
   if (e.numel > 0) {
     if (host_only && src->device.device_type != HURRAY_DEVICE_CPU) {

@@ -35,7 +35,9 @@ struct Stub {
                 "(%s=OFF)",
                 M.vendor, M.types, M.vendor, M.option);
   }
-  static int32_t allocate(hurray_device, uint64_t, void *, bool, DeviceMemory *) { return load(); }
+  static int32_t allocate(hurray_device, uint64_t, void *, int32_t, DeviceMemory *) {
+    return load();
+  }
   // Nothing was ever allocated through a stub.
   static void deallocate(hurray_device, const DeviceMemory &) {}
   static int32_t copy(int32_t, void *, const void *, uint64_t, void *) { return load(); }

@@ -30,6 +30,10 @@ struct DeviceMemory {
   // How the release is ordered (a vendor's own enumeration; 0: synchronous
   // free, nothing else to wait for).
   uint32_t order = 0;
+  // The device `stream` belongs to when the allocator was told it is
+  // another device than the memory's (a copy queued there uses the memory);
+  // -1 otherwise. The release waits for that device's work there.
+  int32_t stream_device = -1;
 };
 
 // One vendor's operations. Every function but `deallocate` returns a
@@ -44,12 +48,14 @@ struct DeviceBackend {
   // Allocates `nbytes` on `device`, stream-ordered on `stream` when it is
   // non-NULL, and fills *mem. With `nbytes` 0 nothing is allocated and
   // mem->ptr stays NULL, but the answer for a missing runtime or device is
-  // the same as for a non-empty request. `stream_of_other_device`: the
-  // caller knows `stream` belongs to another device; the memory is then
-  // allocated synchronously and its release ordered after that stream. On
+  // the same as for a non-empty request. `stream_device`: -1, or the
+  // ordinal of the other device the caller knows `stream` belongs to; the
+  // memory is then allocated synchronously and its release ordered after
+  // that stream (for the per-thread default stream 2, after that device's
+  // whole context: the handle names the releasing thread's stream). On
   // failure returns a status with the message set and leaves *mem untouched.
   int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream,
-                      bool stream_of_other_device, DeviceMemory *mem);
+                      int32_t stream_device, DeviceMemory *mem);
   // Frees what `allocate` returned (mem.ptr non-NULL), with the same
   // device. Called from any thread, including during process exit; never
   // fails loudly (gpu/diagnostics.h counts what goes wrong).
@@ -110,6 +116,10 @@ inline bool is_per_thread_stream(const void *stream) {
 // (docs/impl/gpu.md §2), and a stream of another device likewise
 // synchronously, its release ordered after that stream.
 inline void *allocation_stream(void *stream) { return stream; }
+
+// `stream_device` for an allocator when the stream is the memory's own
+// device's (or the allocator is to find out).
+constexpr int32_t kStreamOfThisDevice = -1;
 
 }  // namespace hurray
 

@@ -265,6 +265,10 @@ enum Order : uint32_t {
   kFreeOnStream = 1,     // cuMemFreeAsync on mem.stream (after checking it)
   kFreeAfterContext = 2,  // per-thread default stream: cuCtxSynchronize, then cuMemFree
   kFreeAfterStream = 3,  // a stream of another context: cuStreamSynchronize, then cuMemFree
+  // The per-thread default stream of another device (mem.stream_device; a
+  // copy queued there from device memory of that device): cuCtxSynchronize in
+  // that device's primary context, then cuMemFree.
+  kFreeAfterOtherContext = 4,
 };
 
 constexpr uintptr_t kLegacyStream = 1;  // CU_STREAM_LEGACY
@@ -273,8 +277,9 @@ bool is_legacy(const void *stream) { return reinterpret_cast<uintptr_t>(stream) 
 
 void cuda_deallocate(hurray_device device, const DeviceMemory &mem);
 
-int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, bool other_device,
+int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32_t stream_device,
                       DeviceMemory *mem) {
+  const bool other_device = stream_device >= 0 && stream_device != device.device_id;
   const int32_t type = device.device_type;
   if (nbytes == 0) {
     // No memory to allocate, but the same answer as a one-element request
@@ -286,6 +291,7 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, bool 
   const size_t n = static_cast<size_t>(nbytes);
   DeviceMemory m;
   m.stream = stream;
+  if (other_device) m.stream_device = stream_device;
   const char *call = type == HURRAY_DEVICE_CUDA_HOST      ? "cuMemHostAlloc"
                      : type == HURRAY_DEVICE_CUDA_MANAGED ? "cuMemAllocManaged"
                      : stream != nullptr && !is_per_thread_stream(stream) && !other_device
@@ -310,9 +316,10 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, bool 
         } else if (is_per_thread_stream(stream)) {
           // The handle names the releasing thread's stream at release:
           // allocate synchronously, and order the free after every stream
-          // of the context (gpu §2).
+          // of the context (gpu §2), or of the other device's context whose
+          // per-thread stream a copy into this memory was queued on.
           r = d.mem_alloc(&dp, n);
-          m.order = kFreeAfterContext;
+          m.order = other_device ? kFreeAfterOtherContext : kFreeAfterContext;
         } else if (other_device) {
           // The caller knows the stream is another device's (a copy queued
           // there writes this memory): as below, without asking.
@@ -365,6 +372,29 @@ bool stream_is_alive(CUresult query) {
          query == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
+// Waits for every stream of the primary context of device `ordinal`, the
+// per-thread ones of every thread included, with that context pushed (and
+// popped again). A context reset since then took its work with it: nothing
+// to wait for.
+CUresult synchronize_other_context(const CudaDriver &d, int ordinal, const char **call) {
+  const PrimarySlot &slot = d.primary[ordinal];
+  CUcontext ctx = slot.ctx.load(std::memory_order_acquire);
+  bool alive = false;
+  CUresult r = context_alive(d, ordinal, slot.id.load(std::memory_order_acquire), &alive);
+  if (r != CUDA_SUCCESS || !alive) return r;
+  ContextScope in_other(d);
+  r = in_other.enter(ctx, call);
+  if (r != CUDA_SUCCESS) return r;
+  *call = "cuCtxSynchronize";
+  r = d.ctx_synchronize();
+  const CUresult pop = in_other.leave();
+  if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
+    *call = "cuCtxPopCurrent";
+    r = pop;
+  }
+  return r;
+}
+
 // The free of `mem` with the owner's context current; *call names the call
 // that failed. Orders the free as mem.order says.
 CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &mem,
@@ -398,6 +428,9 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
     case kFreeAfterContext:
       *call = "cuCtxSynchronize";
       r = d.ctx_synchronize();
+      break;
+    case kFreeAfterOtherContext:
+      r = synchronize_other_context(d, mem.stream_device, call);
       break;
     case kFreeAfterStream: {
       // The stream belongs to another device's context: wait for it there.

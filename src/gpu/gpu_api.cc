@@ -16,7 +16,8 @@ HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, 
                 "NULL stream for a synchronous allocation)",
                 device_type_name(device.device_type));
   }
-  return alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream), false, out);
+  return alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream), kStreamOfThisDevice,
+                  out);
 }
 
 HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_stream,

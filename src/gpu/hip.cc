@@ -22,9 +22,13 @@ namespace {
 
 // DeviceMemory::order for HIP: 0 free at once (or on the stream), 1
 // per-thread default stream: hipDeviceSynchronize, then hipFree; 2 a stream
-// of another device: hipStreamSynchronize(stream), then hipFree.
+// of another device: hipStreamSynchronize(stream), then hipFree; 3 the
+// per-thread default stream of another device (mem.stream_device, a copy
+// queued there): hipDeviceSynchronize with that device current, then
+// hipFree.
 constexpr uint32_t kFreeAfterDevice = 1;
 constexpr uint32_t kFreeAfterStream = 2;
+constexpr uint32_t kFreeAfterOtherDevice = 3;
 
 bool is_teardown(hipError_t e) {
   return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
@@ -140,13 +144,16 @@ int32_t with_device(int32_t device_type, int32_t device_id, const char **call, O
 
 void hip_deallocate(hurray_device device, const DeviceMemory &mem);
 
-int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, bool other_device,
+int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int32_t stream_device,
                      DeviceMemory *mem) {
+  const bool other_device = stream_device >= 0 && stream_device != device.device_id;
   const int32_t type = device.device_type;
   const size_t n = static_cast<size_t>(nbytes);
   // hipStreamPerThread: allocated synchronously, the release ordered after
-  // the whole device (gpu §2). A stream the caller knows to be another
-  // device's: allocated synchronously, the release ordered after it.
+  // the whole device (gpu §2), or after the whole other device whose
+  // per-thread stream a copy into this memory was queued on. A stream the
+  // caller knows to be another device's: allocated synchronously, the
+  // release ordered after it.
   const bool per_thread = is_per_thread_stream(stream_in);
   const bool after_stream = other_device && stream_in != nullptr && !per_thread;
   void *const stream = per_thread || after_stream ? nullptr : stream_in;
@@ -168,7 +175,11 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, boo
   }
   DeviceMemory m;
   m.stream = after_stream ? stream_in : stream;
-  m.order = per_thread ? kFreeAfterDevice : after_stream ? kFreeAfterStream : 0;
+  m.order = per_thread && other_device ? kFreeAfterOtherDevice
+            : per_thread               ? kFreeAfterDevice
+            : after_stream             ? kFreeAfterStream
+                                       : 0;
+  if (other_device) m.stream_device = stream_device;
   void *&p = m.ptr;
   int32_t st = with_device(type, device.device_id, &call, [&](const HipRuntime &r) {
     void *q = nullptr;
@@ -194,10 +205,87 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, boo
   return HURRAY_OK;
 }
 
+// A stream the runtime still knows answers hipStreamQuery with success,
+// "not ready" or a capture status. One its owner destroyed is answered
+// hipErrorContextIsDestroyed by ROCm (the API reference lists
+// hipErrorInvalidHandle); either way, anything else.
+bool stream_is_alive(hipError_t query) {
+  return query == hipSuccess || query == hipErrorNotReady ||
+         query == hipErrorStreamCaptureUnsupported || query == hipErrorStreamCaptureInvalidated ||
+         query == hipErrorStreamCaptureImplicit;
+}
+
+// Waits for every stream of device `other` with it current, then makes
+// `owner` current again.
+hipError_t synchronize_other_device(const HipRuntime &r, int other, int owner, const char **call) {
+  *call = "hipSetDevice";
+  hipError_t e = r.set_device(other);
+  if (e != hipSuccess) return e;
+  *call = "hipDeviceSynchronize";  // every stream of that device, per-thread ones included
+  e = r.device_synchronize();
+  const hipError_t back = r.set_device(owner);
+  if (e == hipSuccess && back != hipSuccess) {
+    *call = "hipSetDevice";
+    e = back;
+  }
+  return e;
+}
+
+// The free of device memory `mem` of `owner`, with it current; *call names
+// the call that failed. Orders the free as mem.order says. A stream that
+// its owner destroyed before the release (hipStreamQuery fails) cannot take
+// the free: the device's remaining work is waited for with
+// hipDeviceSynchronize (for a stream of another device, on that device),
+// then the free is synchronous; counted in stream_fallback_frees.
+hipError_t free_on_device(const HipRuntime &r, int owner, const DeviceMemory &mem,
+                          const char **call) {
+  void *const ptr = mem.ptr;
+  hipStream_t stream = static_cast<hipStream_t>(mem.stream);
+  hipError_t e = hipSuccess;
+  if (stream != nullptr && r.stream_query != nullptr) {
+    *call = "hipStreamQuery";
+    e = r.stream_query(stream);
+    if (e == hipErrorDeinitialized) return e;
+    if (!stream_is_alive(e)) {
+      count_stream_fallback();
+      if (mem.stream_device >= 0) {
+        e = synchronize_other_device(r, mem.stream_device, owner, call);
+      } else {
+        *call = "hipDeviceSynchronize";
+        e = r.device_synchronize();
+      }
+      if (e != hipSuccess) return e;  // not ordered: leaking beats freeing memory in use
+      *call = "hipFree";
+      return r.device_free(ptr);
+    }
+  }
+  switch (mem.order) {
+    case kFreeAfterStream:
+      *call = "hipStreamSynchronize";  // the other device's stream still using the memory
+      e = r.stream_synchronize(stream);
+      break;
+    case kFreeAfterDevice:
+      *call = "hipDeviceSynchronize";  // every stream of the device, per-thread ones included
+      e = r.device_synchronize();
+      break;
+    case kFreeAfterOtherDevice:
+      e = synchronize_other_device(r, mem.stream_device, owner, call);
+      break;
+    default:
+      if (stream != nullptr) {
+        *call = "hipFreeAsync";
+        return r.free_async(ptr, stream);
+      }
+      break;
+  }
+  if (e != hipSuccess) return e;  // not ordered: leaking beats freeing memory in use
+  *call = "hipFree";
+  return r.device_free(ptr);
+}
+
 // Release path: never sets the thread's message, never prints.
 void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
   void *const ptr = mem.ptr;
-  void *const stream = mem.stream;
   if (hip_forked_child()) return count_fork_skip();
   if (hip_torn_down()) return count_teardown_leak();
   const HipRuntime *r = loaded_hip_runtime();  // loaded: it allocated ptr
@@ -211,27 +299,7 @@ void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
   } else {
     DeviceScope scope(*r);
     e = scope.enter(device.device_id, &call);
-    if (e == hipSuccess && mem.order == kFreeAfterStream) {
-      call = "hipStreamSynchronize";  // the other device's stream still using the memory
-      e = r->stream_synchronize(static_cast<hipStream_t>(stream));
-      if (e == hipSuccess) {
-        call = "hipFree";
-        e = r->device_free(ptr);
-      }
-    } else if (e == hipSuccess && stream != nullptr) {
-      call = "hipFreeAsync";
-      e = r->free_async(ptr, static_cast<hipStream_t>(stream));
-    } else if (e == hipSuccess && mem.order == kFreeAfterDevice) {
-      call = "hipDeviceSynchronize";  // every stream of the device, per-thread ones included
-      e = r->device_synchronize();
-      if (e == hipSuccess) {
-        call = "hipFree";
-        e = r->device_free(ptr);
-      }
-    } else if (e == hipSuccess) {
-      call = "hipFree";
-      e = r->device_free(ptr);
-    }
+    if (e == hipSuccess) e = free_on_device(*r, device.device_id, mem, &call);
     restore = scope.leave();
     saved = scope.saved();
   }

@@ -76,7 +76,8 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipPointerGetAttributes", &r.pointer_get_attributes) &&
          get(lib, "hipMemcpy2DAsync", &r.memcpy_2d_async, false) &&
          get(lib, "hipMemcpy3DAsync", &r.memcpy_3d_async, false) &&
-         get(lib, "hipDeviceSynchronize", &r.device_synchronize);
+         get(lib, "hipDeviceSynchronize", &r.device_synchronize) &&
+         get(lib, "hipStreamQuery", &r.stream_query, false);
 }
 
 void *open_library() {

@@ -121,6 +121,55 @@ class Recorder {
     return true;
   }
 
+  // Ordering of queued work, so that tests can see a free that nothing
+  // ordered after the work still using the memory (both fakes run every
+  // copy at once, but treat it as pending until a synchronisation covers
+  // it). A copy queued on `stream` with `device`'s context / device current
+  // uses the allocations holding `dst` and `src` (addresses outside the
+  // fake's memory are ignored) until stream_synchronized or
+  // device_synchronized covers it. NULL, the legacy (1) and the per-thread
+  // (2) handles name a stream of the current device; 2 also only the
+  // queuing thread's.
+  void queue_work(const void *dst, const void *src, int device, const void *stream) {
+    if (!recording.load(std::memory_order_relaxed)) return;
+    const uint64_t self = static_cast<uint64_t>(pthread_self());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const void *p : {dst, src}) {
+      uintptr_t base = 0;
+      if (base_of(p, &base)) pending_.push_back(Pending{base, device, stream, self});
+    }
+  }
+  // cuStreamSynchronize / hipStreamSynchronize on the calling thread.
+  void stream_synchronized(const void *stream, int device) {
+    if (!recording.load(std::memory_order_relaxed)) return;  // benchmarks: no bookkeeping
+    const uint64_t self = static_cast<uint64_t>(pthread_self());
+    std::lock_guard<std::mutex> lock(mu_);
+    erase_pending([&](const Pending &w) { return covers(w, stream, device, self); });
+  }
+  // cuCtxSynchronize / hipDeviceSynchronize: every stream of `device`.
+  void device_synchronized(int device) {
+    if (!recording.load(std::memory_order_relaxed)) return;  // benchmarks: no bookkeeping
+    std::lock_guard<std::mutex> lock(mu_);
+    erase_pending([&](const Pending &w) { return w.device == device; });
+  }
+  // A free of `p` (on `stream`, NULL: synchronous, with `device` current):
+  // counted in unordered_frees when queued work that the free is not
+  // ordered after still uses `p`. A synchronous free counts any such work,
+  // whatever implicit synchronisation the real driver might add.
+  void check_free(const void *p, const void *stream, int device) {
+    if (!recording.load(std::memory_order_relaxed)) return;  // benchmarks: no bookkeeping
+    const uint64_t self = static_cast<uint64_t>(pthread_self());
+    std::lock_guard<std::mutex> lock(mu_);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+    bool unordered = false;
+    erase_pending([&](const Pending &w) {
+      if (w.base != base) return false;
+      if (stream == nullptr || !covers(w, stream, device, self)) unordered = true;
+      return true;
+    });
+    if (unordered) unordered_frees.fetch_add(1);
+  }
+
   // --- control API ---
   void reset() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -150,8 +199,43 @@ class Recorder {
   std::atomic<bool> deinitialized{false};
   std::atomic<bool> recording{true};
   std::atomic<int> init_count{0};
+  std::atomic<int> unordered_frees{0};
 
  private:
+  struct Pending {
+    uintptr_t base;   // the allocation used
+    int device;       // context / device current when it was queued
+    const void *stream;
+    uint64_t thread;  // the queuing thread
+  };
+  static bool is_relative(const void *stream) {
+    return reinterpret_cast<uintptr_t>(stream) <= 2;  // NULL, legacy, per-thread
+  }
+  // Whether a synchronisation of (or a free on) `stream` with `device`
+  // current on thread `self` is ordered after `w`.
+  static bool covers(const Pending &w, const void *stream, int device, uint64_t self) {
+    if (w.stream != stream) return false;
+    if (is_relative(stream) && w.device != device) return false;
+    return reinterpret_cast<uintptr_t>(stream) != 2 || w.thread == self;
+  }
+  template <typename Pred>
+  void erase_pending(Pred pred) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      it = pred(*it) ? pending_.erase(it) : it + 1;
+    }
+  }
+  // The base of the allocation holding `p` (mu_ held).
+  bool base_of(const void *p, uintptr_t *base) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = allocs_.upper_bound(a);
+    if (it == allocs_.begin()) return false;
+    --it;
+    if (a >= it->first + (it->second.bytes > 0 ? it->second.bytes : 1)) return false;
+    *base = it->first;
+    return true;
+  }
+
+  std::vector<Pending> pending_;
   std::mutex mu_;
   std::vector<fake_call> log_;
   std::map<std::string, std::pair<int, int>> inject_;  // fn -> (result, remaining; -1 forever)
@@ -179,6 +263,9 @@ class Recorder {
   FAKE_EXPORT int prefix##init_count(void) { return fake::Recorder::get().init_count.load(); } \
   FAKE_EXPORT void prefix##set_recording(int on) {                                      \
     fake::Recorder::get().recording.store(on != 0);                                     \
+  }                                                                                     \
+  FAKE_EXPORT int prefix##unordered_frees(void) {                                       \
+    return fake::Recorder::get().unordered_frees.load();                                \
   }
 
 #endif  // HURRAY_TESTS_FAKES_FAKE_COMMON_H_

@@ -72,7 +72,13 @@ typedef struct fake_call {
   /* Times the library was initialised (cuInit / first HIP call). */          \
   int prefix##init_count(void);                                               \
   /* Stops (0) or resumes (1) logging calls, for benchmarks. */               \
-  void prefix##set_recording(int on);
+  void prefix##set_recording(int on);                                         \
+  /* Frees of memory that a copy queued on a stream still uses, the free not  \
+     ordered after it: a synchronous free (the driver's implicit              \
+     synchronisation does not count) or a free on another stream, with no     \
+     synchronisation of that stream (or of its whole context / device) in     \
+     between. The per-thread default stream (2) is each thread's own. */      \
+  int prefix##unordered_frees(void);
 
 FAKE_CONTROL_API(fake_cuda_)
 FAKE_CONTROL_API(fake_hip_)
@@ -135,6 +141,16 @@ void fake_cuda_stream_destroy(void *stream);
    like the CUDA ones) and refuse pitches below the width. */
 int fake_hip_current_device(void);
 void fake_hip_set_current_device(int d);
+/* A stream, and its destruction by its owner: afterwards hipStreamQuery,
+   hipStreamSynchronize, hipMallocAsync, hipFreeAsync, hipMemcpyAsync,
+   hipEventRecord and hipStreamWaitEvent on it return `error` (0:
+   hipErrorContextIsDestroyed (709), what ROCm's runtime answers for a stream
+   it no longer knows; the HIP API reference lists hipErrorInvalidHandle
+   (400)). Streams the fake did not make are always alive, and
+   hipStreamQuery answers hipSuccess for them (the fake's work is done at
+   once). */
+void *fake_hip_stream_create(int d);
+void fake_hip_stream_destroy(void *stream, int error);
 
 #ifdef __cplusplus
 } /* extern "C" */

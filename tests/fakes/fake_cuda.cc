@@ -273,6 +273,7 @@ CUresult free_common(const char *fn, void *p, bool device_or_managed, CUstream s
     int sdev = -1;
     if (stream_state(stream, &sdev) == 2) return done(fn, CUDA_ERROR_INVALID_HANDLE, p, stream);
   }
+  rec().check_free(p, stream, current_device());
   if (!rec().release(p, device_or_managed)) return done(fn, CUDA_ERROR_INVALID_VALUE, p, stream);
   return done(fn, CUDA_SUCCESS, p, stream);
 }
@@ -287,6 +288,7 @@ CUresult f_memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream
   FAKE_ENTER("cuMemcpyAsync", as_ptr(dst), s, bytes);
   if (CUresult e = context_error()) return done("cuMemcpyAsync", e, as_ptr(dst), s, bytes);
   std::memcpy(as_ptr(dst), as_ptr(src), bytes);  // host-backed: "done" at once
+  rec().queue_work(as_ptr(dst), as_ptr(src), current_device(), s);  // pending until synchronised
   return done("cuMemcpyAsync", CUDA_SUCCESS, as_ptr(dst), s, bytes, as_ptr(src));
 }
 
@@ -295,6 +297,7 @@ CUresult f_stream_synchronize(CUstream s) {
   if (CUresult e = context_error()) return done("cuStreamSynchronize", e, nullptr, s);
   int sdev = -1;
   if (stream_state(s, &sdev) == 2) return done("cuStreamSynchronize", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
+  rec().stream_synchronized(s, current_device());
   return done("cuStreamSynchronize", CUDA_SUCCESS, nullptr, s);
 }
 
@@ -385,6 +388,7 @@ CUresult f_memcpy_2d_async(const CUDA_MEMCPY2D *m, CUstream s) {
   for (size_t r = 0; r < m->Height; ++r) {
     std::memcpy(dp + r * m->dstPitch, sp + r * m->srcPitch, m->WidthInBytes);
   }
+  rec().queue_work(dst, src, current_device(), s);
   return done(fn, CUDA_SUCCESS, dst, s, m->WidthInBytes * m->Height, src);
 }
 
@@ -411,6 +415,7 @@ CUresult f_memcpy_3d_async(const CUDA_MEMCPY3D *m, CUstream s) {
                   sp + (z * m->srcHeight + r) * m->srcPitch, m->WidthInBytes);
     }
   }
+  rec().queue_work(dst, src, current_device(), s);
   return done(fn, CUDA_SUCCESS, dst, s, bytes, src);
 }
 
@@ -506,6 +511,10 @@ CUresult f_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigne
   hurray_strided_kernel_params p;
   std::memcpy(&p, params[0], sizeof p);
   const CUresult r = run_strided_kernel(p, current_device());
+  if (r == CUDA_SUCCESS) {
+    rec().queue_work(reinterpret_cast<void *>(static_cast<uintptr_t>(p.dst)),
+                     reinterpret_cast<void *>(static_cast<uintptr_t>(p.src)), current_device(), s);
+  }
   return done(fn, r, reinterpret_cast<void *>(static_cast<uintptr_t>(p.dst)), s,
               p.numel * p.units * p.unit, reinterpret_cast<void *>(static_cast<uintptr_t>(p.src)));
 }
@@ -544,6 +553,7 @@ CUresult f_ctx_get_id(CUcontext ctx, unsigned long long *id) {
 CUresult f_ctx_synchronize() {
   FAKE_ENTER("cuCtxSynchronize");
   if (CUresult e = context_error()) return done("cuCtxSynchronize", e);
+  rec().device_synchronized(current_device());
   return done("cuCtxSynchronize", CUDA_SUCCESS);
 }
 

@@ -30,6 +30,7 @@ constexpr hipError_t kOutOfMemory = 2;
 constexpr hipError_t kDeinitialized = 4;
 constexpr hipError_t kNoDevice = 100;
 constexpr hipError_t kInvalidDevice = 101;
+constexpr hipError_t kContextIsDestroyed = 709;  // ROCm's answer for a stream it no longer knows
 
 // hipPointerAttribute_t: same layout in ROCm 5 and 6.
 struct PointerAttributes {
@@ -54,6 +55,16 @@ const Config &config() {
 thread_local int t_device = 0;
 
 fake::Recorder &rec() { return fake::Recorder::get(); }
+
+// Streams made with fake_hip_stream_create: the error calls on one return
+// once it is destroyed (0 while alive). The addresses are never reused.
+std::mutex g_streams_mu;
+std::map<const void *, hipError_t> &g_streams = *new std::map<const void *, hipError_t>;
+hipError_t stream_error(const void *s) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  return it == g_streams.end() ? kSuccess : it->second;
+}
 
 void teardown_at_exit() { rec().deinitialized.store(true); }
 
@@ -104,6 +115,7 @@ hipError_t done(const char *fn, hipError_t r, const void *ptr = nullptr,
 hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
                         hipStream_t stream) {
   FAKE_ENTER(fn, nullptr, stream, bytes);
+  if (hipError_t e = stream_error(stream)) return done(fn, e, nullptr, stream, bytes);
   if (bytes == 0) return done(fn, kInvalidValue, nullptr, stream, bytes);
   void *p = rec().allocate(bytes, kind, kind == fake::Kind::kPinned ? -1 : t_device);
   if (p == nullptr) return done(fn, kOutOfMemory, nullptr, stream, bytes);
@@ -113,6 +125,8 @@ hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kin
 
 hipError_t free_common(const char *fn, void *p, bool device_or_managed, hipStream_t stream) {
   FAKE_ENTER(fn, p, stream);
+  if (hipError_t e = stream_error(stream)) return done(fn, e, p, stream);
+  rec().check_free(p, stream, t_device);
   if (!rec().release(p, device_or_managed)) return done(fn, kInvalidValue, p, stream);
   return done(fn, kSuccess, p, stream);
 }
@@ -167,7 +181,9 @@ FAKE_EXPORT hipError_t hipHostFree(void *p) { return free_common("hipHostFree", 
 FAKE_EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t bytes, int /*kind*/,
                                       hipStream_t s) {
   FAKE_ENTER("hipMemcpyAsync", dst, s, bytes);
+  if (hipError_t e = stream_error(s)) return done("hipMemcpyAsync", e, dst, s, bytes, src);
   std::memcpy(dst, src, bytes);
+  rec().queue_work(dst, src, t_device, s);  // pending until synchronised
   return done("hipMemcpyAsync", kSuccess, dst, s, bytes, src);
 }
 
@@ -207,6 +223,7 @@ FAKE_EXPORT hipError_t hipMemcpy2DAsync(void *dst, size_t dpitch, const void *sr
     std::memcpy(static_cast<char *>(dst) + r * dpitch, static_cast<const char *>(src) + r * spitch,
                 width);
   }
+  rec().queue_work(dst, src, t_device, s);
   return done("hipMemcpy2DAsync", kSuccess, dst, s, width * height, src);
 }
 
@@ -228,17 +245,27 @@ FAKE_EXPORT hipError_t hipMemcpy3DAsync(const Memcpy3DParms *p, hipStream_t s) {
                   p->extent.width);
     }
   }
+  rec().queue_work(dp.ptr, sp.ptr, t_device, s);
   return done("hipMemcpy3DAsync", kSuccess, dp.ptr, s, bytes, sp.ptr);
 }
 
 FAKE_EXPORT hipError_t hipDeviceSynchronize(void) {
   FAKE_ENTER("hipDeviceSynchronize");
+  rec().device_synchronized(t_device);
   return done("hipDeviceSynchronize", kSuccess);
 }
 
 FAKE_EXPORT hipError_t hipStreamSynchronize(hipStream_t s) {
   FAKE_ENTER("hipStreamSynchronize", nullptr, s);
+  if (hipError_t e = stream_error(s)) return done("hipStreamSynchronize", e, nullptr, s);
+  rec().stream_synchronized(s, t_device);
   return done("hipStreamSynchronize", kSuccess, nullptr, s);
+}
+
+// Work is done at once, so a live stream is always idle.
+FAKE_EXPORT hipError_t hipStreamQuery(hipStream_t s) {
+  FAKE_ENTER("hipStreamQuery", nullptr, s);
+  return done("hipStreamQuery", stream_error(s), nullptr, s);
 }
 
 FAKE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *ev, unsigned) {
@@ -249,12 +276,14 @@ FAKE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *ev, unsigned) {
 
 FAKE_EXPORT hipError_t hipEventRecord(hipEvent_t ev, hipStream_t s) {
   FAKE_ENTER("hipEventRecord", ev, s);
+  if (hipError_t e = stream_error(s)) return done("hipEventRecord", e, ev, s);
   ev->recorded_on = s;
   return done("hipEventRecord", kSuccess, ev, s);
 }
 
 FAKE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t ev, unsigned int) {
   FAKE_ENTER("hipStreamWaitEvent", ev, s);
+  if (hipError_t e = stream_error(s)) return done("hipStreamWaitEvent", e, ev, s);
   return done("hipStreamWaitEvent", kSuccess, ev, s, 0, ev->recorded_on);
 }
 
@@ -289,3 +318,16 @@ FAKE_DEFINE_CONTROL_API(fake_hip_)
 
 FAKE_EXPORT int fake_hip_current_device(void) { return t_device; }
 FAKE_EXPORT void fake_hip_set_current_device(int d) { t_device = d; }
+
+FAKE_EXPORT void *fake_hip_stream_create(int device) {
+  (void)device;  // HIP streams are not tied to the caller's current device here
+  void *s = new char;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  g_streams[s] = kSuccess;
+  return s;
+}
+FAKE_EXPORT void fake_hip_stream_destroy(void *s, int error) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  if (it != g_streams.end()) it->second = error != 0 ? error : kContextIsDestroyed;
+}

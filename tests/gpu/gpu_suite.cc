@@ -572,6 +572,96 @@ int main(int argc, char **argv) {
           out.c_str());
   });
 
+  // Defect 7: the per-thread default stream and a destination on another
+  // device. The copying thread queues a peer copy on its own per-thread
+  // stream in device 0's context and more work behind it; another thread
+  // releases the destination at once, which must wait for device 0's
+  // context first (run under compute-sanitizer, a free before the copy
+  // finished would be reported).
+  if (devices > 1) {
+    run("stream-2 copy to device 1, freed on another thread", [&] {
+      void *const per_thread = reinterpret_cast<void *>(2);  // CU_STREAM_PER_THREAD
+      hurray_buffer cpu = iota_cpu(kN, 5.0f);
+      hurray_buffer src{}, dst{}, check{};
+      CHECK_OK(hurray_copy(&cpu, {HURRAY_DEVICE_CUDA, 0}, &src));
+      const uint64_t failed = failed_releases();
+      std::string copier_failed;  // a CHECK must not throw out of a thread
+      std::thread([&] {
+        try {
+          for (int i = 0; i < 8; ++i) {
+            hurray_buffer peer{};
+            CHECK_OK(hurray_copy_async(&src, {HURRAY_DEVICE_CUDA, 1}, per_thread, &peer));
+            if (i == 0) {
+              // The peer copy is ordered on this thread's per-thread stream
+              // of device 0 only: wait for it there before reading.
+              CUdevice d0;
+              CUcontext c0;
+              CU(cuDeviceGet(&d0, 0));
+              CU(cuDevicePrimaryCtxRetain(&c0, d0));
+              CU(cuCtxPushCurrent(c0));
+              CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+              CU(cuCtxPopCurrent(&c0));
+              CU(cuDevicePrimaryCtxRelease(d0));
+              CHECK_OK(hurray_copy(&peer, {HURRAY_DEVICE_CUDA, 1}, &check));
+              expect_iota(check, kN, 5.0f);
+            }
+            if (i == 7) {
+              dst = peer;  // released below, on yet another thread, right away
+            } else {
+              std::thread([&] { hurray_buffer_release(&peer); }).join();
+            }
+          }
+        } catch (const Failure &f) {
+          copier_failed = f.why;
+        }
+      }).join();
+      CHECK(copier_failed.empty(), "copying thread: %s", copier_failed.c_str());
+      CUcontext after = reinterpret_cast<CUcontext>(1);
+      std::thread([&] {
+        hurray_buffer_release(&dst);
+        cuCtxGetCurrent(&after);
+      }).join();
+      CHECK(after == nullptr, "the releasing thread was left with a context");
+      CHECK(failed_releases() == failed, "a release failed");
+      hurray_buffer_release(&check);
+      hurray_buffer_release(&src);
+      hurray_buffer_release(&cpu);
+    });
+  } else {
+    std::printf("SKIP %-44s needs two devices\n", "stream-2 copy to device 1, freed on another thread");
+  }
+
+  // Defect 8: the allocation's stream destroyed by its owner (with work
+  // still queued) before the release: a synchronous free, counted.
+  run("stream destroyed before the release", [&] {
+    CUcontext ctx;
+    CUdevice dev;
+    CU(cuDeviceGet(&dev, 0));
+    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CU(cuCtxPushCurrent(ctx));
+    CUstream s;
+    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    hurray_buffer cpu = iota_cpu(kN, 7.0f);
+    hurray_buffer g{};
+    CHECK_OK(hurray_copy_async(&cpu, {HURRAY_DEVICE_CUDA, 0}, s, &g));
+    hurray_buffer back{};
+    CHECK_OK(hurray_copy_async(&g, {HURRAY_DEVICE_CPU, 0}, s, &back));
+    CU(cuStreamDestroy(s));
+    const hurray_diagnostics before = diagnostics();
+    std::thread([&] { hurray_buffer_release(&g); }).join();
+    const hurray_diagnostics after = diagnostics();
+    CHECK(after.stream_fallback_frees == before.stream_fallback_frees + 1,
+          "stream_fallback_frees %llu -> %llu",
+          static_cast<unsigned long long>(before.stream_fallback_frees),
+          static_cast<unsigned long long>(after.stream_fallback_frees));
+    CHECK(after.failed_releases == before.failed_releases, "the release failed");
+    CHECK(static_cast<float *>(back.data)[kN - 1] == 7.0f * static_cast<float>(kN - 1), "data");
+    CU(cuCtxPopCurrent(&ctx));
+    CU(cuDevicePrimaryCtxRelease(dev));
+    hurray_buffer_release(&back);
+    hurray_buffer_release(&cpu);
+  });
+
   // Last: it destroys everything on device 0.
   run("release after a primary context reset", [&] {
     hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, kN);

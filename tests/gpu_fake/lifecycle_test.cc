@@ -325,6 +325,7 @@ TEST(HipLifecycle, PinnedMemoryKeepsTheDeviceItNamed) {
 // stream (in that stream's context) before the free (docs/impl/gpu.md §4).
 TEST_F(CudaLifecycle, CopyToAnotherDeviceOnAStreamIsFreedAfterThatStream) {
   void *const s0 = stream_create(0);
+  const int unordered = f().fn<int (*)(void)>("unordered_frees")();
   hurray_buffer src = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
   hurray_buffer out{};
   ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_CUDA, 1), s0, &out), HURRAY_OK)
@@ -341,6 +342,7 @@ TEST_F(CudaLifecycle, CopyToAnotherDeviceOnAStreamIsFreedAfterThatStream) {
   EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "waited for in the stream's own context";
   EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
   EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  EXPECT_EQ(f().fn<int (*)(void)>("unordered_frees")(), unordered);
   EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
   EXPECT_EQ(f().live_allocations(), live_before_);
   stream_destroy(s0);
@@ -431,6 +433,174 @@ TEST(HipLifecycle, CopiesOfPinnedMemoryRunOnTheDeviceItNames) {
   EXPECT_EQ(copies[0].device, 1) << "copied with another device current";
   for (const fake_call &c : f.log("hipStreamSynchronize")) EXPECT_EQ(c.device, 1);
   for (hurray_buffer *b : {&out, &pinned}) EXPECT_EQ(hurray_buffer_release(b), HURRAY_OK);
+  EXPECT_EQ(f.live_allocations(), live_before);
+  f.reset();
+}
+
+namespace {
+
+int unordered_frees(const Fake &f) { return f.fn<int (*)(void)>("unordered_frees")(); }
+
+}  // namespace
+
+// Defect 7, the per-thread default stream and a destination on another
+// device: the copy is queued on the copying thread's per-thread stream in
+// device 0's context, which the releasing thread cannot name; the free of
+// device 1's memory waits for all of device 0's context first, explicitly
+// (the fake counts a free that nothing ordered after the pending copy).
+TEST_F(CudaLifecycle, PerThreadStreamCopyToAnotherDeviceIsFreedAfterThatDevicesContext) {
+  void *const per_thread = reinterpret_cast<void *>(2);
+  hurray_buffer src{}, out{};
+  const int unordered = unordered_frees(f());
+  std::thread([&] {
+    src = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+    ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_CUDA, 1), per_thread, &out), HURRAY_OK)
+        << hurray_last_error();
+  }).join();
+  ASSERT_NE(out.release_fn, nullptr);
+  auto copies = f().log("cuMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, per_thread);
+  EXPECT_EQ(copies[0].device, 0) << "queued in the source's context";
+  EXPECT_EQ(f().call_count("cuMemAllocAsync"), 0);
+  f().reset();
+  uint64_t releaser = 0;
+  std::thread([&] {
+    releaser = static_cast<uint64_t>(pthread_self());
+    EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
+    EXPECT_EQ(f().current_device(), -1) << "the releasing thread's context stack changed";
+  }).join();
+  EXPECT_EQ(unordered_frees(f()), unordered) << "freed while the copy may still run";
+  const auto log = f().log(nullptr);
+  const int sync = index_of(log, "cuCtxSynchronize");
+  const int free = index_of(log, "cuMemFree");
+  ASSERT_GE(sync, 0) << "the free is not ordered after device 0's per-thread streams";
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "synchronised another context";
+  EXPECT_EQ(log[static_cast<size_t>(sync)].thread, releaser);
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0);
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+// The same for HIP: hipDeviceSynchronize with device 0 current, then
+// hipFree on device 1.
+TEST(HipLifecycle, PerThreadStreamCopyToAnotherDeviceIsFreedAfterThatDevice) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  f.reset();
+  const int64_t live_before = f.live_allocations();
+  const int unordered = unordered_frees(f);
+  void *const per_thread = reinterpret_cast<void *>(2);
+  hurray_buffer src{}, out{};
+  std::thread([&] {
+    src = alloc_ok(dev(HURRAY_DEVICE_ROCM, 0));
+    ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_ROCM, 1), per_thread, &out), HURRAY_OK)
+        << hurray_last_error();
+  }).join();
+  ASSERT_NE(out.release_fn, nullptr);
+  auto copies = f.log("hipMemcpyAsync");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].stream, per_thread);
+  EXPECT_EQ(copies[0].device, 0);
+  EXPECT_EQ(f.call_count("hipMallocAsync"), 0);
+  f.reset();
+  std::thread([&] {
+    EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK);
+    EXPECT_EQ(f.current_device(), 0) << "the releasing thread's device changed";
+  }).join();
+  EXPECT_EQ(unordered_frees(f), unordered) << "freed while the copy may still run";
+  const auto log = f.log(nullptr);
+  const int sync = index_of(log, "hipDeviceSynchronize");
+  const int free = index_of(log, "hipFree");
+  ASSERT_GE(sync, 0) << "the free is not ordered after device 0's per-thread streams";
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0);
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
+  EXPECT_EQ(f.live_allocations(), live_before);
+  f.reset();
+}
+
+// Defect 8, HIP: the stream of a stream-ordered allocation was destroyed by
+// its owner before the release. ROCm answers hipErrorContextIsDestroyed for
+// it (the API reference says hipErrorInvalidHandle), the code it also uses
+// at teardown: libhurray asks hipStreamQuery first, waits for the device,
+// frees synchronously and counts it, and HIP keeps working afterwards.
+TEST(HipLifecycle, StreamDestroyedBeforeTheReleaseFallsBackToASynchronousFree) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  auto stream_create = f.fn<void *(*)(int)>("stream_create");
+  auto stream_destroy = f.fn<void (*)(void *, int)>("stream_destroy");
+  ASSERT_NE(stream_create, nullptr);
+  f.reset();
+  const int64_t live_before = f.live_allocations();
+  constexpr int kContextIsDestroyed = 709, kInvalidHandle = 400;
+  for (int error : {kContextIsDestroyed, kInvalidHandle}) {
+    SCOPED_TRACE(error);
+    void *const s1 = stream_create(1);
+    hurray_buffer live = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
+    hurray_buffer gone = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
+    const Diag before = diagnostics();
+    EXPECT_EQ(hurray_buffer_release(&live), HURRAY_OK);
+    auto async_frees = f.log("hipFreeAsync");
+    ASSERT_EQ(async_frees.size(), 1u);
+    EXPECT_EQ(async_frees[0].stream, s1);
+    EXPECT_EQ(async_frees[0].result, 0);
+    stream_destroy(s1, error);
+    f.reset();
+    std::thread([&] { EXPECT_EQ(hurray_buffer_release(&gone), HURRAY_OK); }).join();
+    EXPECT_EQ(f.call_count("hipFreeAsync"), 0) << "queued on a destroyed stream";
+    const auto log = f.log(nullptr);
+    const int query = index_of(log, "hipStreamQuery");
+    const int sync = index_of(log, "hipDeviceSynchronize");
+    const int free = index_of(log, "hipFree");
+    ASSERT_GE(query, 0);
+    EXPECT_EQ(log[static_cast<size_t>(query)].result, error);
+    ASSERT_GT(sync, query);
+    ASSERT_GT(free, sync);
+    EXPECT_EQ(log[static_cast<size_t>(sync)].device, 1);
+    EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+    EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+    const Diag after = diagnostics();
+    EXPECT_EQ(after.stream_fallbacks, before.stream_fallbacks + 1);
+    EXPECT_EQ(after.teardown, before.teardown) << "a destroyed stream read as the runtime's end";
+    EXPECT_EQ(after.failed, before.failed);
+    // Not taken for teardown: the next release still frees.
+    hurray_buffer next = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+    f.reset();
+    EXPECT_EQ(hurray_buffer_release(&next), HURRAY_OK);
+    EXPECT_EQ(f.call_count("hipFree"), 1);
+  }
+
+  // A stream of device 0 that a copy into device 1's memory was queued on,
+  // destroyed before the release: device 0 is waited for, then the free.
+  void *const s0 = stream_create(0);
+  hurray_buffer src = alloc_ok(dev(HURRAY_DEVICE_ROCM, 0));
+  hurray_buffer out{};
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_ROCM, 1), s0, &out), HURRAY_OK)
+      << hurray_last_error();
+  stream_destroy(s0, 0);
+  const Diag before = diagnostics();
+  f.reset();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK); }).join();
+  const auto log = f.log(nullptr);
+  EXPECT_EQ(f.call_count("hipStreamSynchronize"), 0) << "waited on a destroyed stream";
+  const int sync = index_of(log, "hipDeviceSynchronize");
+  const int free = index_of(log, "hipFree");
+  ASSERT_GE(sync, 0);
+  ASSERT_GT(free, sync);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "the stream's device was not waited for";
+  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
+  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  const Diag after = diagnostics();
+  EXPECT_EQ(after.stream_fallbacks, before.stream_fallbacks + 1);
+  EXPECT_EQ(after.teardown, before.teardown);
+  EXPECT_EQ(after.failed, before.failed);
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
   EXPECT_EQ(f.live_allocations(), live_before);
   f.reset();
 }
