@@ -649,9 +649,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  * CU_STREAM_PER_THREAD / hipStreamPerThread (2) names the stream of the
  * thread that uses the handle, so a free queued through it by another
  * releasing thread would land on that thread's stream, unordered with the
- * allocating thread's work. With it the allocation is synchronous, exactly
- * hurray_alloc (cuMemAlloc / hipMalloc, freed with cuMemFree / hipFree):
- * usable by every stream, and its release is not stream-ordered.
+ * allocating thread's work. With it the allocation is synchronous
+ * (cuMemAlloc / hipMalloc): usable by every stream; its release first waits
+ * for every stream of the device (cuCtxSynchronize / hipDeviceSynchronize),
+ * then frees with cuMemFree / hipFree.
  * stream == NULL: exactly hurray_alloc (synchronous, any device type).
  *
  * Parameters:
@@ -702,10 +703,12 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  * and unchanged until then. A kDLCUDA/kDLROCM destination on the stream's
  * device is allocated stream-ordered on `stream` (its release frees on
  * `stream`, see hurray_alloc_async); one on another device ordinal is
- * allocated synchronously on its own device (cuMemAlloc / hipMalloc; its
- * release is not stream-ordered), since a stream belongs to one device.
- * With the per-thread default stream (2) the copy is queued on the calling
- * thread's stream and the destination is allocated synchronously.
+ * allocated synchronously on its own device (cuMemAlloc / hipMalloc), since
+ * a stream belongs to one device, and its release waits for `stream` before
+ * the free. With the per-thread default stream (2) the copy is queued on the
+ * calling thread's stream and the destination is allocated synchronously;
+ * its release waits for every stream of the stream's device (the copying
+ * thread's stream 2 cannot be named from another thread) before the free.
  * A kDLCPU destination is always complete on return (the stream is
  * synchronised). A source that is not compact row-major is staged through
  * host memory and the call then completes before returning.
@@ -783,9 +786,9 @@ typedef struct hurray_diagnostics {
                                      (CUDA: the device's primary context was
                                      reset, e.g. by cudaDeviceReset, after the
                                      allocation); also sent to the hook */
-  uint64_t stream_fallback_frees; /* freed synchronously instead of on the
-                                     allocation's stream, which was destroyed
-                                     before the release */
+  uint64_t stream_fallback_frees; /* freed synchronously instead of on (or
+                                     after) the allocation's stream, which was
+                                     destroyed before the release */
 } hurray_diagnostics;
 
 /* Fills *out with the counters.
