@@ -1,4 +1,6 @@
 // hurray_buffer -> DLManagedTensorVersioned / DLManagedTensor (spec §6.2).
+#include <cstring>
+
 #include "block_cache.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
@@ -6,30 +8,6 @@
 #include "share.h"
 
 namespace hurray {
-
-DLTensor dltensor_of(const hurray_buffer &h) {
-  DLTensor t;
-  t.data = h.data;
-  t.device.device_type = static_cast<DLDeviceType>(h.device.device_type);
-  t.device.device_id = h.device.device_id;
-  t.ndim = h.ndim;
-  t.dtype.code = h.dtype.code;
-  t.dtype.bits = h.dtype.bits;
-  t.dtype.lanes = h.dtype.lanes;
-  // DLPack declares these non-const; consumers must not write them (spec §6.2).
-  t.shape = const_cast<int64_t *>(h.shape);
-  t.strides = const_cast<int64_t *>(h.strides);
-  t.byte_offset = h.byte_offset;
-  return t;
-}
-
-bool same_tensor(const DLTensor &a, const DLTensor &b) {
-  return a.data == b.data && a.device.device_type == b.device.device_type &&
-         a.device.device_id == b.device.device_id && a.ndim == b.ndim &&
-         a.dtype.code == b.dtype.code && a.dtype.bits == b.dtype.bits &&
-         a.dtype.lanes == b.dtype.lanes && a.byte_offset == b.byte_offset &&
-         (a.ndim == 0 || (a.shape == b.shape && a.strides == b.strides));
-}
 
 static_assert(sizeof(ExportedVersioned) <= LibraryBlocks::kSize &&
                   sizeof(ExportedLegacy) <= LibraryBlocks::kSize,
@@ -55,6 +33,17 @@ void exported_legacy_deleter(DLManagedTensor *t) {
 
 namespace {
 
+// Fills a fresh block from *src (which it cannot alias: __restrict lets the
+// compiler build the view from the loads of the copy instead of reading the
+// copy back) and empties *src.
+template <typename Block>
+inline void fill(Block *__restrict block, hurray_buffer *__restrict src) {
+  std::memcpy(&block->handle, src, sizeof *src);
+  block->tensor.dl_tensor = dltensor_of(*src);
+  block->tensor.manager_ctx = block;
+  clear(src);
+}
+
 // Allocates the block, fills the DLPack struct from the handle and takes the
 // handle over. Returns nullptr (message set) when allocation fails.
 template <typename Block>
@@ -66,10 +55,7 @@ Block *wrap(hurray_buffer *src) {
     return nullptr;
   }
   auto *block = static_cast<Block *>(mem);
-  block->handle = *src;
-  block->tensor.dl_tensor = dltensor_of(block->handle);
-  block->tensor.manager_ctx = block;
-  clear(src);
+  fill(block, src);
   return block;
 }
 
@@ -87,7 +73,7 @@ HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTenso
     // that tensor exactly, hand the tensor back as it is. Import validated
     // exactly these fields (spec §3.4), so there is nothing to check again.
     auto *orig = static_cast<DLManagedTensorVersioned *>(src->user_data);
-    if (orig->flags == src->flags && same_tensor(orig->dl_tensor, dltensor_of(*src))) {
+    if (orig->flags == src->flags && same_tensor(orig->dl_tensor, *src)) {
       clear(src);
       *out = orig;
       return HURRAY_OK;
@@ -115,7 +101,7 @@ HURRAY_API int32_t hurray_to_dlpack(hurray_buffer *src, DLManagedTensor **out) {
   if (src != nullptr && src->release_fn == &imported_legacy_release &&
       src->version == HURRAY_BUFFER_VERSION) {
     auto *orig = static_cast<DLManagedTensor *>(src->user_data);
-    if (same_tensor(orig->dl_tensor, dltensor_of(*src))) {
+    if (same_tensor(orig->dl_tensor, *src)) {
       // Import validated these fields with flags 0; other flags (the legacy
       // form drops them) change the element size, so they are checked.
       if (src->flags != 0) {

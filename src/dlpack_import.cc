@@ -133,7 +133,7 @@ template <typename Block, typename Tensor>
 bool unwraps(const Tensor *t, const uint64_t *flags) {
   auto *block = reinterpret_cast<const Block *>(t);
   return t->manager_ctx == block && (flags == nullptr || block->handle.flags == *flags) &&
-         same_tensor(t->dl_tensor, dltensor_of(block->handle));
+         same_tensor(t->dl_tensor, block->handle);
 }
 
 // Gives back the handle of an export block `unwraps` accepted and frees the
@@ -145,14 +145,11 @@ void unwrap(Tensor *t, hurray_buffer *out) {
   LibraryBlocks::put(block);
 }
 
-}  // namespace
-}  // namespace hurray
-
-extern "C" {
-
-HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uint32_t options,
-                                                hurray_buffer *out) {
-  using namespace hurray;
+// The whole import in the order of spec §6.3: every status and message comes
+// from here. The public functions below try the common case first and come
+// here for everything else.
+__attribute__((noinline)) int32_t import_versioned_full(DLManagedTensorVersioned *t,
+                                                        uint32_t options, hurray_buffer *out) {
   if (t == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if ((options & ~kImportOptions) != 0) {
@@ -189,8 +186,8 @@ HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uin
   return make_handle(t->dl_tensor, t->flags, &imported_versioned_release, t, out);
 }
 
-HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
-  using namespace hurray;
+__attribute__((noinline)) int32_t import_legacy_full(DLManagedTensor *t, uint32_t options,
+                                                     hurray_buffer *out) {
   if (t == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if ((options & ~kImportOptions) != 0) {
@@ -212,6 +209,63 @@ HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurr
     return HURRAY_OK;
   }
   return make_handle(t->dl_tensor, 0, &imported_legacy_release, t, out);
+}
+
+// The common case: a foreign tensor, no options, strides given (or ndim 0),
+// proven valid by the fast check. The handle is written straight into *out
+// with few registers live; anything else (NULL arguments, options, another
+// major version, one of libhurray's own exports, a tensor the fast check does
+// not prove valid) goes to the full import, which decides it exactly as if
+// this step were not there.
+inline bool import_fast(const DLTensor &t, uint64_t flags, void (*release)(void *),
+                        void *tensor, hurray_buffer *out) {
+  if (!fast_ok(t)) return false;
+  out->version = HURRAY_BUFFER_VERSION;
+  out->reserved = 0;
+  out->release_fn = release;
+  out->user_data = tensor;
+  out->flags = flags;
+  out->data = t.data;
+  out->byte_offset = t.byte_offset;
+  out->device.device_type = static_cast<int32_t>(t.device.device_type);
+  out->device.device_id = t.device.device_id;
+  out->dtype = hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
+  out->ndim = t.ndim;
+  out->shape = t.ndim > 0 ? t.shape : nullptr;
+  out->strides = t.ndim > 0 ? t.strides : nullptr;
+  return true;
+}
+
+inline int32_t import_versioned(DLManagedTensorVersioned *t, uint32_t options,
+                                hurray_buffer *out) {
+  if (t == nullptr || out == nullptr || options != 0 || t->version.major != 1 ||
+      t->deleter == &exported_versioned_deleter) {
+    return import_versioned_full(t, options, out);
+  }
+  if (import_fast(t->dl_tensor, t->flags, &imported_versioned_release, t, out)) return HURRAY_OK;
+  return import_versioned_full(t, 0, out);  // options is 0 here (one register fewer)
+}
+
+inline int32_t import_legacy(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
+  if (t == nullptr || out == nullptr || options != 0 || t->deleter == &exported_legacy_deleter) {
+    return import_legacy_full(t, options, out);
+  }
+  if (import_fast(t->dl_tensor, 0, &imported_legacy_release, t, out)) return HURRAY_OK;
+  return import_legacy_full(t, 0, out);
+}
+
+}  // namespace
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uint32_t options,
+                                                hurray_buffer *out) {
+  return hurray::import_versioned(t, options, out);
+}
+
+HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
+  return hurray::import_legacy(t, options, out);
 }
 
 }  // extern "C"

@@ -38,31 +38,24 @@ constexpr bool bits_valid(uint8_t code, uint8_t bits) {
 
 }  // namespace
 
-// Built from bits_valid at compile time, so the two cannot disagree.
+// Built from bits_valid at compile time, so the two cannot disagree
+// (constant-initialised: no code runs at load).
 namespace {
-struct DtypeTable {
-  uint64_t words[18][4];
-};
-constexpr DtypeTable make_dtype_table() {
-  DtypeTable t{};
+constexpr DtypeKeySet make_dtype_keys() {
+  DtypeKeySet t{};
   for (int code = 0; code < 18; ++code) {
     for (int bits = 0; bits < 256; ++bits) {
       if (bits_valid(static_cast<uint8_t>(code), static_cast<uint8_t>(bits))) {
-        t.words[code][bits / 64] |= uint64_t{1} << (bits % 64);
+        const int key = code + 256 * bits;
+        t.words[key / 64] |= uint64_t{1} << (key % 64);
       }
     }
   }
   return t;
 }
-constexpr DtypeTable kTable = make_dtype_table();
 }  // namespace
 
-#define HURRAY_ROW(c) {kTable.words[c][0], kTable.words[c][1], kTable.words[c][2], kTable.words[c][3]}
-const uint64_t kValidDtypeBits[18][4] = {
-    HURRAY_ROW(0),  HURRAY_ROW(1),  HURRAY_ROW(2),  HURRAY_ROW(3),  HURRAY_ROW(4),  HURRAY_ROW(5),
-    HURRAY_ROW(6),  HURRAY_ROW(7),  HURRAY_ROW(8),  HURRAY_ROW(9),  HURRAY_ROW(10), HURRAY_ROW(11),
-    HURRAY_ROW(12), HURRAY_ROW(13), HURRAY_ROW(14), HURRAY_ROW(15), HURRAY_ROW(16), HURRAY_ROW(17)};
-#undef HURRAY_ROW
+constexpr DtypeKeySet kValidDtypeKeys = make_dtype_keys();
 
 int32_t check_dtype(hurray_dtype dtype, const char *who) {
   if (dtype.code > 17) {

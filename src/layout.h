@@ -41,9 +41,13 @@ inline int64_t element_bits(hurray_dtype dtype, uint64_t flags) {
 __attribute__((noinline)) int32_t check_desc_exact(const Desc &d, const char *who,
                                                   bool strides_required, hurray_extent *extent);
 
-// Valid `bits` of each DLPack 1.3 dtype code 0..17 as a 256-bit set
-// (bit b of word b / 64): the table of spec §3 item 3.
-extern const uint64_t kValidDtypeBits[18][4];
+// The table of spec §3 item 3 as a 65536-bit set over code + 256 * bits
+// (bit k of word k / 64): set exactly where code is 0..17 and bits is valid
+// for it. 8 KiB; a check reads one word of it.
+struct DtypeKeySet {
+  uint64_t words[1024];
+};
+extern const DtypeKeySet kValidDtypeKeys;
 
 // Device types DLPack 1.3 defines (1-4, 7-18) as a bit set over the value.
 constexpr uint32_t kKnownDeviceTypes = 0x7FF9Eu;
@@ -56,10 +60,17 @@ constexpr int32_t kWideNdim = 8;
 // count is at most 2^62 and the sums of positive and of negative spans
 // ((shape[k]-1)*strides[k]) are below 2^38 in magnitude. It reads every
 // extent and stride (a stride where the extent is 1 is read but ignored).
-// A false proves nothing. AVX2 four dimensions at a time where the CPU has
-// it, scalar otherwise; _scalar always takes the scalar code (tests).
+// A false proves nothing. AVX-512 eight dimensions at a time or AVX2 four at
+// a time where the CPU has them, scalar otherwise; every path gives the same
+// verdict on every input.
 bool wide_dims_ok(int32_t ndim, const int64_t *shape, const int64_t *strides);
-bool wide_dims_ok_scalar(int32_t ndim, const int64_t *shape, const int64_t *strides);
+
+// The paths of wide_dims_ok, for tests: whether this CPU runs one, and the
+// bound through one named path (the scalar one where the CPU lacks it).
+enum class WidePath { kScalar, kAvx2, kAvx512 };
+bool wide_path_available(WidePath path);
+bool wide_dims_ok_with(WidePath path, int32_t ndim, const int64_t *shape,
+                       const int64_t *strides);
 
 // The shape pass of the fast check, exact: true when every extent is >= 1,
 // the element count and both span sums are computable, the sums are below
@@ -117,16 +128,15 @@ inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
   // needs strides even where the exact check would synthesise them).
   if (static_cast<uint32_t>(ndim) > HURRAY_MAX_NDIM) return false;
   if (ndim > 0 && (shape == nullptr || strides == nullptr)) return false;
-  // dtype: a known code whose table has this bit width, lanes >= 1.
-  if (dtype.code > 17 || dtype.lanes == 0 ||
-      ((kValidDtypeBits[dtype.code][dtype.bits >> 6] >> (dtype.bits & 63)) & 1) == 0) {
-    return false;
-  }
-  // device: a known type (the set is below 32) and a non-negative ordinal.
-  if (static_cast<uint32_t>(device_type) > 31 || ((kKnownDeviceTypes >> device_type) & 1) == 0 ||
-      device_id < 0) {
-    return false;
-  }
+  // dtype: lanes >= 1 and bit (code + 256 * bits) of the valid-dtype set
+  // (one word load, one bit test; codes above 17 find only zeros).
+  const uint32_t key = dtype.code | (uint32_t{dtype.bits} << 8);
+  if (dtype.lanes == 0 || ((kValidDtypeKeys.words[key >> 6] >> (key & 63)) & 1) == 0) return false;
+  // device: a known type (the set is below 32) and a non-negative ordinal
+  // (the ordinal's sign bit pushes the value past 31).
+  const uint32_t dev = static_cast<uint32_t>(device_type) |
+                       (static_cast<uint32_t>(device_id) & 0x80000000u);
+  if (dev > 31 || ((kKnownDeviceTypes >> dev) & 1) == 0) return false;
   if (data == nullptr) return false;
   // Many dimensions: the vector bound first, then this loop (out of line).
   if (ndim >= kWideNdim) return dims_fast_wide(ndim, shape, strides, byte_offset);

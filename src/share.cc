@@ -11,6 +11,7 @@
 #include <new>
 
 #include "block_cache.h"
+#include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
 
@@ -56,8 +57,9 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "n is %zu (at most 2^32 per call)", n);
   }
   // A handle this function issued and nobody changed was validated when its
-  // block was made; anything else is validated here (spec §3.4).
-  if (src == nullptr || !is_unchanged_share(*src)) {
+  // block was made, an unchanged imported one by its import; anything else
+  // is validated here (spec §3.4).
+  if (src == nullptr || !(is_unchanged_share(*src) || is_unchanged_import(*src))) {
     int32_t st = check_handle(src, "src", nullptr);
     if (st != HURRAY_OK) return st;
   }

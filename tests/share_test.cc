@@ -279,3 +279,35 @@ TEST(Share, WorksOnAllocatedMemory) {
 }
 
 }  // namespace
+
+namespace {
+
+// An imported handle is shared without a second check only while it still
+// describes its tensor exactly (spec §3.4): a changed field is checked again
+// and rejected with the exact check's status, the handle left untouched.
+TEST(Share, ChangedImportedHandleIsValidatedAgain) {
+  using namespace hurray_test;
+  Layout l;
+  l.shape = {2, 3};
+  l.strides = {3, 1};
+  DeleterLog log;
+  DLManagedTensorVersioned *t = make_versioned(log, l);
+  hurray_buffer h;
+  ASSERT_EQ(hurray_from_dlpack_versioned(t, HURRAY_IMPORT_DEFAULT, &h), HURRAY_OK);
+  hurray_buffer out[2];
+  hurray_buffer bad = h;
+  bad.dtype.bits = 7;  // not a float width: the tensor still says 32
+  EXPECT_EQ(hurray_share(&bad, 2, out), HURRAY_ERR_UNSUPPORTED_DTYPE);
+  EXPECT_EQ(bad.release_fn, h.release_fn);  // not consumed
+  bad = h;
+  bad.ndim = 65;
+  EXPECT_EQ(hurray_share(&bad, 2, out), HURRAY_ERR_INVALID_ARGUMENT);
+  // Unchanged: shared, and the tensor is deleted once after both releases.
+  ASSERT_EQ(hurray_share(&h, 2, out), HURRAY_OK);
+  EXPECT_EQ(hurray_buffer_release(&out[0]), HURRAY_OK);
+  EXPECT_EQ(log.calls.load(), 0);
+  EXPECT_EQ(hurray_buffer_release(&out[1]), HURRAY_OK);
+  EXPECT_EQ(log.calls.load(), 1);
+}
+
+}  // namespace

@@ -1,8 +1,12 @@
 // The bound the fast check tries first at ndim >= 8 (src/layout_wide.cc):
 // every edge of its four conditions, in the vector part and in the scalar
 // tail, must give the exact check's verdict (hurray_buffer_extent runs only
-// the exact arithmetic; validate and import go through the bound).
+// the exact arithmetic; validate and import go through the bound). The
+// bound's own paths (scalar, AVX2, AVX-512; this test compiles
+// src/layout_wide.cc in) must agree with each other on every layout here,
+// and a bound that holds must mean the exact check passes.
 #include <algorithm>
+#include <cstdio>
 #include <climits>
 #include <cstdint>
 #include <random>
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "hurray_test_support.h"
+#include "layout.h"
 
 namespace {
 
@@ -37,12 +42,35 @@ Layout wide(int ndim, std::vector<Dim> dims, hurray_dtype dtype = dt(kDLInt, 8))
   return l;
 }
 
+using hurray::WidePath;
+constexpr WidePath kPaths[] = {WidePath::kScalar, WidePath::kAvx2, WidePath::kAvx512};
+const char *path_name(WidePath p) {
+  return p == WidePath::kScalar ? "scalar" : p == WidePath::kAvx2 ? "avx2" : "avx512";
+}
+
+// Every path this CPU runs gives the scalar path's answer, and a bound that
+// holds is never wrong (exact is the exact check's status).
+void expect_paths_agree(const Layout &l, int32_t exact, const std::string &what) {
+  const int ndim = static_cast<int>(l.shape.size());
+  const bool scalar =
+      hurray::wide_dims_ok_with(WidePath::kScalar, ndim, l.shape.data(), l.strides.data());
+  if (scalar) {
+    EXPECT_EQ(exact, HURRAY_OK) << what << ": the bound held on an invalid layout";
+  }
+  for (WidePath p : kPaths) {
+    if (!hurray::wide_path_available(p)) continue;
+    EXPECT_EQ(hurray::wide_dims_ok_with(p, ndim, l.shape.data(), l.strides.data()), scalar)
+        << what << ", path " << path_name(p);
+  }
+}
+
 int32_t expect_same_verdict(const Layout &l, const std::string &what) {
   SCOPED_TRACE(what);
   HandleSource src;
   const hurray_buffer h = src.handle(l);
   hurray_extent e;
   const int32_t exact = hurray_buffer_extent(&h, &e);
+  expect_paths_agree(l, exact, what);
   EXPECT_STATUS(hurray_buffer_validate(&h), exact);
   DeleterLog log;
   DLManagedTensorVersioned *t = make_versioned(log, l);
@@ -93,8 +121,9 @@ const Edge kEdges[] = {
 
 TEST(ValidateWide, BoundEdgesGiveTheExactAnswer) {
   // Ranks with no tail (8, 16, 64), a tail of 1 and of 3 (9, 11): the last
-  // dimension is in the scalar tail for 9 and 11.
-  for (int ndim : {8, 9, 11, 16, 64}) {
+  // dimension is in the scalar tail for 9 and 11 (AVX2) and in the masked
+  // last step for 9, 11, 15 and 63 (AVX-512).
+  for (int ndim : {8, 9, 11, 15, 16, 63, 64}) {
     for (const Edge &c : kEdges) {
       std::vector<Dim> dims = c.dims;
       for (Dim &d : dims) {
@@ -152,10 +181,27 @@ TEST(ValidateWide, AgreesWithTheExactCheckOnRandomWideLayouts) {
     hurray_extent e;
     const int32_t exact = hurray_buffer_extent(&h, &e);
     ASSERT_EQ(hurray_buffer_validate(&h), exact) << "round " << round;
+    expect_paths_agree(l, exact, "round " + std::to_string(round));
     (exact == HURRAY_OK ? ok : failed) += 1;
   }
   EXPECT_GT(ok, 500);
   EXPECT_GT(failed, 500);
+}
+
+// The paths this CPU runs are the ones it says it has (so the agreement
+// above really covered them where the hardware allows).
+TEST(ValidateWide, PathsAvailable) {
+  EXPECT_TRUE(hurray::wide_path_available(WidePath::kScalar));
+  for (WidePath p : {WidePath::kAvx2, WidePath::kAvx512}) {
+    std::printf("wide path %s: %s\n", path_name(p),
+                hurray::wide_path_available(p) ? "available" : "not on this CPU");
+  }
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  EXPECT_EQ(hurray::wide_path_available(WidePath::kAvx2), __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(hurray::wide_path_available(WidePath::kAvx512),
+            __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd"));
+#endif
 }
 
 }  // namespace
