@@ -5,6 +5,7 @@
 
 #include "block_cache.h"
 #include "dlpack_wrappers.h"
+#include "check.h"
 #include "error.h"
 #include "gpu/backend.h"
 #include "handle.h"
@@ -182,11 +183,13 @@ HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uin
     int32_t st = check_import_pointer(t->dl_tensor);
     if (st != HURRAY_OK) return st;
   }
+  constexpr const char *kMadeBy = "hurray_from_dlpack_versioned";
   if (own) {
     unwrap<ExportedVersioned>(t, out);
-    return HURRAY_OK;
+    return check::produced(HURRAY_OK, out, 1, kMadeBy);
   }
-  return make_handle(t->dl_tensor, t->flags, &imported_versioned_release, t, out);
+  return check::produced(make_handle(t->dl_tensor, t->flags, &imported_versioned_release, t, out),
+                         out, 1, kMadeBy);
 }
 
 HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
@@ -207,11 +210,13 @@ HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurr
     int32_t st = check_import_pointer(t->dl_tensor);
     if (st != HURRAY_OK) return st;
   }
+  constexpr const char *kMadeBy = "hurray_from_dlpack";
   if (own) {
     unwrap<ExportedLegacy>(t, out);
-    return HURRAY_OK;
+    return check::produced(HURRAY_OK, out, 1, kMadeBy);
   }
-  return make_handle(t->dl_tensor, 0, &imported_legacy_release, t, out);
+  return check::produced(make_handle(t->dl_tensor, 0, &imported_legacy_release, t, out), out, 1,
+                         kMadeBy);
 }
 
 }  // extern "C"
