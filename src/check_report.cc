@@ -87,13 +87,35 @@ void capture(Origin *o) {
 #endif
 }
 
+namespace {
+
+// Base address of the module whose backtrace() runs: libc, or a
+// sanitizer's runtime that intercepts it (its frame leads the trace).
+const void *backtrace_base() {
+#ifdef HURRAY_HAVE_BACKTRACE
+  static const void *const base = [] {
+    Dl_info info;
+    return dladdr(reinterpret_cast<void *>(&backtrace), &info) != 0 ? info.dli_fbase : nullptr;
+  }();
+  return base;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
 void frames_text(Text *t, const Origin &o, const char *indent) {
   const void *self = own_base();
+  const void *tracer = backtrace_base();
+  bool leading = true;  // frames of libhurray and of backtrace() itself come first
   for (int i = 0; i < o.n; ++i) {
     Dl_info info;
     std::memset(&info, 0, sizeof info);
     const bool found = dladdr(o.frames[i], &info) != 0;
     if (found && self != nullptr && info.dli_fbase == self) continue;
+    if (leading && found && tracer != nullptr && info.dli_fbase == tracer) continue;
+    leading = false;
     const char *module = found && info.dli_fname != nullptr ? info.dli_fname : "?";
     const char *slash = std::strrchr(module, '/');
     if (slash != nullptr) module = slash + 1;
