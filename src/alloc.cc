@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "check.h"
 #include "error.h"
 #include "gpu/backend.h"
 #include "layout.h"
@@ -105,8 +106,10 @@ extern "C" {
 
 HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_t ndim,
                                 const int64_t *shape, uint64_t flags, hurray_buffer *out) {
-  return hurray::alloc_on(device, dtype, ndim, shape, flags, nullptr, hurray::kStreamOfThisDevice,
-                          out);
+  using namespace hurray;
+  return check::produced(
+      alloc_on(device, dtype, ndim, shape, flags, nullptr, kStreamOfThisDevice, out), out, 1,
+      "hurray_alloc");
 }
 
 }  // extern "C"

@@ -35,7 +35,11 @@ namespace {
   X(copy_async)                     \
   X(stream_wait)                    \
   X(get_diagnostics)                \
-  X(set_diagnostic_hook)
+  X(set_diagnostic_hook)            \
+  X(check_enable)                   \
+  X(check_get_state)                \
+  X(check_live)                     \
+  X(check_label)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

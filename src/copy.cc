@@ -11,6 +11,7 @@
 #include "copy/device.h"
 #include "copy/host.h"
 #include "copy/plan.h"
+#include "check.h"
 #include "error.h"
 #include "gpu/backend.h"
 #include "handle.h"
@@ -152,6 +153,11 @@ int32_t gpu_fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &s
 int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
                   hurray_buffer *out) {
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  // A released tracked handle's shape may be gone: liveness first.
+  if (check::is_tracked(src)) {
+    int32_t st = check::require_live(src, "src");
+    if (st != HURRAY_OK) return st;
+  }
   hurray_extent e;
   int32_t st = check_handle(src, "src", &e);
   if (st != HURRAY_OK) return st;
@@ -235,12 +241,14 @@ extern "C" {
 
 HURRAY_API int32_t hurray_copy(const hurray_buffer *src, hurray_device device,
                                hurray_buffer *out) {
-  return hurray::copy_impl(src, device, nullptr, out);
+  using namespace hurray;
+  return check::produced(copy_impl(src, device, nullptr, out), out, 1, "hurray_copy");
 }
 
 HURRAY_API int32_t hurray_copy_async(const hurray_buffer *src, hurray_device device,
                                      void *stream, hurray_buffer *out) {
-  return hurray::copy_impl(src, device, stream, out);
+  using namespace hurray;
+  return check::produced(copy_impl(src, device, stream, out), out, 1, "hurray_copy_async");
 }
 
 }  // extern "C"

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "block_cache.h"
+#include "check.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
@@ -59,6 +60,14 @@ Block *wrap(hurray_buffer *src) {
   return block;
 }
 
+// A tracked source (checking mode) is exported as the handle it stands
+// for, which the checker hands to the same export again: an imported tensor
+// still unwraps to itself. The DLPack tensor is not tracked.
+template <typename Tensor, int32_t (*Export)(hurray_buffer *, Tensor **)>
+int32_t export_inner(hurray_buffer *inner, void *out) {
+  return Export(inner, static_cast<Tensor **>(out));
+}
+
 }  // namespace
 }  // namespace hurray
 
@@ -82,6 +91,11 @@ HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTenso
   // A consumer handle of hurray_share that nobody changed was validated when
   // its block was made; every other handle is validated here.
   if (src == nullptr || !is_unchanged_share(*src)) {
+    if (check::is_tracked(src)) {  // checked as the handle it stands for
+      return check::consume(
+          src, "hurray_to_dlpack_versioned",
+          &export_inner<DLManagedTensorVersioned, &hurray_to_dlpack_versioned>, out, nullptr, 0);
+    }
     int32_t st = check_handle(src, "src", nullptr);
     if (st != HURRAY_OK) return st;
   }
@@ -114,6 +128,10 @@ HURRAY_API int32_t hurray_to_dlpack(hurray_buffer *src, DLManagedTensor **out) {
     }
   }
   if (src == nullptr || !is_unchanged_share(*src)) {
+    if (check::is_tracked(src)) {  // checked as the handle it stands for
+      return check::consume(src, "hurray_to_dlpack",
+                            &export_inner<DLManagedTensor, &hurray_to_dlpack>, out, nullptr, 0);
+    }
     int32_t st = check_handle(src, "src", nullptr);
     if (st != HURRAY_OK) return st;
   }

@@ -5,6 +5,7 @@
 
 #include "block_cache.h"
 #include "dlpack_wrappers.h"
+#include "check.h"
 #include "error.h"
 #include "gpu/backend.h"
 #include "handle.h"
@@ -261,11 +262,14 @@ extern "C" {
 
 HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uint32_t options,
                                                 hurray_buffer *out) {
-  return hurray::import_versioned(t, options, out);
+  using namespace hurray;
+  return check::produced(import_versioned(t, options, out), out, 1,
+                         "hurray_from_dlpack_versioned");
 }
 
 HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
-  return hurray::import_legacy(t, options, out);
+  using namespace hurray;
+  return check::produced(import_legacy(t, options, out), out, 1, "hurray_from_dlpack");
 }
 
 }  // extern "C"

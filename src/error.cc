@@ -56,6 +56,8 @@ HURRAY_API const char *hurray_status_name(int32_t status) {
     case HURRAY_ERR_OVERFLOW: return "HURRAY_ERR_OVERFLOW";
     case HURRAY_ERR_DEVICE: return "HURRAY_ERR_DEVICE";
     case HURRAY_ERR_INTERNAL: return "HURRAY_ERR_INTERNAL";
+    case HURRAY_ERR_RELEASED: return "HURRAY_ERR_RELEASED";
+    case HURRAY_ERR_LEAKED: return "HURRAY_ERR_LEAKED";
     default: return "HURRAY_UNKNOWN_STATUS";
   }
 }

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "block_cache.h"
+#include "check.h"
 #include "dlpack_wrappers.h"
 #include "error.h"
 #include "handle.h"
@@ -23,6 +24,22 @@ constexpr uint64_t kMaxShare = uint64_t{1} << 32;
 
 static_assert(sizeof(ShareBlock) <= LibraryBlocks::kSize,
               "share blocks come from the library's block cache");
+
+// A tracked source (checking mode): shared as the handle it stands for,
+// which the checker hands to hurray_share again; outputs are tracked there.
+int32_t share_tracked(hurray_buffer *src, size_t n, hurray_buffer *out) {
+  struct Args {
+    size_t n;
+    hurray_buffer *out;
+  } args{n, out};
+  return check::consume(
+      src, "hurray_share",
+      [](hurray_buffer *inner, void *ctx) {
+        auto *a = static_cast<Args *>(ctx);
+        return hurray_share(inner, a->n, a->out);
+      },
+      &args, out, n);
+}
 
 }  // namespace
 
@@ -60,6 +77,10 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
   // block was made, an unchanged imported one by its import; anything else
   // is validated here (spec §3.4).
   if (src == nullptr || !(is_unchanged_share(*src) || is_unchanged_import(*src))) {
+    // A tracked handle is checked as the handle it stands for, once the
+    // checker knows its reference is live (a released one's shape may be
+    // gone).
+    if (check::is_tracked(src)) return share_tracked(src, n, out);
     int32_t st = check_handle(src, "src", nullptr);
     if (st != HURRAY_OK) return st;
   }
@@ -82,7 +103,7 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
   }
   clear(src);
   for (size_t i = 0; i < n; ++i) out[i] = h;
-  return HURRAY_OK;
+  return check::produced(HURRAY_OK, out, n, "hurray_share");
 }
 
 }  // extern "C"

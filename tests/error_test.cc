@@ -19,6 +19,8 @@ TEST(Error, StatusValuesAreTheDocumentedOnes) {
   EXPECT_EQ(HURRAY_ERR_OVERFLOW, 6);
   EXPECT_EQ(HURRAY_ERR_DEVICE, 7);
   EXPECT_EQ(HURRAY_ERR_INTERNAL, 8);
+  EXPECT_EQ(HURRAY_ERR_RELEASED, 9);
+  EXPECT_EQ(HURRAY_ERR_LEAKED, 10);
 }
 
 TEST(Error, EveryStatusHasItsName) {
@@ -33,10 +35,12 @@ TEST(Error, EveryStatusHasItsName) {
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_OVERFLOW), "HURRAY_ERR_OVERFLOW");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_DEVICE), "HURRAY_ERR_DEVICE");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_INTERNAL), "HURRAY_ERR_INTERNAL");
+  EXPECT_STREQ(hurray_status_name(HURRAY_ERR_RELEASED), "HURRAY_ERR_RELEASED");
+  EXPECT_STREQ(hurray_status_name(HURRAY_ERR_LEAKED), "HURRAY_ERR_LEAKED");
 }
 
 TEST(Error, UnknownStatusesHaveTheFallbackName) {
-  for (int32_t s : {-1, 9, 10, 100, INT32_MIN, INT32_MAX}) {
+  for (int32_t s : {-1, 11, 12, 100, INT32_MIN, INT32_MAX}) {
     const char *name = hurray_status_name(s);
     ASSERT_NE(name, nullptr);
     EXPECT_STREQ(name, "HURRAY_UNKNOWN_STATUS") << "status " << s;

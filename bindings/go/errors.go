@@ -20,6 +20,8 @@ const (
 	ErrOverflow           Status = 6
 	ErrDevice             Status = 7
 	ErrInternal           Status = 8
+	ErrReleased           Status = 9  // checking mode: the handle was already released
+	ErrLeaked             Status = 10 // checking mode: reported for a handle live at exit
 )
 
 // String returns libhurray's name of the code ("HURRAY_ERR_OVERFLOW").

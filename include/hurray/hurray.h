@@ -140,7 +140,11 @@ typedef enum hurray_status {
   HURRAY_ERR_OUT_OF_MEMORY = 5,        /* host or device allocation failed */
   HURRAY_ERR_OVERFLOW = 6,             /* element count or byte extent beyond 64-bit range */
   HURRAY_ERR_DEVICE = 7,               /* a device runtime call failed */
-  HURRAY_ERR_INTERNAL = 8              /* a bug in libhurray; please report it */
+  HURRAY_ERR_INTERNAL = 8,             /* a bug in libhurray; please report it */
+  HURRAY_ERR_RELEASED = 9,             /* checking mode: the handle was already released
+                                          or consumed (c-ffi §9) */
+  HURRAY_ERR_LEAKED = 10               /* checking mode: a handle still live when the
+                                          leak report ran (sent to the hook, c-ffi §9) */
 } hurray_status;
 
 /* Message describing the last failed call made by this thread.
@@ -767,7 +771,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
                                                        void *producer_stream,
                                                        void *consumer_stream);
 
-/* Counters of GPU releases that did not free, since the process started.
+/* Counters of releases that did not free, since the process started.
  * Cumulative, never reset; a forked child starts with its parent's values. */
 typedef struct hurray_diagnostics {
   uint32_t struct_size;           /* in: sizeof(hurray_diagnostics) as compiled;
@@ -789,6 +793,11 @@ typedef struct hurray_diagnostics {
   uint64_t stream_fallback_frees; /* freed synchronously instead of on (or
                                      after) the allocation's stream, which was
                                      destroyed before the release */
+  uint64_t double_releases;       /* checking mode (c-ffi §9): a tracked handle
+                                     released or consumed again after its
+                                     reference was gone; caught, the producer's
+                                     release not called again; also sent to
+                                     the hook (HURRAY_ERR_RELEASED) */
 } hurray_diagnostics;
 
 /* Fills *out with the counters.
@@ -825,7 +834,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_get_diagnostics(hurray_diagnostics *o
  * release (that thread may be waiting to call the hook).
  * Releases skipped after a context reset are sent too (HURRAY_ERR_DEVICE,
  * counted in context_reset_skips, not failed_releases). Teardown leaks, fork
- * skips and stream fallbacks are counted only, never sent. */
+ * skips and stream fallbacks are counted only, never sent. The checking mode
+ * (c-ffi §9) sends its findings here too: HURRAY_ERR_RELEASED for a caught
+ * double release or use of a released handle, HURRAY_ERR_LEAKED for each
+ * handle still live at exit; those messages may be longer (a backtrace). */
 typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, void *user);
 
 /* Installs the diagnostic hook (default: none, failures are only counted and
@@ -845,6 +857,148 @@ typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, v
  *   previous hook runs on another thread.
  * Spec: docs/impl/gpu.md §3. */
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user);
+
+/* ===========================================================================
+ * Checking mode (c-ffi §9)
+ *
+ * A hurray_buffer is a plain value: a copy released after the original frees
+ * the memory twice, and a handle nobody releases leaks without a trace. The
+ * checking mode makes both visible. It is off by default; HURRAY_CHECK=1 in
+ * the environment when libhurray is loaded (or hurray_check_enable) turns it
+ * on. While it is on, every handle libhurray produces (hurray_from_dlpack*,
+ * hurray_share, hurray_alloc*, hurray_copy*) gets a record of its own with an
+ * id and where it was made (a short backtrace), and its release_fn/user_data
+ * are replaced by the checker's, which forward to the producer's release once:
+ *  - a second release of the same reference (a copy released after the
+ *    original, or after hurray_share or a DLPack export consumed it) is
+ *    caught before it reaches the producer: it is counted
+ *    (hurray_diagnostics.double_releases), sent to the diagnostic hook as
+ *    HURRAY_ERR_RELEASED with what the handle was, where it was made and where
+ *    it was first released, and the producer's release is not called again;
+ *  - hurray_share and the DLPack exports refuse such a handle with
+ *    HURRAY_ERR_RELEASED, and hurray_copy refuses to read it;
+ *  - hurray_check_live lists the handles still live, and at exit each one is
+ *    sent to the hook (HURRAY_ERR_LEAKED) and, with HURRAY_CHECK_STDERR, also
+ *    printed to stderr.
+ * A handle leaves the checker when a DLPack export consumes it (the DLPack
+ * consumer owns the deleter from then on). Handles made by foreign code, or
+ * by libhurray while the mode was off, are not tracked. When the mode is off
+ * the only cost is one predictable branch where a handle is produced.
+ * ------------------------------------------------------------------------- */
+
+/* Options of hurray_check_enable (bits). HURRAY_CHECK=1 in the environment
+ * means HURRAY_CHECK_TRACK, HURRAY_CHECK=stderr means both bits, unset or 0
+ * means off. (c-ffi §9) */
+#define HURRAY_CHECK_TRACK 0x1u  /* track handles, catch double releases */
+#define HURRAY_CHECK_STDERR 0x2u /* also print each finding, and at exit the
+                                    handles still live, to stderr (implies
+                                    HURRAY_CHECK_TRACK) */
+
+/* Turns the checking mode on or off for handles made from now on. Handles
+ * made before stay as they were: untracked ones stay untracked, tracked ones
+ * stay tracked and keep working after the mode is turned off. Turning it on
+ * the first time registers the at-exit leak report (atexit).
+ *
+ * Parameters:
+ *   options  [in]  0 (off), or HURRAY_CHECK_TRACK, optionally with
+ *                  HURRAY_CHECK_STDERR
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  options has an unknown bit
+ * On failure: the mode is unchanged.
+ * Threads: safe from any thread; a handle made concurrently on another
+ *   thread may be made under the old or the new setting.
+ * Spec: docs/impl/c-ffi.md §9. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_enable(uint32_t options);
+
+/* State of the checking mode. Size-prefixed like hurray_diagnostics. */
+typedef struct hurray_check_state {
+  uint32_t struct_size;     /* in: sizeof(hurray_check_state) as compiled;
+                               out: the number of bytes written */
+  uint32_t options;         /* the current options (0: off) */
+  uint64_t next_id;         /* the id the next tracked handle will get; ids
+                               count up from 1 and are never reused, so this
+                               is a mark for hurray_check_live's `since` */
+  uint64_t live;            /* tracked handles not yet released */
+  uint64_t tracked;         /* handles tracked since the process started */
+  uint64_t double_releases; /* as hurray_diagnostics.double_releases */
+  uint64_t untracked;       /* handles left untracked because no memory was
+                               left for their record */
+} hurray_check_state;
+
+/* Fills *out with the state of the checking mode.
+ *
+ * Parameters:
+ *   out  [in, out]  struct_size in: set by the caller to
+ *                   sizeof(hurray_check_state); whole fields that end within
+ *                   it are written, and struct_size out
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  out NULL, or struct_size smaller than the end
+ *                                of next_id
+ * On failure: *out untouched.
+ * Threads: safe from any thread; a snapshot of the counters under the
+ *   checker's lock.
+ * Spec: docs/impl/c-ffi.md §9. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_get_state(hurray_check_state *out);
+
+/* One live tracked handle, as hurray_check_live shows it. Every pointer is
+ * valid only during the visit call. */
+typedef struct hurray_check_entry {
+  uint32_t struct_size;   /* sizeof(hurray_check_entry) in the library */
+  uint32_t reserved;      /* 0 */
+  uint64_t id;            /* the handle's id (1, 2, ...) */
+  const char *made_by;    /* the function that made it ("hurray_alloc") */
+  const char *label;      /* set by hurray_check_label; "" when none */
+  const char *origin;     /* where it was made: one frame per line, callers
+                             of libhurray only, innermost first ("" when the
+                             platform gives no backtrace) */
+  void *data;             /* the handle's data, device, dtype and ndim */
+  hurray_device device;
+  hurray_dtype dtype;
+  int32_t ndim;
+} hurray_check_entry;
+
+/* Receives one live handle; `user` is hurray_check_live's. */
+typedef void (*hurray_check_visit_fn)(const hurray_check_entry *entry, void *user);
+
+/* Lists the tracked handles still live whose id is >= since, in id order.
+ * The list is a snapshot taken under the checker's lock; `visit` is called
+ * after the lock is dropped, so it may make and release handles (those do
+ * not change the list being visited).
+ *
+ * Parameters:
+ *   since  [in]   lowest id to list (0 or 1: all; a next_id read earlier from
+ *                 hurray_check_get_state: those made since then)
+ *   visit  [in]   called once per handle on the calling thread; NULL to only
+ *                 count
+ *   user   [in]   passed to visit
+ *   count  [out]  number of handles listed; may be NULL
+ * Returns: HURRAY_OK (also when the mode is off: then only handles tracked
+ *   while it was on are listed), or
+ *   HURRAY_ERR_OUT_OF_MEMORY  the snapshot could not be allocated
+ * On failure: visit is not called; *count untouched.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/c-ffi.md §9. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit,
+                                                      void *user, size_t *count);
+
+/* Attaches a label to a tracked handle, shown with it in reports (a binding
+ * puts its own language's creation site here, e.g. "test_x.py:12"). The text
+ * is copied (at most 511 bytes kept); a later label replaces it. Every copy
+ * of the handle shares the label; handles made from it by hurray_share do
+ * not inherit it.
+ *
+ * Parameters:
+ *   h      [in]  a handle; only read
+ *   label  [in]  NUL-terminated text
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  h or label NULL, or h not tracked (made while
+ *                                the mode was off, or not by libhurray)
+ *   HURRAY_ERR_RELEASED          h is tracked but was already released
+ *   HURRAY_ERR_OUT_OF_MEMORY     the label could not be copied
+ * On failure: nothing changed.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/c-ffi.md §9. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, const char *label);
 
 /* ===========================================================================
  * Entry point for runtimes that dlopen libhurray, and a handle move helper
@@ -867,7 +1021,7 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * are packed as (major << 16) | minor; pass HURRAY_API_VERSION to
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
-#define HURRAY_API_VERSION_MINOR 0u
+#define HURRAY_API_VERSION_MINOR 1u
 #define HURRAY_API_VERSION \
   ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
 
@@ -923,6 +1077,13 @@ typedef struct hurray_api {
   int32_t (*stream_wait)(hurray_device device, void *producer_stream, void *consumer_stream);
   int32_t (*get_diagnostics)(hurray_diagnostics *out);
   int32_t (*set_diagnostic_hook)(hurray_diagnostic_hook_fn hook, void *user);
+
+  /* --- Version 1.1 ------------------------------------------------------ */
+  /* Checking mode (c-ffi §9) */
+  int32_t (*check_enable)(uint32_t options);
+  int32_t (*check_get_state)(hurray_check_state *out);
+  int32_t (*check_live)(uint64_t since, hurray_check_visit_fn visit, void *user, size_t *count);
+  int32_t (*check_label)(const hurray_buffer *h, const char *label);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 

@@ -18,6 +18,10 @@ CPU Buffers also speak the Python buffer protocol (``memoryview(buf)``,
 libhurray with :func:`get_include`, :func:`get_library` and
 :func:`get_cmake_dir` (or ``python -m hurray --includedir``).
 
+A checking mode (:func:`enable_checking`, or ``HURRAY_CHECK=1``) catches a
+handle released twice and lists live ones (:func:`check_leaks`,
+:mod:`hurray.testing`).
+
 Ownership, threading and shutdown rules: docs/impl/python.md.
 """
 from ._paths import (  # noqa: F401
@@ -26,6 +30,16 @@ from ._paths import (  # noqa: F401
     get_lib_dir,
     get_library,
     get_pkgconfig_dir,
+)
+from ._check import (  # noqa: F401
+    LiveHandle,
+    check_leaks,
+    check_mark,
+    checking_enabled,
+    disable_checking,
+    double_releases,
+    enable_checking,
+    live_handles,
 )
 from ._native import (  # noqa: F401
     __version__,
@@ -53,4 +67,12 @@ __all__ = [
     "get_library",
     "get_cmake_dir",
     "get_pkgconfig_dir",
+    "enable_checking",
+    "disable_checking",
+    "checking_enabled",
+    "check_mark",
+    "check_leaks",
+    "live_handles",
+    "double_releases",
+    "LiveHandle",
 ]

@@ -1,6 +1,6 @@
 """Type stubs of hurray._native, the CPython extension (docs/impl/python.md)."""
 from types import TracebackType
-from typing import Any, ClassVar, Final, List, Optional, Protocol, SupportsIndex, Tuple, Type, Union
+from typing import Any, ClassVar, Dict, Final, List, Optional, Protocol, SupportsIndex, Tuple, Type, Union
 
 from typing_extensions import Self
 
@@ -8,6 +8,12 @@ __version__: Final[str]
 libhurray_version: Final[str]
 DLPACK_MAJOR: Final[int]
 DLPACK_MINOR: Final[int]
+CHECK_TRACK: Final[int]
+CHECK_STDERR: Final[int]
+
+def _check_enable(options: int, /) -> None: ...
+def _check_state() -> Dict[str, int]: ...
+def _check_live(since: int, /) -> List[Tuple[int, str, str, str, Tuple[int, int], int]]: ...
 
 # A DLPack device: (device_type, device_id) with DLPack's values (CPU is (1, 0)),
 # or the string "cpu".

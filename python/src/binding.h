@@ -11,6 +11,7 @@
 //   import.cc       capsules, producers and hurray.from_dlpack
 //   module.cc       hurray.empty, module init
 //   exchange_api.cc the DLPack C exchange API (both sides)
+//   check.cc        the checking mode (_check_*), Buffers' creation sites
 // Every function here is called with the GIL held unless it says otherwise.
 #ifndef HURRAY_PYTHON_BINDING_H_
 #define HURRAY_PYTHON_BINDING_H_
@@ -216,6 +217,19 @@ extern Names g_names;
 // a tensor carrying one needs no second GIL-safe wrapper on import.
 extern void (*g_hurray_versioned_deleter)(DLManagedTensorVersioned *);
 extern void (*g_hurray_legacy_deleter)(DLManagedTensor *);
+
+// ---- check.cc ----------------------------------------------------------------
+
+// True while libhurray's checking mode is on (read at init and after
+// _check_enable): new Buffers' handles are then labelled with the Python
+// line that made them.
+extern bool g_check_labels;
+// Labels a tracked handle with the innermost Python frame ("file:line in
+// function"); does nothing for an untracked one. Never raises.
+void label_python_site(const hurray_buffer *h);
+// Adds _check_enable, _check_state, _check_live, CHECK_TRACK, CHECK_STDERR
+// to the module.
+bool check_init(PyObject *m);
 
 }  // namespace hurray_py
 

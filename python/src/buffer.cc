@@ -23,6 +23,7 @@ PyObject *new_buffer(hurray_buffer *h) {
   b->h = *h;
   b->weakreflist = nullptr;
   std::memset(h, 0, sizeof *h);
+  if (g_check_labels) label_python_site(&b->h);
   return reinterpret_cast<PyObject *>(b);
 }
 
@@ -287,6 +288,7 @@ PyObject *Buffer_share(PyObject *self, PyObject *arg) {
     Py_CLEAR(list);
   } else {
     b->h = out[0];
+    if (g_check_labels) label_python_site(&b->h);
     for (long long i = 0; i < n; ++i) {
       PyObject *nb = new_buffer(&out[i + 1]);
       if (nb == nullptr) {

@@ -36,6 +36,8 @@ int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer
     if (st != HURRAY_ERR_UNSUPPORTED_VERSION || !versioned) raise_status(st, what);
     return st;
   }
+  // Labelled while the handle is still the checker's (the wrap hides it).
+  if (g_check_labels) label_python_site(&h);
   if (wrap != nullptr) adopt_foreign_release(&h, wrap);
   // A legacy tensor cannot say whether its memory may be written. NumPy
   // takes every legacy capsule as read-only; so does hurray, except for

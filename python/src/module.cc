@@ -169,7 +169,7 @@ PyMODINIT_FUNC PyInit__native(void) {
 
   PyObject *m = PyModule_Create(&module_def);
   if (m == nullptr) return nullptr;
-  if (!exchange_api_init(m)) {
+  if (!exchange_api_init(m) || !check_init(m)) {
     Py_DECREF(m);
     return nullptr;
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "../check.h"
 #include "../error.h"
 #include "hurray/hurray.h"
 
@@ -22,6 +23,7 @@ std::atomic<uint64_t> g_teardown_leaks{0};
 std::atomic<uint64_t> g_fork_skips{0};
 std::atomic<uint64_t> g_context_reset_skips{0};
 std::atomic<uint64_t> g_stream_fallbacks{0};
+std::atomic<uint64_t> g_double_releases{0};
 
 // The hook and its argument change together under g_hook_mutex, which is
 // also held while the hook runs: set_diagnostic_hook returning means the old
@@ -45,13 +47,19 @@ thread_local bool t_in_hook = false;
 // nothing and the child's hook returns and unlocks as usual.
 thread_local bool t_locked_for_fork = false;
 
+// The checking mode's registry lock is taken after the hook mutex (a hook
+// may release tracked handles, never the other way round: the checker calls
+// the hook without its lock), and given back before it.
 void hook_prepare_fork() {
-  if (t_in_hook) return;
-  g_hook_mutex.lock();
-  t_locked_for_fork = true;
+  if (!t_in_hook) {
+    g_hook_mutex.lock();
+    t_locked_for_fork = true;
+  }
+  check::prepare_fork();
 }
 
 void hook_after_fork() {
+  check::after_fork();
   if (!t_locked_for_fork) return;
   t_locked_for_fork = false;
   g_hook_mutex.unlock();
@@ -66,6 +74,16 @@ void send_to_hook(int32_t status, const char *fmt, va_list args) {
   if (g_hook == nullptr) return;
   char message[320];
   std::vsnprintf(message, sizeof message, fmt, args);
+  t_in_hook = true;
+  g_hook(status, message, g_hook_user);
+  t_in_hook = false;
+}
+
+// The same for a message already formatted, of any length.
+void send_to_hook_text(int32_t status, const char *message) {
+  if (t_in_hook) return;
+  std::lock_guard<std::mutex> lock(g_hook_mutex);
+  if (g_hook == nullptr) return;
   t_in_hook = true;
   g_hook(status, message, g_hook_user);
   t_in_hook = false;
@@ -87,6 +105,11 @@ void report_context_reset_skip(const char *fmt, ...) {
   va_start(args, fmt);
   send_to_hook(HURRAY_ERR_DEVICE, fmt, args);
   va_end(args);
+}
+
+void report_check_finding(int32_t status, const char *message, bool double_release) {
+  if (double_release) g_double_releases.fetch_add(1, std::memory_order_relaxed);
+  send_to_hook_text(status, message);
 }
 
 void count_stream_fallback() { g_stream_fallbacks.fetch_add(1, std::memory_order_relaxed); }
@@ -122,7 +145,8 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
                          offsetof(hurray_diagnostics, context_reset_skips) +
                              sizeof d.context_reset_skips,
                          offsetof(hurray_diagnostics, stream_fallback_frees) +
-                             sizeof d.stream_fallback_frees};
+                             sizeof d.stream_fallback_frees,
+                         offsetof(hurray_diagnostics, double_releases) + sizeof d.double_releases};
   size_t written = 0;
   for (size_t end : ends) {
     if (end <= size) written = end;
@@ -134,6 +158,7 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   d.fork_skipped_releases = g_fork_skips.load(std::memory_order_relaxed);
   d.context_reset_skips = g_context_reset_skips.load(std::memory_order_relaxed);
   d.stream_fallback_frees = g_stream_fallbacks.load(std::memory_order_relaxed);
+  d.double_releases = g_double_releases.load(std::memory_order_relaxed);
   std::memcpy(out, &d, written);
   return HURRAY_OK;
 }

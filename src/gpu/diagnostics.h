@@ -21,6 +21,11 @@ void report_failed_release(int32_t status, const char *fmt, ...)
 // context_reset_skips and sent to the diagnostic hook (HURRAY_ERR_DEVICE,
 // the formatted message) under the same rules as report_failed_release.
 void report_context_reset_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// A finding of the checking mode (src/check.cc, c-ffi §9), already
+// formatted: sent to the diagnostic hook under the rules above; a double
+// release (or consumption) of a tracked handle is also counted in
+// double_releases. Never prints.
+void report_check_finding(int32_t status, const char *message, bool double_release);
 // A stream-ordered release whose stream was gone (destroyed by its owner
 // before the release): freed synchronously instead; counted only.
 void count_stream_fallback();

@@ -2,7 +2,7 @@ package dev.hurray;
 
 /**
  * A failed libhurray call: the status code of {@code hurray.h} (1 =
- * HURRAY_ERR_INVALID_ARGUMENT ... 8 = HURRAY_ERR_INTERNAL), its name and
+ * HURRAY_ERR_INVALID_ARGUMENT ... 10 = HURRAY_ERR_LEAKED), its name and
  * libhurray's message for that call. Unchecked. A failed call consumes
  * nothing: the buffer or tensor passed in is still the caller's.
  */
@@ -25,6 +25,10 @@ public final class HurrayException extends RuntimeException {
   public static final int DEVICE = 7;
   /** HURRAY_ERR_INTERNAL. */
   public static final int INTERNAL = 8;
+  /** HURRAY_ERR_RELEASED: checking mode, the handle was already released. */
+  public static final int RELEASED = 9;
+  /** HURRAY_ERR_LEAKED: checking mode, a handle still live at exit (hook only). */
+  public static final int LEAKED = 10;
 
   private final int status;
   private final String statusName;
