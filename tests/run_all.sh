@@ -6,8 +6,9 @@
 #   dev             cmake --workflow --preset dev   (Debug; tests, examples, benches built)
 #   asan            cmake --workflow --preset asan  (ASan + UBSan, any report fails)
 #   tsan            cmake --workflow --preset tsan
-#   fuzz            the libFuzzer target tests/fuzz/ (clang, build/fuzz) run for two
-#                   minutes on the seed corpus tests/fuzz/corpus (docs/impl/fuzzing.md)
+#   fuzz            the libFuzzer targets of tests/fuzz/ (clang, build/fuzz): the DLPack
+#                   one for two minutes on the seed corpus tests/fuzz/corpus, the
+#                   checking mode's for 30 s (docs/impl/fuzzing.md)
 #   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
 #                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
 #   bench-smoke     bench/side_by_side.py --quick: libhurray beside tvm-ffi (Release
@@ -179,7 +180,7 @@ stage_fuzz() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHURRAY_BUILD_FUZZERS=ON -DHURRAY_BUILD_TESTS=OFF \
     -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_BUILD_EXAMPLES=OFF -DHURRAY_BUILD_PYTHON=OFF || return 1
-  cmake --build "$build" -j "$JOBS" --target hurray_dlpack_fuzz || return 1
+  cmake --build "$build" -j "$JOBS" --target hurray_dlpack_fuzz hurray_check_fuzz || return 1
   mkdir -p "$build/corpus" "$build/artifacts" "$build/run"
   rm -f "$build/run/fuzz-0.log"
   touch "$build/run/started"  # artifacts newer than this are this run's
@@ -201,7 +202,27 @@ stage_fuzz() {
     echo "${runs:-?} inputs, FAILED; see build/fuzz/artifacts" > "$STAGE_NOTE"
     return 1
   fi
-  echo "${runs:-?} inputs in ${secs}s, no crash; corpus build/fuzz/corpus: $(ls "$build/corpus" | wc -l) new" > "$STAGE_NOTE"
+  # The checking mode's target (programs of handle operations; it needs no
+  # seeds) for a quarter of that time, corpus of its own.
+  local csecs=$(( secs / 4 )) cruns
+  mkdir -p "$build/check-corpus"
+  (cd "$build/run" &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "$build/tests/fuzz/hurray_check_fuzz" -max_total_time="$csecs" -timeout=30 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/check-" \
+      "$build/check-corpus" > "$build/run/check-fuzz.log" 2>&1)
+  rc=$?
+  cruns=$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/run/check-fuzz.log" | tail -n 1)
+  echo "--- libFuzzer summary (checking mode)"
+  grep -E '^stat::|^Done ' "$build/run/check-fuzz.log" | awk '!seen[$0]++'
+  if [ "$rc" -ne 0 ]; then
+    tail -n 40 "$build/run/check-fuzz.log" >&2
+    echo "fuzz: hurray_check_fuzz failed (exit $rc); replay: build/fuzz/tests/fuzz/hurray_check_fuzz FILE" >&2
+    echo "${runs:-?} inputs; checking mode ${cruns:-?} inputs, FAILED; see build/fuzz/artifacts" > "$STAGE_NOTE"
+    return 1
+  fi
+  echo "${runs:-?} inputs in ${secs}s, checking mode ${cruns:-?} in ${csecs}s, no crash; corpus build/fuzz/corpus: $(ls "$build/corpus" | wc -l) new" > "$STAGE_NOTE"
 }
 
 # --------------------------------------------------------------------------
