@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 
 #include "check_registry.h"
 #include "error.h"
@@ -15,6 +16,7 @@ namespace hurray {
 namespace check {
 
 std::atomic<uint32_t> g_options{0};
+std::atomic<bool> g_exit_stderr{false};
 
 namespace {
 
@@ -35,13 +37,16 @@ int32_t fail_released(const hurray_buffer *h, const char *what) {
 uint32_t options_from_environment() {
   const char *v = std::getenv("HURRAY_CHECK");
   if (v == nullptr || v[0] == '\0' || std::strcmp(v, "0") == 0) return 0;
-  if (std::strcmp(v, "stderr") == 0) return HURRAY_CHECK_TRACK | HURRAY_CHECK_STDERR;
+  if (strcasecmp(v, "stderr") == 0) return HURRAY_CHECK_TRACK | HURRAY_CHECK_STDERR;
   return HURRAY_CHECK_TRACK;
 }
 
 void set_options(uint32_t options) {
   if (options & HURRAY_CHECK_STDERR) options |= HURRAY_CHECK_TRACK;
-  if (options != 0) register_exit_report();
+  if (options != 0) {
+    register_exit_report();
+    g_exit_stderr.store((options & HURRAY_CHECK_STDERR) != 0, std::memory_order_relaxed);
+  }
   g_options.store(options, std::memory_order_relaxed);
 }
 
@@ -147,7 +152,13 @@ void checked_release(void *id_ptr) {
     Registry &reg = registry();
     std::lock_guard<std::mutex> lock(reg.mu);
     Record *r = reg.find(id);
-    if (r != nullptr && !r->claimed) {
+    if (r != nullptr && r->claimed) {
+      // A consuming step runs on a copy of this handle: one of the two has
+      // the reference, and the step's outcome says which (check::consume).
+      if (r->pending++ == 0) r->pending_at = here;
+      return;
+    }
+    if (r != nullptr) {
       fn = r->fn;
       user_data = r->user_data;
       reg.bury(id, reg.remove(id), "released", here);
@@ -157,7 +168,7 @@ void checked_release(void *id_ptr) {
     fn(user_data);  // outside the lock: the producer may call libhurray
     return;
   }
-  report_second_use(id, "released", here);
+  report_second_use(id, "released", here, /*counted=*/true);
 }
 
 void track(hurray_buffer *out, size_t n, const char *made_by) {
@@ -175,23 +186,24 @@ void track(hurray_buffer *out, size_t n, const char *made_by) {
       return;
     }
     *r = Record{h.release_fn, h.user_data, made_by, h.data, h.device, h.dtype, h.ndim,
-                false,        here,        nullptr};
+                false,        0,           here,    Origin{}, nullptr};
     h.release_fn = &checked_release;
     h.user_data = reinterpret_cast<void *>(static_cast<uintptr_t>(id));
     ++reg.tracked;
   }
 }
 
-int32_t require_live(const hurray_buffer *h, const char *what) {
+int32_t require_live(const hurray_buffer *h, const char *what, const char *step) {
   Registry &reg = registry();
   {
     std::lock_guard<std::mutex> lock(reg.mu);
-    const Record *r = reg.find(id_of(h));
-    if (r != nullptr && !r->claimed) return HURRAY_OK;
+    // Claimed (a consuming step runs on a copy) still means live here.
+    if (reg.find(id_of(h)) != nullptr) return HURRAY_OK;
   }
-  const int32_t st = fail_released(h, what);
-  report_check_finding(st, hurray_last_error(), /*double_release=*/false);
-  return st;
+  Origin here;
+  capture(&here);
+  report_second_use(id_of(h), step, here, /*counted=*/false);
+  return fail_released(h, what);
 }
 
 int32_t consume(hurray_buffer *src, const char *step_name, Step step, void *ctx,
@@ -213,18 +225,45 @@ int32_t consume(hurray_buffer *src, const char *step_name, Step step, void *ctx,
     }
   }
   if (!claimed) {
-    report_second_use(id, step_name, here);
+    report_second_use(id, step_name, here, /*counted=*/true);
     return fail_released(src, "src");
   }
   const int32_t st = step(&inner, ctx);
-  std::lock_guard<std::mutex> lock(reg.mu);
+  std::unique_lock<std::mutex> lock(reg.mu);
+  Record *r = reg.find(id);
+  r->claimed = false;
+  const uint32_t pending = r->pending;
+  const Origin pending_at = r->pending_at;
+  r->pending = 0;
   if (st != HURRAY_OK) {
-    reg.find(id)->claimed = false;  // back as it was
+    // Back as it was. A release of a copy that came meanwhile had the
+    // reference after all: it ends now; any further one is a second use.
+    hurray_release_fn fn = nullptr;
+    void *user_data = nullptr;
+    if (pending > 0) {
+      fn = r->fn;
+      user_data = r->user_data;
+      reg.bury(id, reg.remove(id), "released", pending_at);
+    }
+    lock.unlock();
+    if (fn != nullptr) fn(user_data);
+    for (uint32_t i = 1; i < pending; ++i) report_second_use(id, "released", pending_at, true);
     return st;
   }
   const bool src_written = n_written > 0 && src >= written && src < written + n_written;
   if (!src_written) clear(src);
-  reg.bury(id, reg.remove(id), step_name, here);
+  Record *gone = reg.remove(id);
+  // Handles made from a labelled one carry its label on (a binding's
+  // creation site survives the shares its exports make). Without memory for
+  // a copy a handle is simply left unlabelled.
+  for (size_t i = 0; gone->label != nullptr && i < n_written; ++i) {
+    Record *r = is_tracked(&written[i]) ? reg.find(id_of(&written[i])) : nullptr;
+    if (r != nullptr && r->label == nullptr) r->label = strdup(gone->label);
+  }
+  reg.bury(id, gone, step_name, here);
+  lock.unlock();
+  // Releases of copies while the step ran: the step had the reference.
+  for (uint32_t i = 0; i < pending; ++i) report_second_use(id, "released", pending_at, true);
   return HURRAY_OK;
 }
 
@@ -295,7 +334,7 @@ HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label)
   check::Registry &reg = check::registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   check::Record *r = reg.find(check::id_of(h));
-  if (r == nullptr || r->claimed) {
+  if (r == nullptr) {
     std::free(copy);
     return check::fail_released(h, "h");
   }

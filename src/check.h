@@ -22,6 +22,10 @@ namespace check {
 // load from HURRAY_CHECK), read relaxed: a handle made while another thread
 // turns the mode on may be made either way.
 extern std::atomic<uint32_t> g_options;
+// Whether the at-exit report also goes to stderr: set by options with
+// HURRAY_CHECK_STDERR, cleared by options without it, kept by 0 (turning
+// tracking off does not silence the report of what was tracked).
+extern std::atomic<bool> g_exit_stderr;
 
 inline bool on() { return __builtin_expect(g_options.load(std::memory_order_relaxed) != 0, 0); }
 
@@ -46,10 +50,12 @@ inline int32_t produced(int32_t st, hurray_buffer *out, size_t n, const char *ma
   return st;
 }
 
-// For steps that only read a tracked source (hurray_copy): HURRAY_OK while
-// its reference is live, else HURRAY_ERR_RELEASED with a message (also sent
-// to the diagnostic hook, not counted as a double release).
-__attribute__((noinline, cold)) int32_t require_live(const hurray_buffer *h, const char *what);
+// For steps that only read a tracked source (hurray_copy, named `step`):
+// HURRAY_OK while its reference is live, else HURRAY_ERR_RELEASED with a
+// message, and the full report (where it was made and first released) to
+// the diagnostic hook and stderr like a double release, not counted as one.
+__attribute__((noinline, cold)) int32_t require_live(const hurray_buffer *h, const char *what,
+                                                     const char *step);
 
 // The step a tracked handle is consumed by: `inner` is *src carrying the
 // producer's release_fn/user_data again.

@@ -37,7 +37,10 @@ struct Record {
   hurray_dtype dtype;
   int32_t ndim;
   bool claimed;          // a consuming step is running on it (check::consume)
+  uint32_t pending;      // releases that came while claimed: decided when the
+                         //   step ends (the first one is real if it failed)
   Origin made;
+  Origin pending_at;     // where the first of them happened
   char *label;           // malloc'd, or NULL
 };
 
@@ -113,10 +116,11 @@ void describe(Text *t, uint64_t id, const Record &r);
 // The frames of `o` outside libhurray, one per line, each after `indent`.
 void frames_text(Text *t, const Origin &o, const char *indent);
 
-// Reports a second release (step "released") or consumption of `id` by
-// `step` at `here`: builds the message from the ring, counts it, sends it
-// to the hook and, with HURRAY_CHECK_STDERR, prints it. Call without mu.
-void report_second_use(uint64_t id, const char *step, const Origin &here);
+// Reports a second release (step "released"), consumption or use of `id`
+// by `step` at `here`: builds the message from the ring, counts it in
+// double_releases when `counted`, sends it to the hook and, with
+// HURRAY_CHECK_STDERR, prints it. Call without mu.
+void report_second_use(uint64_t id, const char *step, const Origin &here, bool counted);
 
 // Registers the at-exit report of live handles (once).
 void register_exit_report();

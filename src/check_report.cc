@@ -139,7 +139,7 @@ void describe(Text *t, uint64_t id, const Record &r) {
   t->add(")");
 }
 
-void report_second_use(uint64_t id, const char *step, const Origin &here) {
+void report_second_use(uint64_t id, const char *step, const Origin &here, bool counted) {
   const bool release = std::strcmp(step, "released") == 0;
   const char *what = release ? "double release" : "use after release";
   Gone g;
@@ -177,13 +177,14 @@ void report_second_use(uint64_t id, const char *step, const Origin &here) {
           "not called again.\n",
           what, id);
   } else {
-    m.add("hurray check: %s of a handle whose release_fn is the checker's but whose user_data "
-          "(%" PRIu64 ") is no id it issued; nothing was called.\n",
-          what, id);
+    m.add("hurray check: bad %s: a handle whose release_fn is the checker's but whose "
+          "user_data (%" PRIu64 ") is no id it issued (a corrupted handle); nothing was "
+          "called.\n",
+          release ? "release" : "use", id);
   }
   m.add("  this time %s at:\n", release ? "released" : step);
   frames_text(&m, here, "    ");
-  emit(HURRAY_ERR_RELEASED, m, /*double_release=*/true);
+  emit(HURRAY_ERR_RELEASED, m, counted);
 }
 
 namespace {
@@ -237,8 +238,9 @@ bool take_snapshot(uint64_t since, Snapshot *s) {
   return true;
 }
 
+// Runs whenever the mode was on at some point (also after it was turned
+// off: handles tracked before are still checked, and reported).
 void exit_report() {
-  if (g_options.load(std::memory_order_relaxed) == 0) return;
   Snapshot s;
   if (!take_snapshot(0, &s)) return;
   for (size_t i = 0; i < s.n; ++i) {
@@ -247,9 +249,10 @@ void exit_report() {
     describe(&m, s.ids[i], s.records[i]);
     m.add(" still live at exit.\n  made at:\n");
     frames_text(&m, s.records[i].made, "    ");
-    emit(HURRAY_ERR_LEAKED, m, false);
+    report_check_finding(HURRAY_ERR_LEAKED, m.c_str(), false);
+    if (g_exit_stderr.load(std::memory_order_relaxed)) std::fputs(m.c_str(), stderr);
   }
-  if (stderr_wanted()) {
+  if (g_exit_stderr.load(std::memory_order_relaxed)) {
     hurray_diagnostics d;
     d.struct_size = sizeof d;
     const uint64_t doubles = hurray_get_diagnostics(&d) == HURRAY_OK ? d.double_releases : 0;

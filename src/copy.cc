@@ -155,7 +155,8 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   // A released tracked handle's shape may be gone: liveness first.
   if (check::is_tracked(src)) {
-    int32_t st = check::require_live(src, "src");
+    const char *step = stream != nullptr ? "hurray_copy_async" : "hurray_copy";
+    int32_t st = check::require_live(src, "src", step);
     if (st != HURRAY_OK) return st;
   }
   hurray_extent e;

@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 
+#include "check.h"
 #include "error.h"
 
 namespace hurray {
@@ -34,11 +35,21 @@ HURRAY_API int32_t hurray_buffer_release(hurray_buffer *h) {
 }
 
 HURRAY_API int32_t hurray_buffer_validate(const hurray_buffer *h) {
-  return hurray::check_handle(h, "buffer", nullptr);
+  using namespace hurray;
+  // A released tracked handle's shape may be freed memory: liveness first.
+  if (check::is_tracked(h)) {
+    int32_t st = check::require_live(h, "buffer", "hurray_buffer_validate");
+    if (st != HURRAY_OK) return st;
+  }
+  return check_handle(h, "buffer", nullptr);
 }
 
 HURRAY_API int32_t hurray_buffer_extent(const hurray_buffer *h, hurray_extent *out) {
   if (out == nullptr) return hurray::fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (hurray::check::is_tracked(h)) {
+    int32_t st = hurray::check::require_live(h, "buffer", "hurray_buffer_extent");
+    if (st != HURRAY_OK) return st;
+  }
   hurray_extent e;
   int32_t st = hurray::check_handle_exact(h, "buffer", &e);
   if (st == HURRAY_OK) *out = e;

@@ -283,13 +283,67 @@ TEST_F(Check, CopyRefusesToReadAReleasedHandle) {
   ASSERT_OK(hurray_buffer_release(&h));
   hurray_buffer c2;
   std::memset(&c2, 0xAB, sizeof c2);
+  const uint64_t before = double_releases();
   EXPECT_STATUS(hurray_copy(&stale, hurray_device{HURRAY_DEVICE_CPU, 0}, &c2), HURRAY_ERR_RELEASED);
   EXPECT_TRUE(LastErrorMentions("already released"));
+  EXPECT_EQ(double_releases(), before) << "a copy only reads: not counted";
+  const std::string m = hook_.last();
+  EXPECT_NE(m.find("use after release"), std::string::npos) << m;
+  EXPECT_NE(m.find("first released at"), std::string::npos) << m;
+  EXPECT_NE(m.find("this time hurray_copy at"), std::string::npos) << m;
   EXPECT_EQ(c2.version, 0xABABABABu) << "output untouched";
   Entries e = live_since(0);
   ASSERT_EQ(e.made_by.size(), 1u);
   EXPECT_EQ(e.made_by[0], "hurray_copy");
   ASSERT_OK(hurray_buffer_release(&c));
+}
+
+TEST_F(Check, ValidateAndExtentRefuseAReleasedHandleBeforeReadingIt) {
+  hurray_buffer h;
+  ASSERT_OK(check_test_make_leak(&h));  // its shape lives in the freed block
+  const hurray_buffer stale = h;
+  ASSERT_OK(hurray_buffer_validate(&h));
+  ASSERT_OK(hurray_buffer_release(&h));
+  EXPECT_STATUS(hurray_buffer_validate(&stale), HURRAY_ERR_RELEASED);
+  hurray_extent e;
+  std::memset(&e, 0x5A, sizeof e);
+  EXPECT_STATUS(hurray_buffer_extent(&stale, &e), HURRAY_ERR_RELEASED);
+  EXPECT_EQ(e.numel, 0x5A5A5A5A5A5A5A5ALL) << "untouched";
+}
+
+TEST_F(Check, AReleaseDuringAFailedConsumptionStillReleasesTheProducer) {
+  // Thread A shares a copy that was spoiled (ndim -1): the share fails and
+  // consumes nothing. Thread B releases the good copy meanwhile: that is the
+  // one real release, whichever comes first.
+  for (int round = 0; round < 2000; ++round) {
+    DeleterLog log;
+    hurray_buffer good;
+    ASSERT_OK(hurray_from_dlpack_versioned(make_versioned(log, dense({4})), 0, &good));
+    hurray_buffer bad = good;
+    bad.ndim = -1;
+    const uint64_t before = double_releases();
+    std::atomic<int> go{0};
+    int32_t share_status = HURRAY_OK;
+    std::thread a([&] {
+      go.fetch_add(1);
+      while (go.load() < 2) {
+      }
+      hurray_buffer o[2];
+      share_status = hurray_share(&bad, 2, o);
+    });
+    go.fetch_add(1);
+    while (go.load() < 2) {
+    }
+    ASSERT_OK(hurray_buffer_release(&good));
+    a.join();
+    ASSERT_NE(share_status, HURRAY_OK);
+    ASSERT_EQ(log.calls.load(), 1) << "round " << round;
+    // Before the release the share fails validating (not counted); after it
+    // the share uses a gone reference (counted once).
+    const uint64_t counted = double_releases() - before;
+    ASSERT_EQ(counted, share_status == HURRAY_ERR_RELEASED ? 1u : 0u) << "round " << round;
+  }
+  EXPECT_EQ(state().live, 0u);
 }
 
 TEST_F(Check, HandlesTrackedBeforeTurningItOffKeepWorking) {
@@ -316,6 +370,21 @@ TEST_F(Check, LabelOfAReleasedHandleIsRefused) {
   EXPECT_STATUS(hurray_check_label(&stale, "late"), HURRAY_ERR_RELEASED);
   EXPECT_STATUS(hurray_check_label(nullptr, "x"), HURRAY_ERR_INVALID_ARGUMENT);
   EXPECT_STATUS(hurray_check_label(&stale, nullptr), HURRAY_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(Check, HandlesSharedFromALabelledOneInheritItsLabel) {
+  const uint64_t mark = state().next_id;
+  hurray_buffer h, out[2];
+  ASSERT_OK(check_test_make_leak(&h));
+  ASSERT_OK(hurray_check_label(&h, "made at x.py:3"));
+  ASSERT_OK(hurray_share(&h, 2, out));
+  Entries e = live_since(mark);
+  ASSERT_EQ(e.labels.size(), 2u);
+  EXPECT_EQ(e.labels[0], "made at x.py:3");
+  EXPECT_EQ(e.labels[1], "made at x.py:3");
+  EXPECT_EQ(e.made_by[0], "hurray_share");
+  ASSERT_OK(hurray_buffer_release(&out[0]));
+  ASSERT_OK(hurray_buffer_release(&out[1]));
 }
 
 TEST_F(Check, ALabelIsNamedInTheDoubleReleaseReport) {

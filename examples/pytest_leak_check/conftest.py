@@ -5,6 +5,8 @@ libhurray's checking mode on and fails if a handle it made is still live
 after it (the garbage collector runs first), naming what made the handle
 and the Python line that did.
 """
+from typing import Iterator
+
 import pytest
 
 import hurray
@@ -12,7 +14,7 @@ import hurray.testing
 
 
 @pytest.fixture(autouse=True)
-def hurray_no_leaks():
+def hurray_no_leaks() -> Iterator[None]:
     if not hurray.checking_enabled():
         hurray.enable_checking()
     mark = hurray.check_mark()

@@ -276,6 +276,9 @@ HURRAY_API int32_t hurray_buffer_release(hurray_buffer *h);
  *   HURRAY_ERR_UNSUPPORTED_DEVICE   a device type DLPack 1.3 does not define
  *   HURRAY_ERR_OVERFLOW             element count, byte_offset or byte extent
  *                                   beyond signed 64-bit range
+ *   HURRAY_ERR_RELEASED             checking mode (c-ffi §9): h is a tracked
+ *                                   handle whose reference is already gone
+ *                                   (checked before any field is read)
  * On failure: nothing changed; *h stays owned by the caller.
  * Threads: safe from any thread (reads only).
  * Spec: docs/spec/buffer-protocol.md §3; docs/impl/c-ffi.md §3. */
@@ -337,6 +340,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: one allocation the first time a handle is shared with n > 1, none
  *   afterwards.
+ *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
+ *                        whose reference is already gone (found before any
+ *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); out
  *   untouched.
  * Threads: safe from any thread; the out handles may be released from any
@@ -370,6 +376,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: at most one heap allocation (DLPack struct and handle together);
  *   none when unwrapping.
+ *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
+ *                        whose reference is already gone (found before any
+ *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); *out
  *   untouched.
  * Threads: safe from any thread; the tensor's deleter may be called from any
@@ -394,6 +403,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned(
  *   HURRAY_ERR_OUT_OF_MEMORY     the export block cannot be allocated
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: at most one heap allocation; none when unwrapping.
+ *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
+ *                        whose reference is already gone (found before any
+ *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); *out
  *   untouched.
  * Threads: safe from any thread; the tensor's deleter may be called from any
@@ -581,6 +593,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dt
  *   HURRAY_ERR_DEVICE              a GPU runtime call failed
  *   or any other error of hurray_buffer_validate (for *src) or hurray_alloc
  *   (for the destination).
+ *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
+ *                        whose reference is already gone (found before any
+ *                        of its fields is read)
  * On failure: *out untouched; nothing stays allocated; *src unchanged.
  * Threads: safe from any thread.
  * Spec: docs/spec/buffer-protocol.md §7.2; docs/impl/c-ffi.md §6;
@@ -731,6 +746,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  *   HURRAY_ERR_UNSUPPORTED_DEVICE  CUDA <-> ROCm, or any pair involving
  *                                  another device type
  *   HURRAY_ERR_DEVICE              the runtime fails the copy
+ *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
+ *                        whose reference is already gone (found before any
+ *                        of its fields is read)
  * On failure: *out untouched; nothing stays allocated; *src unchanged. Work
  *   already queued on the stream stays queued.
  * Threads: safe from any thread.
@@ -874,16 +892,19 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  *    caught before it reaches the producer: it is counted
  *    (hurray_diagnostics.double_releases), sent to the diagnostic hook as
  *    HURRAY_ERR_RELEASED with what the handle was, where it was made and where
- *    it was first released, and the producer's release is not called again;
+ *    it was first released, and the producer's release is not called again
+ *    (hurray_buffer_release still returns HURRAY_OK: the handle is emptied);
  *  - hurray_share and the DLPack exports refuse such a handle with
- *    HURRAY_ERR_RELEASED, and hurray_copy refuses to read it;
+ *    HURRAY_ERR_RELEASED, and hurray_copy refuses to read it (reported the
+ *    same way);
  *  - hurray_check_live lists the handles still live, and at exit each one is
  *    sent to the hook (HURRAY_ERR_LEAKED) and, with HURRAY_CHECK_STDERR, also
  *    printed to stderr.
  * A handle leaves the checker when a DLPack export consumes it (the DLPack
  * consumer owns the deleter from then on). Handles made by foreign code, or
  * by libhurray while the mode was off, are not tracked. When the mode is off
- * the only cost is one predictable branch where a handle is produced.
+ * the only cost is one predictable branch where a handle is produced, and a
+ * compare of release_fn on the validating path of share, export and copy.
  * ------------------------------------------------------------------------- */
 
 /* Options of hurray_check_enable (bits). HURRAY_CHECK=1 in the environment
@@ -908,7 +929,7 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * Threads: safe from any thread; a handle made concurrently on another
  *   thread may be made under the old or the new setting.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_check_enable(uint32_t options);
+HURRAY_API int32_t hurray_check_enable(uint32_t options);
 
 /* State of the checking mode. Size-prefixed like hurray_diagnostics. */
 typedef struct hurray_check_state {
@@ -938,7 +959,7 @@ typedef struct hurray_check_state {
  * Threads: safe from any thread; a snapshot of the counters under the
  *   checker's lock.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_check_get_state(hurray_check_state *out);
+HURRAY_API int32_t hurray_check_get_state(hurray_check_state *out);
 
 /* One live tracked handle, as hurray_check_live shows it. Every pointer is
  * valid only during the visit call. */
@@ -978,14 +999,14 @@ typedef void (*hurray_check_visit_fn)(const hurray_check_entry *entry, void *use
  * On failure: visit is not called; *count untouched.
  * Threads: safe from any thread.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit,
-                                                      void *user, size_t *count);
+HURRAY_API int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit, void *user,
+                                     size_t *count);
 
 /* Attaches a label to a tracked handle, shown with it in reports (a binding
  * puts its own language's creation site here, e.g. "test_x.py:12"). The text
  * is copied (at most 511 bytes kept); a later label replaces it. Every copy
- * of the handle shares the label; handles made from it by hurray_share do
- * not inherit it.
+ * of the handle shares the label, and the handles hurray_share makes from it
+ * inherit it.
  *
  * Parameters:
  *   h      [in]  a handle; only read
@@ -998,7 +1019,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_live(uint64_t since, hurray_che
  * On failure: nothing changed.
  * Threads: safe from any thread.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, const char *label);
+HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label);
 
 /* ===========================================================================
  * Entry point for runtimes that dlopen libhurray, and a handle move helper

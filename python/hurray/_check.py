@@ -1,4 +1,4 @@
-"""The checking mode of libhurray from Python (docs/impl/python.md §8).
+"""The checking mode of libhurray from Python (docs/impl/python.md §9).
 
 While it is on, every handle libhurray makes (and so every Buffer) is
 tracked: a second release of one reference is caught before it reaches the

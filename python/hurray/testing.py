@@ -1,4 +1,4 @@
-"""Test helpers: fail a test that leaks libhurray handles (docs/impl/python.md §8).
+"""Test helpers: fail a test that leaks libhurray handles (docs/impl/python.md §9).
 
     import hurray.testing
 

@@ -62,17 +62,17 @@ struct SavedError {
 
 // ---- release.cc ------------------------------------------------------------
 
-// The release of a handle imported from a Python producer is wrapped so
-// that it is GIL-safe on any thread and skipped once the interpreter is
-// finalizing (docs/impl/python.md §3). This allocates the wrapper ahead of
-// the import (which must not fail after it consumed the tensor). Returns nullptr with
-// MemoryError set (naming `what`). Give it to adopt_foreign_release or
-// free it with std::free.
-void *alloc_foreign_release(const char *what);
+// The deleter of a tensor imported from a Python producer is made GIL-safe
+// on any thread and skipped once the interpreter is finalizing
+// (docs/impl/python.md §3), on the tensor itself, before libhurray imports
+// it: its manager_ctx and deleter move into a small block and come back
+// before the producer's deleter runs. Returns false with MemoryError set
+// (naming `what`), the tensor unchanged.
+bool wrap_foreign_deleter(void *tensor, bool versioned, const char *what);
 
-// Moves h's release into the pre-allocated `block` (from
-// alloc_foreign_release). Cannot fail.
-void adopt_foreign_release(hurray_buffer *h, void *block);
+// Undoes wrap_foreign_deleter on a tensor libhurray refused (it is the
+// caller's again, as it was). Cannot fail.
+void unwrap_foreign_deleter(void *tensor, bool versioned);
 
 // Releases a live handle (no-op on an empty one), keeping the pending
 // exception.

@@ -287,8 +287,7 @@ PyObject *Buffer_share(PyObject *self, PyObject *arg) {
     raise_status(st, "hurray.Buffer.share");
     Py_CLEAR(list);
   } else {
-    b->h = out[0];
-    if (g_check_labels) label_python_site(&b->h);
+    b->h = out[0];  // keeps its label (the checker carries it over)
     for (long long i = 0; i < n; ++i) {
       PyObject *nb = new_buffer(&out[i + 1]);
       if (nb == nullptr) {

@@ -65,15 +65,26 @@ PyObject *check_state(PyObject *, PyObject *) {
                        static_cast<unsigned long long>(s.untracked));
 }
 
+PyObject *decode(const char *text) {
+  return PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "replace");
+}
+
 // Appends one (id, made_by, label, origin, (device_type, device_id), ndim)
 // tuple per live handle to the list `user`; stops appending after a failure
 // (the exception stays set).
 void append_entry(const hurray_check_entry *e, void *user) {
   auto *list = static_cast<PyObject *>(user);
   if (PyErr_Occurred()) return;
-  PyObject *t = Py_BuildValue("(Ksss(ii)i)", static_cast<unsigned long long>(e->id), e->made_by,
-                              e->label, e->origin, e->device.device_type, e->device.device_id,
-                              e->ndim);
+  // Labels are cut at 511 bytes (maybe inside a character) and may come
+  // from C; frames name files: decoded leniently, never raising.
+  PyObject *label = decode(e->label), *origin = decode(e->origin);
+  PyObject *t = label != nullptr && origin != nullptr
+                    ? Py_BuildValue("(KsOO(ii)i)", static_cast<unsigned long long>(e->id),
+                                    e->made_by, label, origin, e->device.device_type,
+                                    e->device.device_id, e->ndim)
+                    : nullptr;
+  Py_XDECREF(label);
+  Py_XDECREF(origin);
   if (t == nullptr) return;
   PyList_Append(list, t);
   Py_DECREF(t);

@@ -14,17 +14,14 @@ int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer
   if (versioned) {
     auto *t = static_cast<DLManagedTensorVersioned *>(ptr);
     ours = t->deleter == g_hurray_versioned_deleter;
-    needs_wrap = t->deleter != nullptr && !ours;
+    // Another major version is refused below; its other fields are not read.
+    needs_wrap = t->deleter != nullptr && !ours && t->version.major == 1;
   } else {
     auto *t = static_cast<DLManagedTensor *>(ptr);
     ours = t->deleter == g_hurray_legacy_deleter;
     needs_wrap = t->deleter != nullptr && !ours;
   }
-  void *wrap = nullptr;
-  if (needs_wrap) {
-    wrap = alloc_foreign_release(what);
-    if (wrap == nullptr) return HURRAY_ERR_OUT_OF_MEMORY;
-  }
+  if (needs_wrap && !wrap_foreign_deleter(ptr, versioned, what)) return HURRAY_ERR_OUT_OF_MEMORY;
   hurray_buffer h;
   int32_t st = versioned
                    ? hurray_from_dlpack_versioned(static_cast<DLManagedTensorVersioned *>(ptr),
@@ -32,13 +29,11 @@ int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer
                    : hurray_from_dlpack(static_cast<DLManagedTensor *>(ptr),
                                         HURRAY_IMPORT_DEFAULT, &h);
   if (st != HURRAY_OK) {
-    std::free(wrap);
+    if (needs_wrap) unwrap_foreign_deleter(ptr, versioned);
     if (st != HURRAY_ERR_UNSUPPORTED_VERSION || !versioned) raise_status(st, what);
     return st;
   }
-  // Labelled while the handle is still the checker's (the wrap hides it).
   if (g_check_labels) label_python_site(&h);
-  if (wrap != nullptr) adopt_foreign_release(&h, wrap);
   // A legacy tensor cannot say whether its memory may be written. NumPy
   // takes every legacy capsule as read-only; so does hurray, except for
   // libhurray's own exports, which unwrap to a handle with its own flags.

@@ -112,6 +112,9 @@ def test_mypy_strict_on_the_examples_and_tests(tmp_path: pathlib.Path) -> None:
     stopped catching them."""
     run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "mypy"),
          os.path.join(REPO, "examples", "swap_tensors.py"), HERE], cwd=REPO, timeout=900)
+    # A run of its own: its conftest.py and the tests' would be one module name.
+    run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "mypy"),
+         os.path.join(REPO, "examples", "pytest_leak_check")], cwd=REPO, timeout=900)
 
 
 @pytest.mark.skipif(not _have("build"), reason="the `build` package is not installed")
