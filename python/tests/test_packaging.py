@@ -4,6 +4,7 @@ functions and `python -m hurray`; and a working sdist."""
 from typing import Any, Sequence
 import pathlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,3 +150,15 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> No
     )
     out = run([str(py), "-c", smoke], cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=""))
     assert "smoke ok" in out
+
+
+def test_the_readmes_python_blocks_run() -> None:
+    """Every ```python block of README.md runs as written, in a fresh process."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
+    assert len(blocks) >= 2, "README.md's Python examples went missing"
+    for code in blocks:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, f"README block failed:\n{code}\n{r.stderr}"
