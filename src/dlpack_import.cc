@@ -84,24 +84,30 @@ __attribute__((noinline)) int32_t make_strides_block(const DLTensor &t, void (*r
   return HURRAY_OK;
 }
 
+// Writes the handle of a checked tensor whose strides are given (or ndim
+// 0) straight into *out: it cannot fail.
+inline void write_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
+                         hurray_buffer *out) {
+  out->version = HURRAY_BUFFER_VERSION;
+  out->reserved = 0;
+  out->release_fn = release;
+  out->user_data = tensor;
+  out->flags = flags;
+  out->data = t.data;
+  out->byte_offset = t.byte_offset;
+  out->device.device_type = static_cast<int32_t>(t.device.device_type);
+  out->device.device_id = t.device.device_id;
+  out->dtype = hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
+  out->ndim = t.ndim;
+  out->shape = t.ndim > 0 ? t.shape : nullptr;
+  out->strides = t.ndim > 0 ? t.strides : nullptr;
+}
+
 // Shared tail of both imports once the tensor has been checked.
 inline int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *),
                            void *tensor, hurray_buffer *out) {
   if (t.ndim > 0 && t.strides != nullptr) {
-    // The common case cannot fail: written straight into *out.
-    out->version = HURRAY_BUFFER_VERSION;
-    out->reserved = 0;
-    out->release_fn = release;
-    out->user_data = tensor;
-    out->flags = flags;
-    out->data = t.data;
-    out->byte_offset = t.byte_offset;
-    out->device.device_type = static_cast<int32_t>(t.device.device_type);
-    out->device.device_id = t.device.device_id;
-    out->dtype = hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
-    out->ndim = t.ndim;
-    out->shape = t.shape;
-    out->strides = t.strides;
+    write_handle(t, flags, release, tensor, out);  // the common case
     return HURRAY_OK;
   }
   hurray_buffer h;
@@ -221,19 +227,7 @@ __attribute__((noinline)) int32_t import_legacy_full(DLManagedTensor *t, uint32_
 inline bool import_fast(const DLTensor &t, uint64_t flags, void (*release)(void *),
                         void *tensor, hurray_buffer *out) {
   if (!fast_ok(t)) return false;
-  out->version = HURRAY_BUFFER_VERSION;
-  out->reserved = 0;
-  out->release_fn = release;
-  out->user_data = tensor;
-  out->flags = flags;
-  out->data = t.data;
-  out->byte_offset = t.byte_offset;
-  out->device.device_type = static_cast<int32_t>(t.device.device_type);
-  out->device.device_id = t.device.device_id;
-  out->dtype = hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
-  out->ndim = t.ndim;
-  out->shape = t.ndim > 0 ? t.shape : nullptr;
-  out->strides = t.ndim > 0 ? t.strides : nullptr;
+  write_handle(t, flags, release, tensor, out);
   return true;
 }
 

@@ -23,11 +23,12 @@
 namespace hurray_py {
 namespace {
 
-// The producer's fields, while foreign_deleter stands in for its deleter.
+// The producer's fields, while foreign_deleter<Tensor> stands in for its
+// deleter.
+template <typename Tensor>
 struct ForeignDeleter {
   void *manager_ctx;
-  void (*versioned)(DLManagedTensorVersioned *);
-  void (*legacy)(DLManagedTensor *);
+  void (*deleter)(Tensor *);
 };
 
 bool interpreter_running() {
@@ -39,10 +40,22 @@ bool interpreter_running() {
 #endif
 }
 
+// Gives the tensor its producer's manager_ctx and deleter back and frees
+// the block; returns the producer's deleter.
+template <typename Tensor>
+void (*restore(Tensor *t))(Tensor *) {
+  ForeignDeleter<Tensor> d = *static_cast<ForeignDeleter<Tensor> *>(t->manager_ctx);
+  std::free(t->manager_ctx);
+  t->manager_ctx = d.manager_ctx;
+  t->deleter = d.deleter;
+  return d.deleter;
+}
+
 // Runs on any thread, with or without the GIL. The tensor is the producer's
 // again before its deleter runs (or is skipped).
 template <typename Tensor>
-void call_producer(Tensor *t, void (*deleter)(Tensor *)) {
+void foreign_deleter(Tensor *t) {
+  void (*deleter)(Tensor *) = restore(t);
   if (!interpreter_running()) return;  // deliberate leak: see docs/impl/python.md
   if (PyGILState_Check()) {
     SavedError saved;
@@ -57,60 +70,34 @@ void call_producer(Tensor *t, void (*deleter)(Tensor *)) {
   PyGILState_Release(gil);
 }
 
-void foreign_versioned_deleter(DLManagedTensorVersioned *t) {
-  ForeignDeleter d = *static_cast<ForeignDeleter *>(t->manager_ctx);
-  std::free(t->manager_ctx);
-  t->manager_ctx = d.manager_ctx;
-  t->deleter = d.versioned;
-  call_producer(t, d.versioned);
-}
-
-void foreign_legacy_deleter(DLManagedTensor *t) {
-  ForeignDeleter d = *static_cast<ForeignDeleter *>(t->manager_ctx);
-  std::free(t->manager_ctx);
-  t->manager_ctx = d.manager_ctx;
-  t->deleter = d.legacy;
-  call_producer(t, d.legacy);
+template <typename Tensor>
+bool wrap(Tensor *t, const char *what) {
+  auto *d = static_cast<ForeignDeleter<Tensor> *>(std::malloc(sizeof(ForeignDeleter<Tensor>)));
+  if (d == nullptr) {
+    PyErr_Format(PyExc_MemoryError,
+                 "%s: out of memory for the %zu-byte GIL-safe deleter of the imported tensor "
+                 "(the tensor was left unconsumed)",
+                 what, sizeof *d);
+    return false;
+  }
+  *d = ForeignDeleter<Tensor>{t->manager_ctx, t->deleter};
+  t->manager_ctx = d;
+  t->deleter = &foreign_deleter<Tensor>;
+  return true;
 }
 
 }  // namespace
 
 bool wrap_foreign_deleter(void *tensor, bool versioned, const char *what) {
-  auto *d = static_cast<ForeignDeleter *>(std::malloc(sizeof(ForeignDeleter)));
-  if (d == nullptr) {
-    PyErr_Format(PyExc_MemoryError,
-                 "%s: out of memory for the %zu-byte GIL-safe deleter of the imported tensor "
-                 "(the tensor was left unconsumed)",
-                 what, sizeof(ForeignDeleter));
-    return false;
-  }
-  if (versioned) {
-    auto *t = static_cast<DLManagedTensorVersioned *>(tensor);
-    *d = ForeignDeleter{t->manager_ctx, t->deleter, nullptr};
-    t->manager_ctx = d;
-    t->deleter = &foreign_versioned_deleter;
-  } else {
-    auto *t = static_cast<DLManagedTensor *>(tensor);
-    *d = ForeignDeleter{t->manager_ctx, nullptr, t->deleter};
-    t->manager_ctx = d;
-    t->deleter = &foreign_legacy_deleter;
-  }
-  return true;
+  return versioned ? wrap(static_cast<DLManagedTensorVersioned *>(tensor), what)
+                   : wrap(static_cast<DLManagedTensor *>(tensor), what);
 }
 
 void unwrap_foreign_deleter(void *tensor, bool versioned) {
   if (versioned) {
-    auto *t = static_cast<DLManagedTensorVersioned *>(tensor);
-    ForeignDeleter d = *static_cast<ForeignDeleter *>(t->manager_ctx);
-    std::free(t->manager_ctx);
-    t->manager_ctx = d.manager_ctx;
-    t->deleter = d.versioned;
+    (void)restore(static_cast<DLManagedTensorVersioned *>(tensor));
   } else {
-    auto *t = static_cast<DLManagedTensor *>(tensor);
-    ForeignDeleter d = *static_cast<ForeignDeleter *>(t->manager_ctx);
-    std::free(t->manager_ctx);
-    t->manager_ctx = d.manager_ctx;
-    t->deleter = d.legacy;
+    (void)restore(static_cast<DLManagedTensor *>(tensor));
   }
 }
 
