@@ -143,6 +143,7 @@ bool Registry::find_gone(uint64_t id, Gone *out) const {
 }
 
 void checked_release(void *id_ptr) {
+  settle_if_forked();
   const uint64_t id = reinterpret_cast<uintptr_t>(id_ptr);
   Origin here;
   capture(&here);
@@ -194,6 +195,7 @@ void track(hurray_buffer *out, size_t n, const char *made_by) {
 }
 
 int32_t require_live(const hurray_buffer *h, const char *what, const char *step) {
+  settle_if_forked();
   Registry &reg = registry();
   {
     std::lock_guard<std::mutex> lock(reg.mu);
@@ -208,6 +210,7 @@ int32_t require_live(const hurray_buffer *h, const char *what, const char *step)
 
 int32_t consume(hurray_buffer *src, const char *step_name, Step step, void *ctx,
                 const hurray_buffer *written, size_t n_written) {
+  settle_if_forked();
   const uint64_t id = id_of(src);
   Origin here;
   capture(&here);
@@ -215,9 +218,16 @@ int32_t consume(hurray_buffer *src, const char *step_name, Step step, void *ctx,
   hurray_buffer inner = *src;
   bool claimed = false;
   {
-    std::lock_guard<std::mutex> lock(reg.mu);
+    std::unique_lock<std::mutex> lock(reg.mu);
     Record *r = reg.find(id);
-    if (r != nullptr && !r->claimed) {
+    // Another step consumes a copy of this handle right now: which of the
+    // two has the reference depends on whether that one succeeds, so wait
+    // for it (it calls nothing that could wait for this thread).
+    while (r != nullptr && r->claimed) {
+      pthread_cond_wait(&reg.step_done, reg.mu.native_handle());
+      r = reg.find(id);
+    }
+    if (r != nullptr) {
       r->claimed = true;  // a release of a copy meanwhile is a second use
       inner.release_fn = r->fn;
       inner.user_data = r->user_data;
@@ -232,6 +242,7 @@ int32_t consume(hurray_buffer *src, const char *step_name, Step step, void *ctx,
   std::unique_lock<std::mutex> lock(reg.mu);
   Record *r = reg.find(id);
   r->claimed = false;
+  pthread_cond_broadcast(&reg.step_done);
   const uint32_t pending = r->pending;
   const Origin pending_at = r->pending_at;
   r->pending = 0;
@@ -270,6 +281,68 @@ int32_t consume(hurray_buffer *src, const char *step_name, Step step, void *ctx,
 void prepare_fork() { registry().mu.lock(); }
 
 void after_fork() { registry().mu.unlock(); }
+
+Record *Registry::find_claimed(uint64_t *id) const {
+  for (size_t c = 0; c < dir_len; ++c) {
+    if (dir[c] == nullptr) continue;
+    for (uint64_t k = 0; k < kChunkSlots; ++k) {
+      Record *r = dir[c]->slot[k];
+      if (r != nullptr && r->claimed) {
+        *id = c * kChunkSlots + k;
+        return r;
+      }
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Set in a forked child (after_fork_child), cleared by the first settle.
+std::atomic<bool> g_settle_after_fork{false};
+
+void settle_claims() {
+  Registry &reg = registry();
+  for (;;) {
+    hurray_release_fn fn = nullptr;
+    void *user_data = nullptr;
+    uint32_t pending = 0;
+    uint64_t id = 0;
+    Origin pending_at;
+    {
+      std::lock_guard<std::mutex> lock(reg.mu);
+      Record *r = reg.find_claimed(&id);
+      if (r == nullptr) return;
+      r->claimed = false;
+      pending = r->pending;
+      pending_at = r->pending_at;
+      r->pending = 0;
+      if (pending > 0) {
+        fn = r->fn;
+        user_data = r->user_data;
+        reg.bury(id, reg.remove(id), "released", pending_at);
+      }
+    }
+    if (fn != nullptr) fn(user_data);
+    for (uint32_t i = 1; i < pending; ++i) report_second_use(id, "released", pending_at, true);
+  }
+}
+
+}  // namespace
+
+void after_fork_child() {
+  // The parent's waiters do not exist here: the condition starts afresh.
+  static const pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+  registry().step_done = fresh;
+  g_settle_after_fork.store(true, std::memory_order_relaxed);
+}
+
+void settle_if_forked() {
+  if (__builtin_expect(g_settle_after_fork.load(std::memory_order_relaxed), 0) &&
+      g_settle_after_fork.exchange(false)) {
+    settle_claims();
+  }
+}
 
 }  // namespace check
 }  // namespace hurray

@@ -78,6 +78,14 @@ __attribute__((noinline, cold)) int32_t consume(hurray_buffer *src, const char *
 // the hook mutex is always taken before the checker's).
 void prepare_fork();
 void after_fork();
+// In the child only, after both locks are given back: a consuming step that
+// another parent thread was running will never end there. The child's next
+// call into the checker settles each claimed record as if its step had
+// failed (it consumed nothing): a release held meanwhile releases the
+// producer then, any further one is reported. Not in the handler itself: a
+// producer's release may need locks (Python's GIL) the child has not
+// re-made yet.
+void after_fork_child();
 
 }  // namespace check
 }  // namespace hurray

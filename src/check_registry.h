@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <pthread.h>
+
 #include <mutex>
 
 #include "hurray/hurray.h"
@@ -64,6 +66,10 @@ struct Registry {
   };
 
   std::mutex mu;
+  // Signalled when a consuming step ends (claimed goes false), for a second
+  // consuming step on a copy that waits for the first. A pthread condition
+  // with its static initialiser: trivially destructible, like the rest.
+  pthread_cond_t step_done = PTHREAD_COND_INITIALIZER;
   uint64_t next_id = 1;    // ids start at 1 and never repeat
   Chunk **dir = nullptr;   // dir[i] holds ids i*kChunkSlots ...; NULL when
   size_t dir_len = 0;      //   none of them is live any more (or yet)
@@ -85,6 +91,8 @@ struct Registry {
   // Copies the ring entry of `id` into *out (label not copied); false when
   // it is not in the ring any more.
   bool find_gone(uint64_t id, Gone *out) const;
+  // Some claimed record, or NULL; *id receives its id.
+  Record *find_claimed(uint64_t *id) const;
 };
 
 Registry &registry();
@@ -121,6 +129,10 @@ void frames_text(Text *t, const Origin &o, const char *indent);
 // double_releases when `counted`, sends it to the hook and, with
 // HURRAY_CHECK_STDERR, prints it. Call without mu.
 void report_second_use(uint64_t id, const char *step, const Origin &here, bool counted);
+
+// Settles consuming steps a forked child inherited (check::after_fork_child)
+// on the child's first call into the checker. Call without mu.
+void settle_if_forked();
 
 // Registers the at-exit report of live handles (once).
 void register_exit_report();

@@ -205,6 +205,7 @@ void free_snapshot(Snapshot *s) {
 }
 
 bool take_snapshot(uint64_t since, Snapshot *s) {
+  settle_if_forked();
   Registry &reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   const size_t cap = reg.live;

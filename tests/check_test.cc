@@ -346,6 +346,109 @@ TEST_F(Check, AReleaseDuringAFailedConsumptionStillReleasesTheProducer) {
   EXPECT_EQ(state().live, 0u);
 }
 
+TEST_F(Check, AShareOfACopyWaitsForAFailingShareOfAnother) {
+  // Without the mode the good share always succeeds; with it too, even when
+  // the spoiled copy's share (which fails and consumes nothing) runs first.
+  for (int round = 0; round < 2000; ++round) {
+    DeleterLog log;
+    hurray_buffer good;
+    ASSERT_OK(hurray_from_dlpack_versioned(make_versioned(log, dense({4})), 0, &good));
+    hurray_buffer bad = good;
+    bad.ndim = -1;
+    std::atomic<int> go{0};
+    int32_t bad_status = HURRAY_OK;
+    std::thread a([&] {
+      go.fetch_add(1);
+      while (go.load() < 2) {
+      }
+      hurray_buffer o[2];
+      bad_status = hurray_share(&bad, 2, o);
+    });
+    go.fetch_add(1);
+    while (go.load() < 2) {
+    }
+    const uint64_t before = double_releases();
+    hurray_buffer out[2];
+    ASSERT_OK(hurray_share(&good, 2, out)) << "round " << round;
+    a.join();
+    ASSERT_NE(bad_status, HURRAY_OK);
+    ASSERT_OK(hurray_buffer_release(&out[0]));
+    ASSERT_OK(hurray_buffer_release(&out[1]));
+    ASSERT_EQ(log.calls.load(), 1) << "round " << round;
+    // The spoiled copy's share is counted only when it came after the good
+    // one consumed the reference.
+    ASSERT_EQ(double_releases() - before, bad_status == HURRAY_ERR_RELEASED ? 1u : 0u);
+  }
+}
+
+TEST_F(Check, AForkedChildSettlesAShareAnotherParentThreadWasRunning) {
+  // A thread keeps sharing fresh handles; the child of a fork releases a
+  // copy of the one being shared. Whatever the timing, the child either
+  // releases the producer or reports the release: never neither.
+  static std::atomic<int> released{0};
+  struct Producer {
+    static void release(void *) { released.fetch_add(1); }
+  };
+  static float data[4];
+  static int64_t shape[1] = {4}, strides[1] = {1};
+  auto fresh = [] {
+    hurray_buffer h{};
+    h.version = HURRAY_BUFFER_VERSION;
+    h.release_fn = &Producer::release;
+    h.data = data;
+    h.device = hurray_device{HURRAY_DEVICE_CPU, 0};
+    h.dtype = f32();
+    h.ndim = 1;
+    h.shape = shape;
+    h.strides = strides;
+    hurray_buffer t;
+    EXPECT_EQ(hurray_share(&h, 1, &t), HURRAY_OK);  // a tracked handle
+    return t;
+  };
+  std::mutex mu;
+  hurray_buffer first = fresh();
+  hurray_buffer current = first;
+  std::atomic<bool> stop{false};
+  std::thread sharer([&] {
+    while (!stop.load()) {
+      hurray_buffer h = fresh();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        current = h;
+      }
+      hurray_buffer out[2];
+      if (hurray_share(&h, 2, out) == HURRAY_OK) {
+        (void)hurray_buffer_release(&out[0]);
+        (void)hurray_buffer_release(&out[1]);
+      }
+    }
+  });
+  for (int i = 0; i < 300; ++i) {
+    hurray_buffer copy;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      copy = current;
+    }
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int before_released = released.load();
+      const uint64_t before_doubles = double_releases();
+      (void)hurray_buffer_release(&copy);
+      const bool settled = released.load() == before_released + 1 ||
+                           double_releases() == before_doubles + 1;
+      _exit(settled ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0) << "fork " << i << ": the child's release was lost";
+  }
+  stop.store(true);
+  sharer.join();
+  EXPECT_OK(hurray_buffer_release(&first));  // never shared in this process
+}
+
 TEST_F(Check, HandlesTrackedBeforeTurningItOffKeepWorking) {
   hurray_buffer a, b;
   ASSERT_OK(check_test_make_leak(&a));

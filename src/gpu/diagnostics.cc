@@ -65,8 +65,14 @@ void hook_after_fork() {
   g_hook_mutex.unlock();
 }
 
+void hook_after_fork_child() {
+  hook_after_fork();
+  check::after_fork_child();
+}
+
 // Registered when libhurray is loaded: before any hook can run.
-const int g_hook_atfork = pthread_atfork(&hook_prepare_fork, &hook_after_fork, &hook_after_fork);
+const int g_hook_atfork =
+    pthread_atfork(&hook_prepare_fork, &hook_after_fork, &hook_after_fork_child);
 
 void send_to_hook(int32_t status, const char *fmt, va_list args) {
   if (t_in_hook) return;
