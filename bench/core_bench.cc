@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "bench_tensors.h"
 #include "hurray/hurray.h"
 
 namespace {
@@ -18,17 +19,7 @@ void noop_deleter(DLManagedTensorVersioned *) {}
 
 // A foreign producer's handle: describing memory costs nothing to create.
 hurray_buffer foreign_handle() {
-  hurray_buffer h{};
-  h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = &noop_release;
-  h.user_data = g_storage;
-  h.data = g_storage;
-  h.device = {HURRAY_DEVICE_CPU, 0};
-  h.dtype = {2, 32, 1};
-  h.ndim = 2;
-  h.shape = g_shape;
-  h.strides = g_strides;
-  return h;
+  return hurray_bench::foreign_handle(2, g_shape, g_strides, &noop_release, g_storage);
 }
 
 void BM_ExportVersionedAndDelete(benchmark::State &state) {
@@ -129,30 +120,14 @@ struct NdimTensor {
   int32_t ndim;
   explicit NdimTensor(int32_t n) : ndim(n) {
     for (int32_t k = 0; k < n; ++k) shape[k] = k < 4 ? 32 : (k < 16 ? 2 : 1);
-    int64_t s = 1;
-    for (int32_t k = n - 1; k >= 0; --k) {
-      strides[k] = s;
-      s *= shape[k];
-    }
+    hurray_bench::compact_strides(n, shape, strides);
   }
   hurray_buffer handle() const {
-    hurray_buffer h = foreign_handle();
-    h.ndim = ndim;
-    h.shape = shape;
-    h.strides = strides;
-    return h;
+    return hurray_bench::foreign_handle(ndim, shape, strides, &noop_release, g_storage);
   }
   DLManagedTensorVersioned versioned() const {
-    DLManagedTensorVersioned t{};
-    t.version = {1, 3};
-    t.deleter = &noop_deleter;
-    t.dl_tensor.data = g_storage;
-    t.dl_tensor.device = {kDLCPU, 0};
-    t.dl_tensor.ndim = ndim;
-    t.dl_tensor.dtype = {kDLFloat, 32, 1};
-    t.dl_tensor.shape = const_cast<int64_t *>(shape);
-    t.dl_tensor.strides = const_cast<int64_t *>(strides);
-    return t;
+    return hurray_bench::foreign_tensor(ndim, const_cast<int64_t *>(shape),
+                                        const_cast<int64_t *>(strides), &noop_deleter, g_storage);
   }
 };
 

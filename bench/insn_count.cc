@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bench_tensors.h"
 #include "hurray/hurray.h"
 
 namespace {
@@ -30,25 +31,11 @@ void count_delete(DLManagedTensorVersioned *) { ++g_calls; }
 
 void init_layout(int nd) {
   for (int i = 0; i < nd; ++i) g_shape[i] = i < 4 ? 32 : i < 16 ? 2 : 1;
-  int64_t s = 1;
-  for (int i = nd - 1; i >= 0; --i) {
-    g_strides[i] = s;
-    s *= g_shape[i];
-  }
+  hurray_bench::compact_strides(nd, g_shape, g_strides);
 }
 
 hurray_buffer foreign_handle(int nd) {
-  hurray_buffer h{};
-  h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = &count_release;
-  h.user_data = g_storage;
-  h.data = g_storage;
-  h.device = {HURRAY_DEVICE_CPU, 0};
-  h.dtype = {2, 32, 1};
-  h.ndim = nd;
-  h.shape = g_shape;
-  h.strides = g_strides;
-  return h;
+  return hurray_bench::foreign_handle(nd, g_shape, g_strides, &count_release, g_storage);
 }
 
 DLManagedTensorVersioned g_tensor;
@@ -147,14 +134,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   init_layout(nd);
-  g_tensor.version = {1, 3};
-  g_tensor.deleter = &count_delete;
-  g_tensor.dl_tensor.data = g_storage;
-  g_tensor.dl_tensor.device = {kDLCPU, 0};
-  g_tensor.dl_tensor.ndim = nd;
-  g_tensor.dl_tensor.dtype = {kDLFloat, 32, 1};
-  g_tensor.dl_tensor.shape = g_shape;
-  g_tensor.dl_tensor.strides = g_strides;
+  g_tensor = hurray_bench::foreign_tensor(nd, g_shape, g_strides, &count_delete, g_storage);
   g_held = foreign_handle(nd);
   hurray_buffer pair[2];
   check(hurray_share(&g_held, 2, pair));  // a shared handle for reshare2

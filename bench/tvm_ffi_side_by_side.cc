@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_tensors.h"
 #include "hurray/hurray.h"
 
 namespace {
@@ -45,12 +46,8 @@ float g_storage[65536];
 
 void init_layouts() {
   for (int nd = 1; nd <= HURRAY_MAX_NDIM; ++nd) {
-    int64_t stride = 1;
-    for (int i = nd - 1; i >= 0; --i) {
-      g_layout[nd].shape[i] = (nd - 1 - i) < 16 ? 2 : 1;
-      g_layout[nd].strides[i] = stride;
-      stride *= g_layout[nd].shape[i];
-    }
+    for (int i = 0; i < nd; ++i) g_layout[nd].shape[i] = (nd - 1 - i) < 16 ? 2 : 1;
+    hurray_bench::compact_strides(nd, g_layout[nd].shape, g_layout[nd].strides);
   }
 }
 
@@ -67,32 +64,15 @@ void count_delete(DLManagedTensorVersioned *) { ++g_source_deletes; }
 
 // A foreign producer's handle of rank nd.
 hurray_buffer foreign_handle(int nd) {
-  hurray_buffer h{};
-  h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = &count_release;
-  h.user_data = g_storage;
-  h.data = g_storage;
-  h.device = {HURRAY_DEVICE_CPU, 0};
-  h.dtype = {2, 32, 1};
-  h.ndim = nd;
-  h.shape = g_layout[nd].shape;
-  h.strides = g_layout[nd].strides;
-  return h;
+  return hurray_bench::foreign_handle(nd, g_layout[nd].shape, g_layout[nd].strides,
+                                      &count_release, g_storage);
 }
 
 // A foreign producer's DLPack tensor of rank nd (reusable: its deleter only
 // counts).
 DLManagedTensorVersioned foreign_tensor(int nd) {
-  DLManagedTensorVersioned t{};
-  t.version = {1, 3};
-  t.deleter = &count_delete;
-  t.dl_tensor.data = g_storage;
-  t.dl_tensor.device = {kDLCPU, 0};
-  t.dl_tensor.ndim = nd;
-  t.dl_tensor.dtype = {kDLFloat, 32, 1};
-  t.dl_tensor.shape = g_layout[nd].shape;
-  t.dl_tensor.strides = g_layout[nd].strides;
-  return t;
+  return hurray_bench::foreign_tensor(nd, g_layout[nd].shape, g_layout[nd].strides,
+                                      &count_delete, g_storage);
 }
 
 // A tvm-ffi Tensor owning foreign_tensor(nd), kept by the caller.

@@ -74,6 +74,25 @@ int32_t wait_for_pinned_source(const DeviceBackend &v, const hurray_buffer &src,
   return v.synchronize(stream != nullptr ? ordinal : src.device.device_id, stream);
 }
 
+// Gathers the elements `plan` describes from host-readable `base` into the
+// compact `dst`: directly into CPU memory, else packed in a host buffer
+// that then goes to the device (completed before returning: the buffer
+// does not outlive the call).
+int32_t gather_on_host(const DeviceBackend &v, int32_t ordinal, const CopyPlan &plan,
+                       const void *base, hurray_buffer &dst, void *stream) {
+  if (dst.device.device_type == HURRAY_DEVICE_CPU) {
+    copy_plan_host(plan, base, dst.data);
+    return HURRAY_OK;
+  }
+  const uint64_t packed = static_cast<uint64_t>(plan.numel) * static_cast<uint64_t>(plan.elem_bytes);
+  Staging packed_buf;
+  if (!packed_buf.allocate(packed)) return HURRAY_ERR_OUT_OF_MEMORY;
+  copy_plan_host(plan, base, packed_buf.p);
+  int32_t st = v.copy(ordinal, dst.data, packed_buf.p, packed, stream);
+  if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);
+  return st;
+}
+
 // The HIP fallback for layouts its 2-D / 3-D copies cannot do: the whole
 // byte span of the device source comes to the host, is gathered there, and
 // the elements go back (or straight into a CPU destination). Completes
@@ -93,17 +112,7 @@ int32_t stage_through_host(const DeviceBackend &v, int32_t ordinal, const hurray
   // Element (0, ..., 0) sits byte_offset - lowest bytes into the image.
   const void *base = static_cast<const char *>(span.p) +
                      (static_cast<int64_t>(src.byte_offset) - e.lowest);
-  if (dst.device.device_type == HURRAY_DEVICE_CPU) {
-    copy_plan_host(plan, base, dst.data);
-    return HURRAY_OK;
-  }
-  const uint64_t packed = static_cast<uint64_t>(plan.numel) * static_cast<uint64_t>(plan.elem_bytes);
-  Staging packed_buf;
-  if (!packed_buf.allocate(packed)) return HURRAY_ERR_OUT_OF_MEMORY;
-  copy_plan_host(plan, base, packed_buf.p);
-  st = v.copy(ordinal, dst.data, packed_buf.p, packed, stream);
-  if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);  // the buffer outlives the copy
-  return st;
+  return gather_on_host(v, ordinal, plan, base, dst, stream);
 }
 
 // Fills the already allocated, compact `dst` from `src` through vendor `v`.
@@ -126,19 +135,8 @@ int32_t gpu_fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &s
       st = wait_for_pinned_source(v, src, ordinal, stream);
       if (st != HURRAY_OK) return st;
     }
-    const void *base = reinterpret_cast<const void *>(first_element(src));
-    if (dst.device.device_type == HURRAY_DEVICE_CPU) {
-      copy_plan_host(plan, base, dst.data);
-      return HURRAY_OK;
-    }
-    const uint64_t packed =
-        static_cast<uint64_t>(plan.numel) * static_cast<uint64_t>(plan.elem_bytes);
-    Staging packed_buf;
-    if (!packed_buf.allocate(packed)) return HURRAY_ERR_OUT_OF_MEMORY;
-    copy_plan_host(plan, base, packed_buf.p);
-    st = v.copy(ordinal, dst.data, packed_buf.p, packed, stream);
-    if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);  // the buffer outlives the copy
-    return st;
+    return gather_on_host(v, ordinal, plan, reinterpret_cast<const void *>(first_element(src)),
+                          dst, stream);
   }
   // Device (or managed) memory: copied by the device where the backend can,
   // else staged through the host.

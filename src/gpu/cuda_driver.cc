@@ -197,17 +197,12 @@ bool load() {
 
 const CudaDriver *cuda_driver() {
   (void)g_fork_handler_registered;
-  switch (g_once.run(&load)) {
-    case LoaderOnce::Outcome::kLoaded: return &g_driver;
-    case LoaderOnce::Outcome::kForkedChild:
-      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-           "CUDA is unavailable in this process: it is a child forked after the parent had "
-           "initialised the driver (or begun to), which CUDA does not support");
-      return nullptr;
-    case LoaderOnce::Outcome::kFailed: break;
-  }
-  fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
-  return nullptr;
+  return g_once.ready(&load, g_error,
+                      "CUDA is unavailable in this process: it is a child forked after the "
+                      "parent had initialised the driver (or begun to), which CUDA does not "
+                      "support")
+             ? &g_driver
+             : nullptr;
 }
 
 const CudaDriver *loaded_cuda_driver() { return g_once.loaded() ? &g_driver : nullptr; }

@@ -145,17 +145,11 @@ bool load() {
 
 const HipRuntime *hip_runtime() {
   (void)g_fork_handler_registered;
-  switch (g_once.run(&load)) {
-    case LoaderOnce::Outcome::kLoaded: return &g_runtime;
-    case LoaderOnce::Outcome::kForkedChild:
-      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-           "HIP is unavailable in this process: it is a child forked after the parent had "
-           "initialised the runtime (or begun to)");
-      return nullptr;
-    case LoaderOnce::Outcome::kFailed: break;
-  }
-  fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", g_error);
-  return nullptr;
+  return g_once.ready(&load, g_error,
+                      "HIP is unavailable in this process: it is a child forked after the "
+                      "parent had initialised the runtime (or begun to)")
+             ? &g_runtime
+             : nullptr;
 }
 
 const HipRuntime *loaded_hip_runtime() { return g_once.loaded() ? &g_runtime : nullptr; }

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "../error.h"
+
 namespace hurray {
 
 class LoaderOnce {
@@ -32,6 +34,20 @@ class LoaderOnce {
       if (!loaded_) failed_.store(true, std::memory_order_relaxed);
     });
     return loaded_ ? Outcome::kLoaded : Outcome::kFailed;
+  }
+
+  // run(), for a public entry point: true when the vendor is loaded;
+  // otherwise false with HURRAY_ERR_UNSUPPORTED_DEVICE set for the calling
+  // thread, worded `forked_message` in a refused child and `load_error` (the
+  // loader's own account of its failure) otherwise.
+  template <typename Load>
+  bool ready(Load load, const char *load_error, const char *forked_message) {
+    switch (run(load)) {
+      case Outcome::kLoaded: return true;
+      case Outcome::kForkedChild: fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", forked_message); break;
+      case Outcome::kFailed: fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", load_error); break;
+    }
+    return false;
   }
 
   // True after a successful load, without loading. A handle holding the
