@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Tests of the Go and Java bindings (and their interop test).
 #
-#   bash bindings/run_tests.sh [build-dir]      (default: build/dev)
+#   bash bindings/run_tests.sh [prefix]      (default: build/prefix)
 #
+# prefix is an INSTALLED libhurray (cmake --install of a build, the way users
+# get it): headers in prefix/include, the library in prefix/lib. When it has
+# no library yet, the script makes one as the README tells users to: a
+# Release build with the tests off in build/lib, installed into prefix.
 # Installs the Debian toolchains when missing (golang-go, openjdk-17-jdk-headless,
-# junit5; as root with apt-get, or with password-less sudo), builds libhurray
-# in build-dir if it is not there (cmake --preset dev for build/dev, else
-# cmake -S . -B build-dir), then builds and runs:
+# junit5; as root with apt-get, or with password-less sudo), then builds and runs:
 #   go      go test -race ./... in bindings/go (no network: standard library only)
 #   java    the JNI library, the classes and JUnit 5 (console launcher), with
 #           InteropTest loading the Go consumer (go build -buildmode=c-shared)
@@ -15,8 +17,8 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-bdir="${1:-$repo/build/dev}"
-case "$bdir" in /*) ;; *) bdir="$repo/$bdir" ;; esac
+prefix="${1:-$repo/build/prefix}"
+case "$prefix" in /*) ;; *) prefix="$repo/$prefix" ;; esac
 out="$repo/build/bindings"
 export DEBIAN_FRONTEND=noninteractive
 log() { printf 'bindings/run_tests.sh: %s\n' "$*" >&2; }
@@ -41,27 +43,28 @@ JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)
 JUNIT=/usr/share/java/junit-platform-console-standalone.jar
 go version; "$JAVA_HOME/bin/javac" -version
 
-# --- libhurray --------------------------------------------------------------
-lib=$(ls "$bdir"/libhurray.so.* 2>/dev/null | awk 'length(a) == 0 || length($0) < length(a) { a = $0 } END { print a }')
-if [ -z "$lib" ] || [ ! -f "$bdir/include/hurray/version.h" ]; then
-  log "building libhurray in $bdir"
-  if [ "$bdir" = "$repo/build/dev" ]; then
-    (cd "$repo" && cmake --preset dev >&2) || die "cmake configure failed"
-  else
-    cmake -S "$repo" -B "$bdir" -DHURRAY_BUILD_TESTS=OFF >&2 || die "cmake configure failed"
-  fi
-  cmake --build "$bdir" --target hurray -j "${HURRAY_JOBS:-2}" >&2 || die "building libhurray failed"
-  lib=$(ls "$bdir"/libhurray.so.* | awk 'length(a) == 0 || length($0) < length(a) { a = $0 } END { print a }')
+# --- libhurray (installed) --------------------------------------------------
+libdir="$prefix/lib"
+# The SONAME file, libhurray.so.M.m.
+soname_file() { ls "$libdir"/libhurray.so.* 2>/dev/null | awk -F/ 'split($NF, p, ".") == 4' | head -n 1; }
+lib=$(soname_file)
+if [ -z "$lib" ]; then
+  log "installing a Release libhurray into $prefix (build tree $repo/build/lib)"
+  cmake -S "$repo" -B "$repo/build/lib" -DCMAKE_BUILD_TYPE=Release -DHURRAY_BUILD_TESTS=OFF >&2 \
+    || die "cmake configure failed"
+  cmake --build "$repo/build/lib" -j "${HURRAY_JOBS:-2}" >&2 || die "building libhurray failed"
+  cmake --install "$repo/build/lib" --prefix "$prefix" >&2 || die "cmake --install failed"
+  lib=$(soname_file)
 fi
-log "libhurray: $lib"   # the SONAME file, e.g. libhurray.so.0.1
+[ -f "$lib" ] || die "no libhurray.so.M.m under $libdir"
 mkdir -p "$out"
 rc=0
 
 # --- Go ---------------------------------------------------------------------
 export GOPATH="$out/go/path" GOCACHE="$out/go/cache" GOFLAGS= GO111MODULE=on GOPROXY=off GOTOOLCHAIN=local
 export CGO_ENABLED=1
-export CGO_CFLAGS="-I$repo/include -I$bdir/include"
-export CGO_LDFLAGS="-L$bdir -Wl,-rpath,$bdir"
+export CGO_CFLAGS="-I$prefix/include"
+export CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir"
 (cd "$here/go" && go vet ./...) || { log "go vet failed"; rc=1; }
 (cd "$here/go" && go test -race -count=1 ./... 2>&1) | tee "$out/go-test.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
@@ -70,10 +73,10 @@ grep -Eq '^ok[[:space:]]+hurray[[:space:]]' "$out/go-test.log" || { log "go test
   || { log "building the Go interop consumer failed"; rc=1; }
 
 # --- Java -------------------------------------------------------------------
-jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$repo/include" -I"$bdir/include")
+jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$prefix/include")
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -shared)
 java_ok=1
-gcc "${cflags[@]}" "${jinc[@]}" "$here/java/src/main/c/hurray_jni.c" -L"$bdir" -lhurray \
+gcc "${cflags[@]}" "${jinc[@]}" "$here/java/src/main/c/hurray_jni.c" -L"$libdir" -lhurray \
   -o "$out/libhurray_jni.so" || java_ok=0
 gcc "${cflags[@]}" "${jinc[@]}" -I"$here/testprod" "$here/java/src/test/c/testprod_jni.c" \
   "$here/testprod/testprod.c" -ldl -o "$out/libhurray_testprod_jni.so" || java_ok=0

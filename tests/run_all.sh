@@ -310,7 +310,7 @@ stage_extensions() {
 # --------------------------------------------------------------------------
 stage_bindings() {
   local rc go_ok junit_ok junit_failed
-  HURRAY_JOBS=$JOBS bash bindings/run_tests.sh "$ROOT/build/dev"
+  HURRAY_JOBS=$JOBS bash bindings/run_tests.sh "$ROOT/build/prefix"
   rc=$?
   go_ok=$(grep -Ec '^ok[[:space:]]' build/bindings/go-test.log 2>/dev/null)
   junit_ok=$(sed -n 's/^\[ *\([0-9]*\) tests successful.*/\1/p' build/bindings/java-test.log 2>/dev/null)
