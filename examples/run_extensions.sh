@@ -8,8 +8,9 @@
 #              created if missing. torch, apache-tvm-ffi, numpy and pytest are
 #              pip-installed into it only when they do not import (torch from
 #              PyPI is large: it is installed once and reused).
-#   BUILD_DIR  a libhurray build tree (default: <repo>/build/dev; configured
-#              with the dev preset if it is that one and not configured yet).
+#   BUILD_DIR  a libhurray build tree (default: <repo>/build/lib, which is
+#              configured as the README's library-only build, Release with the
+#              tests off, when it is not configured yet: users install that).
 #
 # Steps: build libhurray in BUILD_DIR, `cmake --install BUILD_DIR --prefix`
 # into a fresh temporary prefix (removed at exit, so the modules built here
@@ -23,7 +24,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 venv="${1:-${HURRAY_VENV:-$repo/.venv}}"
-build="${2:-$repo/build/dev}"
+build="${2:-$repo/build/lib}"
 out="$repo/build/extensions"
 abs() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 venv=$(abs "$venv")
@@ -53,8 +54,8 @@ fi
 
 # --- libhurray: build, then install into a fresh prefix ----------------------
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  if [ "$build" = "$repo/build/dev" ]; then
-    (cd "$repo" && cmake --preset dev)
+  if [ "$build" = "$repo/build/lib" ]; then
+    cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHURRAY_BUILD_TESTS=OFF
   else
     log "$build is not a configured libhurray build tree"; exit 2
   fi

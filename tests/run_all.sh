@@ -9,6 +9,13 @@
 #   fuzz            the libFuzzer targets of tests/fuzz/ (clang, build/fuzz): the DLPack
 #                   one for two minutes on the seed corpus tests/fuzz/corpus, the
 #                   checking mode's for 30 s (docs/impl/fuzzing.md)
+#   installed       what users get (tests/installed/run.sh): libhurray built as the
+#                   README says (build/lib: Release, tests off), installed into
+#                   build/prefix, then dlopen'ed / loaded through an extension
+#                   module with first calls on fresh threads, the examples and
+#                   the README's C and C++ programs, all against that install
+#   release         cmake --workflow --preset release: the whole suite once more
+#                   against an optimised (-O3) library
 #   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
 #                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
 #   bench-smoke     bench/side_by_side.py --quick: libhurray beside tvm-ffi (Release
@@ -16,11 +23,12 @@
 #   python          bash python/run_tests.sh, when python/tests and that script exist
 #   extensions      bash examples/run_extensions.sh: the PyTorch and TVM FFI
 #                   extension examples built against libhurray installed
-#                   (cmake --install) from build/dev, and their pytest suites
-#   bindings        bash bindings/run_tests.sh build/dev: the Go and Java bindings
+#                   (cmake --install) from build/lib (Release), and their pytest suites
+#   bindings        bash bindings/run_tests.sh build/prefix: the Go and Java
+#                   bindings against the installed Release library, each suite
+#                   also once with HURRAY_CHECK=1
 # Name stages to run only those (deps always runs first), e.g.
 #   bash tests/run_all.sh dev tsan
-# `release` is a further stage, not run by default.
 #
 # Every stage runs even if an earlier one failed; the summary at the end says
 # which failed, and the exit status is non-zero if any did.
@@ -37,7 +45,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan fuzz external-dlpack bench-smoke python extensions bindings)
+DEFAULT_STAGES=(dev asan tsan fuzz installed release external-dlpack bench-smoke python extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -147,6 +155,7 @@ stage_dev() { workflow dev; }
 stage_asan() { workflow asan; }
 stage_tsan() { workflow tsan; }
 stage_release() { workflow release; }
+stage_installed() { HURRAY_JOBS=$JOBS bash tests/installed/run.sh "$ROOT/build/prefix"; }
 
 # --------------------------------------------------------------------------
 # fuzz: the libFuzzer target of tests/fuzz/ (docs/impl/fuzzing.md), built
@@ -298,10 +307,11 @@ stage_python() {
 }
 
 # --------------------------------------------------------------------------
-# extensions: C++ extensions of PyTorch and TVM FFI linking installed libhurray.
+# extensions: C++ extensions of PyTorch and TVM FFI linking installed libhurray
+# (the Release build of the installed stage; built here if that did not run).
 # --------------------------------------------------------------------------
 stage_extensions() {
-  HURRAY_JOBS=$JOBS bash examples/run_extensions.sh "$VENV" "$ROOT/build/dev"
+  HURRAY_JOBS=$JOBS bash examples/run_extensions.sh "$VENV" "$ROOT/build/lib"
 }
 
 # --------------------------------------------------------------------------
@@ -329,13 +339,13 @@ run_stage deps stage_deps || {
 }
 for s in "${STAGES[@]}"; do
   case "$s" in
-    dev|asan|tsan|release|python) fn=stage_$s ;;
+    dev|asan|tsan|release|installed|python) fn=stage_$s ;;
     fuzz) fn=stage_fuzz ;;
     external-dlpack) fn=stage_external_dlpack ;;
     bench-smoke) fn=stage_bench_smoke ;;
     extensions) fn=stage_extensions ;;
     bindings) fn=stage_bindings ;;
-    *) echo "unknown stage '$s' (known: dev asan tsan fuzz release external-dlpack bench-smoke python extensions bindings)" >&2
+    *) echo "unknown stage '$s' (known: ${DEFAULT_STAGES[*]})" >&2
        N_FAILED=$((N_FAILED + 1)); SUMMARY+=("$(printf '%-16s FAIL  unknown stage' "$s")")
        overall=1; continue ;;
   esac

@@ -1,0 +1,20 @@
+# hurray.pc of an install names the prefix it was installed into, as a
+# normalised path: pkg-config's libdir and includedir are exactly
+# PREFIX/LIBDIR and PREFIX/include, with no `..` (issue 16).
+#   cmake -DPKG_CONFIG=... -DPREFIX=... -DLIBDIR=lib -P check_pkg_config.cmake
+cmake_minimum_required(VERSION 3.25)
+set(ENV{PKG_CONFIG_LIBDIR} "${PREFIX}/${LIBDIR}/pkgconfig")
+set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${LIBDIR}/pkgconfig")
+foreach(var libdir includedir)
+  execute_process(COMMAND "${PKG_CONFIG}" --variable=${var} hurray
+    OUTPUT_VARIABLE got OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(var STREQUAL "libdir")
+    set(want "${PREFIX}/${LIBDIR}")
+  else()
+    set(want "${PREFIX}/include")
+  endif()
+  message(STATUS "${var}: ${got}")
+  if(NOT rc EQUAL 0 OR NOT got STREQUAL want)
+    message(FATAL_ERROR "pkg-config --variable=${var} hurray is '${got}' (exit ${rc}), want '${want}'")
+  endif()
+endforeach()
