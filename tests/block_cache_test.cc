@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -66,6 +69,96 @@ TEST(BlockCache, BlocksPutOnAnotherThreadGoToThatThreadsCache) {
   t.join();  // its exit frees its cache (LSan checks under asan)
   EXPECT_EQ(in_thread, Small::kBound);
   EXPECT_EQ(Small::cached(), 0u);
+}
+
+// A thread gives its slot back when it exits.
+TEST(BlockCache, AnExitingThreadGivesItsSlotBack) {
+  const uint32_t before = Small::slots_in_use();
+  uint32_t during = 0;
+  std::thread t([&] {
+    Small::put(Small::get());
+    during = Small::slots_in_use();
+  });
+  t.join();
+  EXPECT_EQ(during, before + 1);
+  EXPECT_EQ(Small::slots_in_use(), before);
+}
+
+// More live threads than slots: those without a slot use malloc and free;
+// every block is accounted for (LSan under asan) and no cache exceeds Bound.
+TEST(BlockCache, MoreLiveThreadsThanSlotsFallBackToMalloc) {
+  constexpr int kThreads = Small::kSlots + 64;
+  std::mutex m;
+  std::condition_variable cv;
+  int arrived = 0;
+  std::atomic<int> over_bound{0}, without_slot{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      std::vector<void *> blocks;
+      for (int k = 0; k < 6; ++k) blocks.push_back(Small::get());
+      for (void *p : blocks) Small::put(p);
+      if (Small::cached() > Small::kBound) ++over_bound;
+      if (Small::cached() == 0) ++without_slot;
+      std::unique_lock<std::mutex> lock(m);  // stay alive until all have put
+      ++arrived;
+      cv.notify_all();
+      cv.wait(lock, [&] { return arrived == kThreads; });
+    });
+  }
+  for (std::thread &t : threads) t.join();
+  EXPECT_EQ(over_bound.load(), 0);
+  EXPECT_GE(without_slot.load(), kThreads - static_cast<int>(Small::kSlots));
+  EXPECT_LE(Small::slots_in_use(), 1u);  // at most this thread's
+}
+
+// fork() while another thread owns a slot: the child frees that thread's
+// cache and slot (a thread of the child may reuse its thread pointer).
+TEST(BlockCache, ForkedChildFreesTheSlotsOfThreadsItDoesNotHave) {
+  Small::put(Small::get());  // this thread owns a slot
+  std::mutex m;
+  std::condition_variable cv;
+  bool holding = false, done = false;
+  std::thread other([&] {
+    Small::put(Small::get());
+    std::unique_lock<std::mutex> lock(m);
+    holding = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return done; });
+  });
+  uint32_t in_parent = 0;
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return holding; });
+    in_parent = Small::slots_in_use();
+  }
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Only this thread's slot survives; a new thread claims and frees one.
+    int bad = Small::slots_in_use() != 1u || Small::cached() != 1u;
+#if !defined(__SANITIZE_THREAD__)  // TSan cannot start threads after a multi-threaded fork
+    std::thread t([&] {
+      Small::put(Small::get());
+      bad |= Small::cached() != 1u;
+    });
+    t.join();
+    bad |= Small::slots_in_use() != 1u;
+#endif
+    std::_Exit(bad ? 3 : 0);
+  }
+  {
+    std::lock_guard<std::mutex> lock(m);
+    done = true;
+  }
+  cv.notify_all();
+  other.join();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(in_parent, Small::slots_in_use() + 1);
+  Small::drain();
 }
 
 // A thread_local constructed before the cache's first put is destroyed after
