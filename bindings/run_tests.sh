@@ -9,7 +9,9 @@
 # Release build with the tests off in build/lib, installed into prefix.
 # Installs the Debian toolchains when missing (golang-go, openjdk-17-jdk-headless,
 # junit5; as root with apt-get, or with password-less sudo), then builds and runs:
-#   go      go test -race ./... in bindings/go (no network: standard library only)
+#   go      go test -race ./... in bindings/go (no network: standard library only),
+#           again with HURRAY_CHECK=1, and the interop consumer loaded with dlopen
+#           by a C host (interop/dlopenhost) for the fresh-thread check
 #   java    the JNI library, the classes and JUnit 5 (console launcher), with
 #           InteropTest loading the Go consumer (go build -buildmode=c-shared)
 # Everything it builds goes under build/bindings/. Exits non-zero on any
@@ -61,16 +63,31 @@ mkdir -p "$out"
 rc=0
 
 # --- Go ---------------------------------------------------------------------
+# cgo finds libhurray through the install's hurray.pc (the README's way); the
+# rpath lets the test binaries and the consumer find $prefix/lib at run time.
 export GOPATH="$out/go/path" GOCACHE="$out/go/cache" GOFLAGS= GO111MODULE=on GOPROXY=off GOTOOLCHAIN=local
-export CGO_ENABLED=1
-export CGO_CFLAGS="-I$prefix/include"
-export CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir"
+export CGO_ENABLED=1 PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+unset CGO_CFLAGS
+export CGO_LDFLAGS="-Wl,-rpath,$libdir"
 (cd "$here/go" && go vet ./...) || { log "go vet failed"; rc=1; }
 (cd "$here/go" && go test -race -count=1 ./... 2>&1) | tee "$out/go-test.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 grep -Eq '^ok[[:space:]]+hurray[[:space:]]' "$out/go-test.log" || { log "go test ran no tests of package hurray"; rc=1; }
+# Once more under libhurray's checking mode (it puts handle ids in user_data).
+(cd "$here/go" && HURRAY_CHECK=1 go test -count=1 ./... 2>&1) | tee "$out/go-test-check.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || { log "go test under HURRAY_CHECK=1 failed"; rc=1; }
+grep -Eq '^ok[[:space:]]+hurray[[:space:]]' "$out/go-test-check.log" \
+  || { log "go test under HURRAY_CHECK=1 ran no tests of package hurray"; rc=1; }
 (cd "$here/go" && go build -buildmode=c-shared -o "$out/libhurray_go_consumer.so" ./interop/consumer) \
   || { log "building the Go interop consumer failed"; rc=1; }
+# The consumer loaded with dlopen (as a JVM or Python loads a Go library): a
+# Share as the first libhurray call on fresh threads, every field checked.
+if gcc -std=c11 -O2 -Wall -Wextra -Werror "$here/go/interop/dlopenhost/host.c" -ldl -o "$out/go_dlopen_host" \
+  && [ -f "$out/libhurray_go_consumer.so" ]; then
+  "$out/go_dlopen_host" "$out/libhurray_go_consumer.so" 8 4 || { log "the dlopen'ed Go consumer failed its fresh-thread check"; rc=1; }
+else
+  log "building the Go dlopen host failed"; rc=1
+fi
 
 # --- Java -------------------------------------------------------------------
 jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$prefix/include")

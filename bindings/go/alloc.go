@@ -5,10 +5,10 @@ import "C"
 
 // Alloc allocates uninitialised CPU memory for a tensor of the given element
 // type and shape (compact row-major, 64-byte aligned), as one Buffer whose
-// release frees it. readOnly sets the READ_ONLY flag.
+// release frees it. readOnly sets the READ_ONLY flag. Errors are *Error
+// values with libhurray's status (ErrInvalidArgument for a negative extent,
+// ErrUnsupportedDType, ErrOverflow, ErrOutOfMemory).
 func Alloc(dtype DType, shape []int64, readOnly bool) (*Buffer, error) {
-	var h C.hurray_buffer
-	var msg errBuf
 	var p *C.int64_t
 	if len(shape) > 0 {
 		p = (*C.int64_t)(&shape[0])
@@ -17,10 +17,10 @@ func Alloc(dtype DType, shape []int64, readOnly bool) (*Buffer, error) {
 	if readOnly {
 		flags = flagReadOnly
 	}
-	st := C.hgo_alloc(C.int32_t(dtype.Code), C.int32_t(dtype.Bits), C.int32_t(dtype.Lanes),
-		C.int32_t(len(shape)), p, flags, &h, msg.ptr())
-	if err := check("hurray.Alloc", st, &msg); err != nil {
+	r := C.hgo_alloc(C.int32_t(dtype.Code), C.int32_t(dtype.Bits), C.int32_t(dtype.Lanes),
+		C.int32_t(len(shape)), p, flags)
+	if err := result("hurray.Alloc", r.status, r.msg); err != nil {
 		return nil, err
 	}
-	return wrap(h), nil
+	return wrap(&r, 0), nil
 }

@@ -1,7 +1,5 @@
 package hurray
 
-// #cgo CFLAGS: -I${SRCDIR}/../../include
-// #cgo LDFLAGS: -lhurray
 // #include "hurray_go.h"
 import "C"
 
@@ -15,9 +13,15 @@ import (
 // Buffer owns one hurray_buffer handle: one reference to tensor memory. It is
 // safe for concurrent use; Release may be called any number of times from
 // any goroutines and releases once.
+//
+// The handle itself lives in C memory (a slot of a block that hurray_go.c
+// allocates), never in Go memory: its void* fields hold whatever values the
+// producer chose, which the Go runtime must not see as pointers.
 type Buffer struct {
-	mu sync.Mutex
-	h  C.hurray_buffer // empty (release_fn NULL) once released or handed on
+	mu   sync.Mutex
+	blk  C.hgo_ref  // the block; 0 once released or handed on
+	i    C.size_t   // the slot of blk that is this Buffer's handle
+	meta C.hgo_meta // the handle's scalar fields (fixed while it is live)
 }
 
 // Device is where the memory lives: a DLPack device type (DeviceCPU, ...)
@@ -61,9 +65,9 @@ var finalizerReleases atomic.Uint64
 // they were dropped without Release. Well-behaved code keeps it at 0.
 func FinalizerReleases() uint64 { return finalizerReleases.Load() }
 
-// wrap makes a Buffer that owns h and arms its finaliser.
-func wrap(h C.hurray_buffer) *Buffer {
-	b := &Buffer{h: h}
+// wrap makes a Buffer that owns slot i of r.blk and arms its finaliser.
+func wrap(r *C.hgo_ret, i C.size_t) *Buffer {
+	b := &Buffer{blk: r.blk, i: i, meta: r.meta}
 	runtime.SetFinalizer(b, finalize)
 	return b
 }
@@ -71,25 +75,24 @@ func wrap(h C.hurray_buffer) *Buffer {
 // finalize runs on the finaliser goroutine for a Buffer that became
 // unreachable; legal because a handle may be released from any thread.
 func finalize(b *Buffer) {
-	if b.take().release_fn != nil {
+	if b.take() {
 		finalizerReleases.Add(1)
 	}
 }
 
-// take moves the handle out of b (b reads as released) and, if it was live,
-// releases the moved copy outside the lock, so a release callback that
-// re-enters b sees it released. It returns the handle as it was (its
-// release_fn says whether this call released).
-func (b *Buffer) take() C.hurray_buffer {
+// take moves the slot out of b (b reads as released) and, if it was live,
+// releases it outside the lock, so a release callback that re-enters b sees
+// it released. It reports whether this call released.
+func (b *Buffer) take() bool {
 	b.mu.Lock()
-	h := b.h
-	b.h = C.hurray_buffer{}
+	blk, i := b.blk, b.i
+	b.blk = 0
 	b.mu.Unlock()
-	if h.release_fn != nil {
-		moved := h
-		C.hgo_release(&moved)
+	if blk == 0 {
+		return false
 	}
-	return h
+	C.hgo_drop(blk, i)
+	return true
 }
 
 // Release gives the Buffer's reference back. The first call releases; later
@@ -106,127 +109,119 @@ func (b *Buffer) Release() {
 func (b *Buffer) Released() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.h.release_fn == nil
+	return b.blk == 0
 }
 
-// Share returns n new Buffers of the same memory (n >= 1); b keeps its own
-// reference. Each is released independently. On error nothing changes.
+// Share returns n new Buffers of the same memory (1 <= n <= 2^32 - 1); b
+// keeps its own reference. Each is released independently. The n handles are
+// allocated in C, in one block, before anything is shared: when they cannot
+// be, Share returns an *Error with ErrOutOfMemory. (The n *Buffer values
+// are Go allocations made after that, a few dozen bytes each.) On error nothing
+// changes.
 func (b *Buffer) Share(n int) ([]*Buffer, error) {
+	const op = "hurray.Buffer.Share"
 	if n < 1 || uint64(n) > 1<<32-1 {
-		return nil, &Error{Op: "hurray.Buffer.Share", Status: ErrInvalidArgument,
-			Message: "n must be 1 .. 4294967295"}
+		return nil, &Error{Op: op, Status: ErrInvalidArgument, Message: "n must be 1 .. 4294967295"}
 	}
-	out := make([]C.hurray_buffer, n+1)
-	var msg errBuf
 	b.mu.Lock()
-	if b.h.release_fn == nil {
+	if b.blk == 0 {
 		b.mu.Unlock()
-		return nil, released("hurray.Buffer.Share")
+		return nil, released(op)
 	}
-	st := C.hgo_share(&b.h, C.size_t(n+1), &out[0], msg.ptr())
-	if st == 0 {
-		b.h = out[0]
-	}
+	r := C.hgo_share(b.blk, b.i, C.size_t(n))
 	b.mu.Unlock()
-	if err := check("hurray.Buffer.Share", st, &msg); err != nil {
+	if err := result(op, r.status, r.msg); err != nil {
 		return nil, err
 	}
 	bufs := make([]*Buffer, n)
 	for i := range bufs {
-		bufs[i] = wrap(out[i+1])
+		bufs[i] = wrap(&r, C.size_t(i+1))
 	}
 	return bufs, nil
 }
 
-// view runs f with the live handle under the lock, or returns false.
-func (b *Buffer) view(f func(h *C.hurray_buffer)) bool {
+// scalars returns the handle's scalar fields; ok is false once released.
+func (b *Buffer) scalars() (m C.hgo_meta, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.h.release_fn == nil {
-		return false
+	return b.meta, b.blk != 0
+}
+
+// dims copies the shape (strides false) or the strides of the live handle;
+// nil once released.
+func (b *Buffer) dims(strides bool) []int64 {
+	var which C.int32_t
+	if strides {
+		which = 1
 	}
-	f(&b.h)
-	return true
+	b.mu.Lock()
+	if b.blk == 0 {
+		b.mu.Unlock()
+		return nil
+	}
+	d := C.hgo_get_dims(b.blk, b.i, which)
+	b.mu.Unlock()
+	if d.ndim < 0 {
+		return nil
+	}
+	s := make([]int64, int(d.ndim))
+	for k := range s {
+		s[k] = int64(d.v[k])
+	}
+	return s
 }
 
 // Shape returns a copy of the extents; nil once released.
-func (b *Buffer) Shape() []int64 {
-	var s []int64
-	b.view(func(h *C.hurray_buffer) { s = copyInt64(h.shape, h.ndim) })
-	return s
-}
+func (b *Buffer) Shape() []int64 { return b.dims(false) }
 
 // Strides returns a copy of the strides, in elements; nil once released.
-func (b *Buffer) Strides() []int64 {
-	var s []int64
-	b.view(func(h *C.hurray_buffer) { s = copyInt64(h.strides, h.ndim) })
-	return s
-}
-
-func copyInt64(p *C.int64_t, n C.int32_t) []int64 {
-	s := make([]int64, int(n))
-	if n > 0 {
-		copy(s, unsafe.Slice((*int64)(unsafe.Pointer(p)), int(n)))
-	}
-	return s
-}
+func (b *Buffer) Strides() []int64 { return b.dims(true) }
 
 // DType returns the element type; the zero DType once released.
 func (b *Buffer) DType() DType {
-	var d DType
-	b.view(func(h *C.hurray_buffer) {
-		d = DType{Code: uint8(h.dtype.code), Bits: uint8(h.dtype.bits), Lanes: uint16(h.dtype.lanes)}
-	})
-	return d
+	m, ok := b.scalars()
+	if !ok {
+		return DType{}
+	}
+	return DType{Code: uint8(m.code), Bits: uint8(m.bits), Lanes: uint16(m.lanes)}
 }
 
 // Device returns where the memory is; the zero Device once released.
 func (b *Buffer) Device() Device {
-	var d Device
-	b.view(func(h *C.hurray_buffer) {
-		d = Device{Type: int32(h.device.device_type), ID: int32(h.device.device_id)}
-	})
-	return d
+	m, ok := b.scalars()
+	if !ok {
+		return Device{}
+	}
+	return Device{Type: int32(m.device_type), ID: int32(m.device_id)}
 }
 
 // ReadOnly reports whether the memory must not be written (flag READ_ONLY).
 func (b *Buffer) ReadOnly() bool {
-	ro := false
-	b.view(func(h *C.hurray_buffer) { ro = h.flags&flagReadOnly != 0 })
-	return ro
+	m, ok := b.scalars()
+	return ok && m.flags&flagReadOnly != 0
 }
 
 // Bytes returns the memory the tensor spans, without copying, for host
-// memory (CPU and pinned host types). The slice is valid only while b is
-// live: not after Release or ToDLPack, and not after b becomes unreachable
-// (the finaliser would release it), so keep b alive until the last use of
-// the slice with runtime.KeepAlive(b). Do not write it when ReadOnly.
+// memory (CPU and pinned host types); an empty tensor gives an empty,
+// non-nil slice. The slice is valid only while b is live: not after Release
+// or ToDLPack, and not after b becomes unreachable (the finaliser would
+// release it), so keep b alive until the last use of the slice with
+// runtime.KeepAlive(b). Do not write it when ReadOnly. Errors:
+// ErrUnsupportedDevice for device memory, ErrInvalidArgument once released.
 func (b *Buffer) Bytes() ([]byte, error) {
-	var out []byte
-	var err error
-	var msg errBuf
-	ok := b.view(func(h *C.hurray_buffer) {
-		switch int32(h.device.device_type) {
-		case DeviceCPU, DeviceCUDAHost, DeviceROCMHost:
-		default:
-			err = &Error{Op: "hurray.Buffer.Bytes", Status: ErrUnsupportedDevice,
-				Message: "the memory is not host memory"}
-			return
-		}
-		var ext C.hurray_extent
-		if err = check("hurray.Buffer.Bytes", C.hgo_extent(h, &ext, msg.ptr()), &msg); err != nil {
-			return
-		}
-		n := int(ext.highest - ext.lowest)
-		if n == 0 {
-			out = []byte{}
-			return
-		}
-		base := unsafe.Add(h.data, int(ext.lowest))
-		out = unsafe.Slice((*byte)(base), n)
-	})
-	if !ok {
-		return nil, released("hurray.Buffer.Bytes")
+	const op = "hurray.Buffer.Bytes"
+	b.mu.Lock()
+	if b.blk == 0 {
+		b.mu.Unlock()
+		return nil, released(op)
 	}
-	return out, err
+	r := C.hgo_bytes(b.blk, b.i)
+	b.mu.Unlock()
+	if err := result(op, r.status, r.msg); err != nil {
+		return nil, err
+	}
+	if r.len == 0 {
+		return []byte{}, nil
+	}
+	return unsafe.Slice((*byte)(r.base), int(r.len)), nil
 }

@@ -3,29 +3,32 @@ package hurray
 // #include "hurray_go.h"
 import "C"
 
-import "unsafe"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // FromDLPackVersioned takes a C DLManagedTensorVersioned (t) from another
 // runtime. On success the Buffer owns it: its deleter runs exactly once,
 // when the last Buffer sharing it is released. On error the caller still
 // owns t (nothing was called on it).
 func FromDLPackVersioned(t unsafe.Pointer) (*Buffer, error) {
-	var h C.hurray_buffer
-	var msg errBuf
-	if err := check("hurray.FromDLPackVersioned", C.hgo_from_dlpack_versioned(t, &h, msg.ptr()), &msg); err != nil {
-		return nil, err
-	}
-	return wrap(h), nil
+	return importTensor("hurray.FromDLPackVersioned", t, 1)
 }
 
 // FromDLPack is FromDLPackVersioned for a legacy C DLManagedTensor.
 func FromDLPack(t unsafe.Pointer) (*Buffer, error) {
-	var h C.hurray_buffer
-	var msg errBuf
-	if err := check("hurray.FromDLPack", C.hgo_from_dlpack(t, &h, msg.ptr()), &msg); err != nil {
+	return importTensor("hurray.FromDLPack", t, 0)
+}
+
+// importTensor takes tensor t (versioned 1: DLManagedTensorVersioned, 0:
+// legacy) into a new Buffer of one slot.
+func importTensor(op string, t unsafe.Pointer, versioned C.int32_t) (*Buffer, error) {
+	r := C.hgo_from_dlpack(t, versioned)
+	if err := result(op, r.status, r.msg); err != nil {
 		return nil, err
 	}
-	return wrap(h), nil
+	return wrap(&r, 0), nil
 }
 
 // ToDLPackVersioned hands the Buffer's reference on as a C
@@ -34,32 +37,29 @@ func FromDLPack(t unsafe.Pointer) (*Buffer, error) {
 // deleter must be called once. To keep using the memory in Go, Share first
 // and export one of the shares. On error b is unchanged.
 func (b *Buffer) ToDLPackVersioned() (unsafe.Pointer, error) {
-	return b.export("hurray.Buffer.ToDLPackVersioned", true)
+	return b.export("hurray.Buffer.ToDLPackVersioned", 1)
 }
 
 // ToDLPack is ToDLPackVersioned as a legacy DLManagedTensor (flags, READ_ONLY
 // included, cannot be expressed there and are dropped).
 func (b *Buffer) ToDLPack() (unsafe.Pointer, error) {
-	return b.export("hurray.Buffer.ToDLPack", false)
+	return b.export("hurray.Buffer.ToDLPack", 0)
 }
 
-func (b *Buffer) export(op string, versioned bool) (unsafe.Pointer, error) {
-	var t unsafe.Pointer
-	var msg errBuf
+func (b *Buffer) export(op string, versioned C.int32_t) (unsafe.Pointer, error) {
 	b.mu.Lock()
-	if b.h.release_fn == nil {
+	if b.blk == 0 {
 		b.mu.Unlock()
 		return nil, released(op)
 	}
-	var st C.int32_t
-	if versioned {
-		st = C.hgo_to_dlpack_versioned(&b.h, &t, msg.ptr())
-	} else {
-		st = C.hgo_to_dlpack(&b.h, &t, msg.ptr())
+	r := C.hgo_to_dlpack(b.blk, b.i, versioned)
+	if r.status == 0 {
+		b.blk = 0 // the slot was dropped: its handle is in the tensor now
 	}
 	b.mu.Unlock()
-	if err := check(op, st, &msg); err != nil {
+	if err := result(op, r.status, r.msg); err != nil {
 		return nil, err
 	}
-	return t, nil
+	runtime.SetFinalizer(b, nil)
+	return r.tensor, nil
 }

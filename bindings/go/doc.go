@@ -15,10 +15,19 @@
 // libhurray's message; errors.Is(err, hurray.ErrInvalidArgument) matches a
 // status.
 //
-// Building: cgo needs libhurray's headers and library, e.g.
+// Building: cgo finds libhurray's headers and library with pkg-config, from
+// the hurray.pc of an install (cmake --install ... --prefix <prefix>):
 //
-//	CGO_CFLAGS="-I<repo>/include -I<build>/include" \
-//	CGO_LDFLAGS="-L<build> -Wl,-rpath,<build>" go test ./...
+//	PKG_CONFIG_PATH=<prefix>/lib/pkgconfig \
+//	CGO_LDFLAGS="-Wl,-rpath,<prefix>/lib" go test ./...
+//
+// (the rpath, or LD_LIBRARY_PATH, lets the program find the library at run
+// time). Without pkg-config, build with -tags hurray_no_pkgconfig and give
+// CGO_CFLAGS="-I<prefix>/include" CGO_LDFLAGS="-L<prefix>/lib".
+//
+// Handles are kept in C memory, never in Go memory: a producer may put any
+// value in a handle's pointer-sized fields (libhurray's checking mode puts
+// handle ids in user_data), and the Go runtime must not see them.
 //
 // See docs/impl/go.md for ownership, threads, finalisation and errors.
 package hurray

@@ -1,9 +1,13 @@
 package hurray
 
+// #include <stdlib.h>
 // #include "hurray_go.h"
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Status is a libhurray status code (hurray_status). It is an error itself,
 // so errors.Is(err, ErrOverflow) tests the code of an *Error.
@@ -50,17 +54,21 @@ func (e *Error) Is(target error) bool {
 	return ok && s == e.Status
 }
 
-// errBuf receives libhurray's message in the same C call that failed.
-type errBuf [C.HGO_MSG]C.char
-
-func (m *errBuf) ptr() *C.char { return &m[0] }
-
-// check turns a status into nil or an *Error carrying msg.
-func check(op string, status C.int32_t, msg *errBuf) error {
+// result turns a wrapper's status into nil or an *Error carrying its
+// message, and frees the message (C memory, NULL on success or when even
+// the copy could not be allocated: then the status name stands in).
+func result(op string, status C.int32_t, msg *C.char) error {
 	if status == 0 {
 		return nil
 	}
-	return &Error{Op: op, Status: Status(status), Message: C.GoString(msg.ptr())}
+	e := &Error{Op: op, Status: Status(status)}
+	if msg != nil {
+		e.Message = C.GoString(msg)
+		C.free(unsafe.Pointer(msg))
+	} else {
+		e.Message = e.Status.String()
+	}
+	return e
 }
 
 // released is the error of an operation on a Buffer already released.

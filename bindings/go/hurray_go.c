@@ -1,57 +1,170 @@
 /* hurray_go.c - see hurray_go.h. */
 #include "hurray_go.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
-static int32_t hgo_done(int32_t status, char *msg) {
-  if (status != HURRAY_OK && msg != NULL) {
-    strncpy(msg, hurray_last_error(), HGO_MSG - 1);
-    msg[HGO_MSG - 1] = '\0';
-  }
-  return status;
+typedef struct hgo_block {
+  atomic_size_t live; /* slots still owned by a Go Buffer */
+  hurray_buffer h[];
+} hgo_block;
+
+static hgo_block *hgo_blk(hgo_ref r) { return (hgo_block *)r; }
+
+static char *hgo_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p != NULL) memcpy(p, s, n);
+  return p;
 }
 
-int32_t hgo_share(hurray_buffer *src, size_t n, hurray_buffer *out, char *msg) {
-  return hgo_done(hurray_share(src, n, out), msg);
+static hgo_meta hgo_meta_of(const hurray_buffer *h) {
+  hgo_meta m;
+  m.flags = h->flags;
+  m.device_type = h->device.device_type;
+  m.device_id = h->device.device_id;
+  m.ndim = h->ndim;
+  m.code = h->dtype.code;
+  m.bits = h->dtype.bits;
+  m.lanes = h->dtype.lanes;
+  return m;
 }
 
-int32_t hgo_extent(const hurray_buffer *h, hurray_extent *out, char *msg) {
-  return hgo_done(hurray_buffer_extent(h, out), msg);
+/* A successful result for block b, whose slot i describes its handles. */
+static hgo_ret hgo_made(hgo_block *b, size_t i) {
+  hgo_ret r = {HURRAY_OK, (hgo_ref)b, hgo_meta_of(&b->h[i]), NULL, NULL};
+  return r;
 }
 
-int32_t hgo_to_dlpack_versioned(hurray_buffer *src, void **out, char *msg) {
-  DLManagedTensorVersioned *t = NULL;
-  int32_t s = hgo_done(hurray_to_dlpack_versioned(src, &t), msg);
-  if (s == HURRAY_OK) *out = t;
-  return s;
+static hgo_ret hgo_fail(int32_t status, const char *msg) {
+  hgo_ret r = {status, 0, {0, 0, 0, 0, 0, 0, 0}, NULL, hgo_strdup(msg)};
+  return r;
 }
 
-int32_t hgo_to_dlpack(hurray_buffer *src, void **out, char *msg) {
-  DLManagedTensor *t = NULL;
-  int32_t s = hgo_done(hurray_to_dlpack(src, &t), msg);
-  if (s == HURRAY_OK) *out = t;
-  return s;
+/* A block of n slots, live = owned; NULL when it cannot be allocated. */
+static hgo_block *hgo_block_new(size_t n, size_t owned) {
+  if (n > (SIZE_MAX - sizeof(hgo_block)) / sizeof(hurray_buffer)) return NULL;
+  hgo_block *b = malloc(sizeof(hgo_block) + n * sizeof(hurray_buffer));
+  if (b != NULL) atomic_init(&b->live, owned);
+  return b;
 }
 
-int32_t hgo_from_dlpack_versioned(void *t, hurray_buffer *out, char *msg) {
-  return hgo_done(
-      hurray_from_dlpack_versioned((DLManagedTensorVersioned *)t, HURRAY_IMPORT_DEFAULT, out), msg);
-}
-
-int32_t hgo_from_dlpack(void *t, hurray_buffer *out, char *msg) {
-  return hgo_done(hurray_from_dlpack((DLManagedTensor *)t, HURRAY_IMPORT_DEFAULT, out), msg);
-}
-
-int32_t hgo_alloc(int32_t code, int32_t bits, int32_t lanes, int32_t ndim, const int64_t *shape,
-                  uint64_t flags, hurray_buffer *out, char *msg) {
+hgo_ret hgo_alloc(int32_t code, int32_t bits, int32_t lanes, int32_t ndim, const int64_t *shape,
+                  uint64_t flags) {
+  hgo_block *b = hgo_block_new(1, 1);
+  if (b == NULL) return hgo_fail(HURRAY_ERR_OUT_OF_MEMORY, "cannot allocate the handle");
   hurray_device cpu = {HURRAY_DEVICE_CPU, 0};
   hurray_dtype dt;
   dt.code = (uint8_t)code;
   dt.bits = (uint8_t)bits;
   dt.lanes = (uint16_t)lanes;
-  return hgo_done(hurray_alloc(cpu, dt, ndim, shape, flags, out), msg);
+  int32_t s = hurray_alloc(cpu, dt, ndim, shape, flags, &b->h[0]);
+  if (s != HURRAY_OK) {
+    hgo_ret r = hgo_fail(s, hurray_last_error());
+    free(b);
+    return r;
+  }
+  return hgo_made(b, 0);
 }
 
-void hgo_release(hurray_buffer *h) { (void)hurray_buffer_release(h); }
+hgo_ret hgo_from_dlpack(void *t, int32_t versioned) {
+  hgo_block *b = hgo_block_new(1, 1);
+  if (b == NULL) return hgo_fail(HURRAY_ERR_OUT_OF_MEMORY, "cannot allocate the handle");
+  int32_t s = versioned ? hurray_from_dlpack_versioned((DLManagedTensorVersioned *)t,
+                                                       HURRAY_IMPORT_DEFAULT, &b->h[0])
+                        : hurray_from_dlpack((DLManagedTensor *)t, HURRAY_IMPORT_DEFAULT, &b->h[0]);
+  if (s != HURRAY_OK) {
+    hgo_ret r = hgo_fail(s, hurray_last_error());
+    free(b);
+    return r;
+  }
+  return hgo_made(b, 0);
+}
+
+hgo_ret hgo_share(hgo_ref ref, size_t i, size_t n) {
+  hgo_block *b = hgo_blk(ref);
+  if (n == 0 || n == SIZE_MAX) return hgo_fail(HURRAY_ERR_INVALID_ARGUMENT, "n must be >= 1");
+  /* Slot 0 receives the source's new handle and is then copied back. */
+  hgo_block *nb = hgo_block_new(n + 1, n);
+  if (nb == NULL) return hgo_fail(HURRAY_ERR_OUT_OF_MEMORY, "cannot allocate the shared handles");
+  int32_t s = hurray_share(&b->h[i], n + 1, nb->h);
+  if (s != HURRAY_OK) {
+    hgo_ret r = hgo_fail(s, hurray_last_error());
+    free(nb);
+    return r;
+  }
+  b->h[i] = nb->h[0];
+  memset(&nb->h[0], 0, sizeof(hurray_buffer));
+  return hgo_made(nb, 1);
+}
+
+/* Frees b when slot i was its last owned one. */
+static void hgo_unown(hgo_block *b) {
+  if (atomic_fetch_sub_explicit(&b->live, 1, memory_order_acq_rel) == 1) free(b);
+}
+
+hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned) {
+  hgo_block *b = hgo_blk(ref);
+  void *t = NULL;
+  int32_t s;
+  if (versioned) {
+    DLManagedTensorVersioned *v = NULL;
+    s = hurray_to_dlpack_versioned(&b->h[i], &v);
+    t = v;
+  } else {
+    DLManagedTensor *l = NULL;
+    s = hurray_to_dlpack(&b->h[i], &l);
+    t = l;
+  }
+  if (s != HURRAY_OK) return hgo_fail(s, hurray_last_error());
+  hgo_unown(b); /* the handle moved into the tensor (and was zeroed) */
+  hgo_ret r = {HURRAY_OK, 0, {0, 0, 0, 0, 0, 0, 0}, t, NULL};
+  return r;
+}
+
+void hgo_drop(hgo_ref ref, size_t i) {
+  hgo_block *b = hgo_blk(ref);
+  (void)hurray_buffer_release(&b->h[i]);
+  hgo_unown(b);
+}
+
+hgo_dims hgo_get_dims(hgo_ref ref, size_t i, int32_t strides) {
+  const hurray_buffer *h = &hgo_blk(ref)->h[i];
+  const int64_t *p = strides ? h->strides : h->shape;
+  hgo_dims d;
+  d.ndim = h->ndim;
+  if (d.ndim < 0 || d.ndim > HURRAY_MAX_NDIM || (d.ndim > 0 && p == NULL)) {
+    d.ndim = -1;
+    return d;
+  }
+  if (d.ndim > 0) memcpy(d.v, p, (size_t)d.ndim * sizeof(int64_t));
+  return d;
+}
+
+hgo_bytes_ret hgo_bytes(hgo_ref ref, size_t i) {
+  const hurray_buffer *h = &hgo_blk(ref)->h[i];
+  hgo_bytes_ret r = {HURRAY_OK, NULL, 0, NULL};
+  switch (h->device.device_type) {
+    case HURRAY_DEVICE_CPU:
+    case HURRAY_DEVICE_CUDA_HOST:
+    case HURRAY_DEVICE_ROCM_HOST:
+      break;
+    default:
+      r.status = HURRAY_ERR_UNSUPPORTED_DEVICE;
+      r.msg = hgo_strdup("the memory is not host memory");
+      return r;
+  }
+  hurray_extent ext;
+  int32_t s = hurray_buffer_extent(h, &ext);
+  if (s != HURRAY_OK) {
+    r.status = s;
+    r.msg = hgo_strdup(hurray_last_error());
+    return r;
+  }
+  r.len = ext.highest - ext.lowest;
+  if (r.len > 0) r.base = (char *)h->data + ext.lowest;
+  return r;
+}
 
 const char *hgo_status_name(int32_t status) { return hurray_status_name(status); }

@@ -1,9 +1,28 @@
 /*
- * hurray_go.h - C side of the Go binding: each wrapper makes one libhurray
- * call and, when it fails, copies hurray_last_error() into msg (HGO_MSG
- * bytes, NUL-terminated) in the same C call. The copy must happen there: a
- * goroutine may move to another OS thread between two cgo calls, and the
- * message is thread-local.
+ * hurray_go.h - C side of the Go binding.
+ *
+ * Handles live in C memory only. A hurray_buffer holds void* fields whose
+ * values the producer chooses (a small integer user_data, the checking
+ * mode's handle id, a dangling non-NULL data pointer of an empty tensor);
+ * to Go those fields are unsafe.Pointer, and a non-pointer value in Go
+ * memory or on a goroutine stack is a fatal runtime error ("invalid pointer
+ * found on stack"). So the Go side never holds a hurray_buffer by value: it
+ * holds a block reference (an integer, hgo_ref) and a slot index, and every field is read here and
+ * returned in pointer-free structs (hgo_meta, hgo_dims).
+ *
+ * A block is one C allocation of `n` handle slots with a count of the slots
+ * still owned; hgo_drop empties a slot and frees the block with its last one.
+ * Alloc and FromDLPack make blocks of one slot; hgo_share makes one block
+ * for all the shares of one call.
+ *
+ * Errors: each wrapper makes one libhurray call and, when it fails, returns a
+ * malloc'ed copy of hurray_last_error() in hgo_ret.msg (NULL if even that
+ * copy cannot be allocated; the Go side frees it). The copy must be made in
+ * the same C call: a goroutine may move to another OS thread between two cgo
+ * calls, and the message is thread-local.
+ *
+ * Threads: a block's slots may be used and dropped from any threads, each
+ * slot by one thread at a time (the Go Buffer's mutex serialises them).
  */
 #ifndef HURRAY_BINDINGS_GO_H_
 #define HURRAY_BINDINGS_GO_H_
@@ -13,17 +32,62 @@
 
 #include <hurray/hurray.h>
 
-#define HGO_MSG 512
+/* A block, to Go: its address as an integer (0: none), so Go holds no
+ * pointer into C memory either and cgo makes no pointer checks. */
+typedef uintptr_t hgo_ref;
 
-int32_t hgo_share(hurray_buffer *src, size_t n, hurray_buffer *out, char *msg);
-int32_t hgo_extent(const hurray_buffer *h, hurray_extent *out, char *msg);
-int32_t hgo_to_dlpack_versioned(hurray_buffer *src, void **out, char *msg);
-int32_t hgo_to_dlpack(hurray_buffer *src, void **out, char *msg);
-int32_t hgo_from_dlpack_versioned(void *t, hurray_buffer *out, char *msg);
-int32_t hgo_from_dlpack(void *t, hurray_buffer *out, char *msg);
-int32_t hgo_alloc(int32_t code, int32_t bits, int32_t lanes, int32_t ndim, const int64_t *shape,
-                  uint64_t flags, hurray_buffer *out, char *msg);
-void hgo_release(hurray_buffer *h);
+/* A handle's scalar fields. */
+typedef struct hgo_meta {
+  uint64_t flags;
+  int32_t device_type;
+  int32_t device_id;
+  int32_t ndim;
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} hgo_meta;
+
+/* The result of a call that makes or hands on handles. blk: the new block
+ * (slots 1..n of hgo_share, slot 0 otherwise) or 0; meta: the scalar fields
+ * of its handles (all alike; they never change while a handle is live);
+ * tensor: the exported DLPack tensor or NULL; msg: NULL on success. All
+ * pointers are C memory. */
+typedef struct hgo_ret {
+  int32_t status;
+  hgo_ref blk;
+  hgo_meta meta;
+  void *tensor;
+  char *msg;
+} hgo_ret;
+
+/* A slot's shape or strides; ndim -1 if the handle lacks the array. */
+typedef struct hgo_dims {
+  int32_t ndim;
+  int64_t v[HURRAY_MAX_NDIM];
+} hgo_dims;
+
+/* The host bytes a slot spans: base is NULL when len is 0. */
+typedef struct hgo_bytes_ret {
+  int32_t status;
+  void *base;
+  int64_t len;
+  char *msg;
+} hgo_bytes_ret;
+
+hgo_ret hgo_alloc(int32_t code, int32_t bits, int32_t lanes, int32_t ndim, const int64_t *shape,
+                  uint64_t flags);
+hgo_ret hgo_from_dlpack(void *t, int32_t versioned);
+/* Shares slot i of b into a new block whose slots 1..n hold the n shares;
+ * slot i keeps its reference. HURRAY_ERR_OUT_OF_MEMORY when the block cannot
+ * be allocated; on any failure nothing changes. */
+hgo_ret hgo_share(hgo_ref b, size_t i, size_t n);
+/* Hands slot i of b on as a DLPack tensor; on success the slot is dropped. */
+hgo_ret hgo_to_dlpack(hgo_ref b, size_t i, int32_t versioned);
+/* Releases slot i of b and drops it (frees b with its last slot). */
+void hgo_drop(hgo_ref b, size_t i);
+hgo_dims hgo_get_dims(hgo_ref b, size_t i, int32_t strides);
+/* Host memory only: HURRAY_ERR_UNSUPPORTED_DEVICE for other devices. */
+hgo_bytes_ret hgo_bytes(hgo_ref b, size_t i);
 const char *hgo_status_name(int32_t status);
 
 #endif /* HURRAY_BINDINGS_GO_H_ */

@@ -2,9 +2,9 @@
 // Go tests (cgo cannot be used in _test.go files). Test code only.
 package testprod
 
-// #cgo CFLAGS: -I${SRCDIR}/../../../../include -I${SRCDIR}/../../../testprod
-// #cgo LDFLAGS: -lhurray
+// #cgo CFLAGS: -I${SRCDIR}/../../../testprod
 // #include "testprod.h"
+// #include "odd.h"
 import "C"
 
 import "unsafe"
@@ -63,4 +63,27 @@ func ptr(s []int64) *C.int64_t {
 		return nil
 	}
 	return (*C.int64_t)(&s[0])
+}
+
+// MakeOdd returns a versioned tensor that libhurray's import unwraps to a
+// handle whose pointer-sized fields are not pointers (user_data 0x40; kind
+// 0: an empty [0, 3] float32 tensor with data 0x40; kind 1: [4] float32
+// holding 0..3; kind 2: a 0-d float32 holding 7 with shape 0x8 and strides
+// 0x10). nil on failure. Its release is counted by OddReleases.
+func MakeOdd(kind int) unsafe.Pointer { return unsafe.Pointer(C.tpg_make_odd(C.int32_t(kind))) }
+
+// OddReleases counts the releases of MakeOdd handles since ResetOdd.
+func OddReleases() int64 { return int64(C.tpg_odd_releases()) }
+
+// OddBadUserData counts the releases of MakeOdd handles that did not get
+// user_data 0x40 since ResetOdd.
+func OddBadUserData() int64 { return int64(C.tpg_odd_bad_user_data()) }
+
+// ResetOdd zeroes the MakeOdd counters.
+func ResetOdd() { C.tpg_odd_reset() }
+
+// Data returns the data pointer of a versioned tensor (dl_tensor.data) as an
+// address, for comparing with a Buffer's Bytes.
+func Data(t unsafe.Pointer) uintptr {
+	return uintptr(C.tpg_data((*C.DLManagedTensorVersioned)(t)))
 }

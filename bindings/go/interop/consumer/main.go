@@ -1,7 +1,10 @@
 // Command consumer is the Go side of the interop test, built with
 // -buildmode=c-shared and loaded into the JVM of the Java tests
 // (bindings/java InteropTest): it takes a C DLPack tensor through the hurray
-// package, shares it and releases the shares on their own goroutines.
+// package, shares it and releases the shares on their own goroutines. A C
+// host that loads it with dlopen (interop/dlopenhost) also runs the
+// fresh-thread check through it (HurrayGoFreshThreads), so libhurray is
+// loaded the way a JVM or Python process loads a Go library.
 package main
 
 // #include "note.h"
@@ -17,6 +20,7 @@ import (
 	"unsafe"
 
 	"hurray"
+	"hurray/internal/freshcheck"
 )
 
 var pending sync.WaitGroup
@@ -69,5 +73,25 @@ func HurrayGoConsume(tensor unsafe.Pointer, n C.int, note C.hgo_note_fn, sum *C.
 //
 //export HurrayGoWait
 func HurrayGoWait() { pending.Wait() }
+
+// HurrayGoFreshThreads runs freshcheck.Run(threads, shares): on fresh OS
+// threads, a Share of an imported tensor as the first libhurray call, every
+// field of every handle checked. It returns 0, or 1 with the first mismatch
+// in msg (NUL-terminated, at most cap bytes). Call it once per process,
+// before anything else in the process uses libhurray on other threads.
+//
+//export HurrayGoFreshThreads
+func HurrayGoFreshThreads(threads, shares C.int, msg *C.char, cap C.size_t) C.int {
+	err := freshcheck.Run(int(threads), int(shares))
+	if err == nil {
+		return 0
+	}
+	if cap > 0 {
+		out := unsafe.Slice((*byte)(unsafe.Pointer(msg)), int(cap))
+		n := copy(out[:cap-1], err.Error())
+		out[n] = 0
+	}
+	return 1
+}
 
 func main() {}
