@@ -7,8 +7,9 @@
  *
  * What it checks (issue 16): on each of several fresh threads the FIRST call
  * into libhurray is one hot-path operation (hurray_share of an imported
- * tensor on most, an import, an export, a release, an alloc or a failing
- * call whose message is read on the others); after it, every field of every
+ * tensor, an import, an export, a release, an alloc, a failing call whose
+ * message is read, or an import of a 12-d tensor, which takes the
+ * CPU-dispatched wide-rank bound); after it, every field of every
  * handle and of both exported DLPack tensors is compared with what the
  * producer described, and at the end every producer's deleter ran exactly
  * once. A library whose first touch of a thread_local on a thread clobbers
@@ -26,7 +27,7 @@
 #include <hurray/dlpack.h>
 #include <hurray/hurray.h>
 
-#define FT_THREADS 12
+#define FT_THREADS 14
 #define FT_SHARES 3
 #define FT_ROUNDS 4 /* fresh threads per slot, one after the other */
 
@@ -127,9 +128,42 @@ static void ft_check_dl(int slot, const char *what, const DLTensor *t) {
 }
 
 /* What a thread does first (and only first) before the common sequence. */
-enum ft_first { FT_SHARE, FT_IMPORT, FT_EXPORT, FT_RELEASE, FT_ALLOC, FT_ERROR, FT_N_FIRST };
-static const char *const ft_first_name[FT_N_FIRST] = {"share", "import", "export",
-                                                      "release", "alloc", "failing call"};
+enum ft_first { FT_SHARE, FT_IMPORT, FT_EXPORT, FT_RELEASE, FT_ALLOC, FT_ERROR, FT_WIDE, FT_N_FIRST };
+static const char *const ft_first_name[FT_N_FIRST] = {
+    "share", "import", "export", "release", "alloc", "failing call", "wide-rank import"};
+
+/* FT_WIDE: a 12-d tensor, so that the import takes the CPU-dispatched
+ * wide-rank bound (src/layout_wide.cc, ndim >= 8) on the thread's first call. */
+#define FT_WIDE_NDIM 12
+static void ft_wide_first(int s) {
+  int64_t shape[FT_WIDE_NDIM], strides[FT_WIDE_NDIM];
+  int64_t stride = 1;
+  for (int k = FT_WIDE_NDIM - 1; k >= 0; --k) {
+    shape[k] = k < 2 ? 2 : 1;
+    strides[k] = stride;
+    stride *= shape[k];
+  }
+  DLManagedTensorVersioned t;
+  ft_make_tensor(&t, s);
+  atomic_int wide_deleted = 0;
+  t.manager_ctx = &wide_deleted;
+  t.dl_tensor.ndim = FT_WIDE_NDIM;
+  t.dl_tensor.shape = shape;
+  t.dl_tensor.strides = strides;
+  hurray_buffer h;
+  int32_t st = HR(from_dlpack_versioned)(&t, HURRAY_IMPORT_DEFAULT, &h);
+  FT_EXPECT(s, "first call: wide-rank hurray_from_dlpack_versioned", st, HURRAY_OK);
+  if (st != HURRAY_OK) return;
+  FT_EXPECT(s, "wide: ndim", h.ndim, FT_WIDE_NDIM);
+  int same = h.shape != NULL && h.strides != NULL;
+  for (int k = 0; same && k < FT_WIDE_NDIM; ++k) {
+    same = h.shape[k] == shape[k] && h.strides[k] == strides[k];
+  }
+  FT_EXPECT(s, "wide: shape and strides as given", same, 1);
+  FT_EXPECT(s, "wide: data", (uintptr_t)h.data, (uintptr_t)ft_data[s]);
+  FT_EXPECT(s, "wide: release", HR(buffer_release)(&h), HURRAY_OK);
+  FT_EXPECT(s, "wide: deleter calls", atomic_load(&wide_deleted), 1);
+}
 
 typedef struct ft_job {
   int slot;
@@ -188,6 +222,7 @@ static void *ft_thread(void *arg) {
       FT_EXPECT(s, "message names n", msg != NULL && strstr(msg, "n is 0") != NULL, 1);
       break;
     }
+    case FT_WIDE: ft_wide_first(s); break;
     case FT_N_FIRST: break;
   }
   /* 2. The common sequence: share, check every field, export both forms. */
