@@ -14,12 +14,14 @@
 #                   build/prefix, then dlopen'ed / loaded through an extension
 #                   module with first calls on fresh threads, the examples and
 #                   the README's C and C++ programs, all against that install
-#   release         cmake --workflow --preset release: the whole suite once more
-#                   against an optimised (-O3) library
 #   external-dlpack libhurray and its tests built against the upstream DLPack 1.3
 #                   header that PyPI's apache-tvm-ffi ships (HURRAY_DLPACK_INCLUDE_DIR)
-#   bench-smoke     bench/side_by_side.py --quick: libhurray beside tvm-ffi (Release
-#                   build in build/bench), run for a few seconds; no thresholds
+#   release         the release preset (configure, build, ctest): the whole suite
+#                   once more against an optimised (-O3) library, and the
+#                   side-by-side benchmark binary
+#   bench-smoke     bench/side_by_side.py --quick: libhurray beside tvm-ffi (the
+#                   release stage's binary, else a Release build in build/bench),
+#                   run for a few seconds; no thresholds
 #   python          bash python/run_tests.sh, when python/tests and that script exist
 #   extensions      bash examples/run_extensions.sh: the PyTorch and TVM FFI
 #                   extension examples built against libhurray installed
@@ -45,7 +47,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan fuzz installed release external-dlpack bench-smoke python extensions bindings)
+DEFAULT_STAGES=(dev asan tsan fuzz installed external-dlpack release bench-smoke python extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -154,7 +156,14 @@ workflow() { cmake --workflow --preset "$1"; }
 stage_dev() { workflow dev; }
 stage_asan() { workflow asan; }
 stage_tsan() { workflow tsan; }
-stage_release() { workflow release; }
+# The release preset, with the side-by-side benchmark against tvm-ffi built
+# too when the venv has apache-tvm-ffi (bench-smoke then runs that binary
+# instead of building a tree of its own).
+stage_release() {
+  local tvm=()
+  "$VENV/bin/python" -c 'import tvm_ffi.config' 2>/dev/null && tvm=(-DHURRAY_TVM_FFI_PYTHON="$VENV/bin/python")
+  cmake --preset release "${tvm[@]}" && cmake --build --preset release && ctest --preset release
+}
 stage_installed() { HURRAY_JOBS=$JOBS bash tests/installed/run.sh "$ROOT/build/prefix"; }
 
 # --------------------------------------------------------------------------
@@ -289,7 +298,10 @@ stage_external_dlpack() {
 stage_bench_smoke() {
   local spec=${HURRAY_TVM_FFI_SPEC:-apache-tvm-ffi}
   "$VENV/bin/python" -c 'import tvm_ffi.config' 2>/dev/null || "$VENV/bin/pip" install -q "$spec" || return 1
-  "$VENV/bin/python" bench/side_by_side.py --quick --build-dir "$ROOT/build/bench" \
+  local build=(--build-dir "$ROOT/build/bench")
+  [ -x "$ROOT/build/release/bench/hurray_tvm_ffi_side_by_side" ] &&
+    build=(--build-dir "$ROOT/build/release" --no-build)  # the release stage built it
+  "$VENV/bin/python" bench/side_by_side.py --quick "${build[@]}" \
     --tvm-python "$VENV/bin/python" || return 1
   echo "smoke run, no thresholds" > "$STAGE_NOTE"
 }
