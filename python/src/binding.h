@@ -148,6 +148,15 @@ struct BufferObject {
   PyObject_HEAD
   hurray_buffer h;  // release_fn == NULL once released
   PyObject *weakreflist;
+  // True when h's READ_ONLY says only "nothing was said": the memory came
+  // as a legacy (unversioned) DLPack tensor, which cannot tell whether it
+  // may be written (docs/impl/python.md §2, "Read-only memory"). Such a
+  // Buffer stays read-only for every consumer that can be told so, but may
+  // be handed on as a legacy capsule again: that says no more than its
+  // source did. False for memory known to be read-only (a versioned
+  // tensor's flag, a read-only Buffer's copy-free shares of it) and for
+  // writable memory. Carried to shares.
+  bool legacy_unsaid;
 };
 
 extern PyTypeObject BufferType;
@@ -157,8 +166,10 @@ extern PyTypeObject BufferType;
 bool buffer_type_ready();
 
 // Wraps a live handle in a new Buffer. Consumes *h in every case: on
-// failure the handle is released and nullptr returned.
-PyObject *new_buffer(hurray_buffer *h);
+// failure the handle is released and nullptr returned. `legacy_unsaid` is
+// the new Buffer's BufferObject::legacy_unsaid (only meaningful with
+// READ_ONLY in h->flags; ignored without it).
+PyObject *new_buffer(hurray_buffer *h, bool legacy_unsaid = false);
 
 bool is_live(const BufferObject *b);
 

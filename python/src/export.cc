@@ -195,9 +195,12 @@ PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     return nullptr;
   }
   const bool make_copy = copy_mode == 1 || other_device;
-  if (!versioned && !make_copy && (b->h.flags & HURRAY_FLAG_READ_ONLY)) {
-    // Never hand out a writable view of read-only memory (NumPy refuses the
-    // same for its read-only arrays).
+  if (!versioned && !make_copy && (b->h.flags & HURRAY_FLAG_READ_ONLY) && !b->legacy_unsaid) {
+    // Never hand out a writable view of memory known to be read-only (NumPy
+    // refuses the same for its read-only arrays). Memory that came in as a
+    // legacy tensor, with nothing said (legacy_unsaid), goes on as one: the
+    // consumer may write it no more than it could write the source's own
+    // legacy capsule (JAX -> hurray -> JAX stays zero-copy).
     PyErr_SetString(
         PyExc_BufferError,
         "hurray.Buffer.__dlpack__: this Buffer is read-only, and the consumer asked for a "
