@@ -89,6 +89,19 @@ PyObject *dtype_name(hurray_dtype d);
 // TypeError/ValueError set.
 bool parse_dtype(PyObject *obj, hurray_dtype *out);
 
+// The same, and the layout flag the dtype implies: HURRAY_FLAG_SUBBYTE_PADDED
+// in *flags for a NumPy dtype that keeps a sub-byte element in a byte of its
+// own (ml_dtypes' int4, uint2, float4_e2m1fn, ...; hurray's names such as
+// 'int4' mean DLPack's packed layout), else 0.
+bool parse_dtype(PyObject *obj, hurray_dtype *out, uint64_t *flags);
+
+// The NumPy dtype of a dtype NumPy's DLPack import does not know (bfloat16,
+// float8/6/4, sub-byte integers, complex32): ml_dtypes' type of that name,
+// importing ml_dtypes (new reference). nullptr with ImportError or TypeError
+// set when ml_dtypes is missing or has no such type, and nullptr without an
+// exception for a dtype NumPy's DLPack import knows (or a vector dtype).
+PyObject *ml_dtypes_numpy_dtype(hurray_dtype d);
+
 // The struct-module format character(s) of a dtype for the buffer protocol
 // ("f", "q", "?", "Zd", ...), or nullptr when the buffer protocol cannot
 // describe it (bfloat16, float8, vectors, sub-byte types, handles).
