@@ -50,6 +50,21 @@ def test_paths_point_into_the_package() -> None:
     assert os.path.isfile(os.path.join(PKG, "_native.pyi"))
 
 
+@needs_wheel
+def test_distribution_is_libhurray_and_owns_the_hurray_package() -> None:
+    """`hurray` on PyPI is an unrelated project (issue 16 §4): this one is
+    distributed as libhurray, and no other installed distribution claims the
+    `hurray` import package."""
+    from importlib import metadata
+
+    dist = metadata.distribution("libhurray")
+    assert dist.metadata["Name"] == "libhurray"
+    assert dist.version == hurray.__version__
+    files = [str(f) for f in dist.files or []]
+    assert any(f.replace(os.sep, "/").endswith("hurray/_native.pyi") for f in files), files
+    assert metadata.packages_distributions().get("hurray") == ["libhurray"]
+
+
 def test_the_module_loads_the_library_get_library_names() -> None:
     with open("/proc/self/maps") as f:
         maps = f.read()
@@ -123,7 +138,7 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> No
     dist = tmp_path / "dist"
     run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist),
          os.path.join(REPO, "python")])
-    (sdist,) = dist.glob("hurray-*.tar.gz")
+    (sdist,) = dist.glob("libhurray-*.tar.gz")
     with tarfile.open(sdist) as t:
         names = t.getnames()
     top = names[0].split("/")[0]
