@@ -29,7 +29,7 @@ venv="${HURRAY_VENV:-$repo/.venv}"
 
 hurray_py_env "$venv" || { echo "python/run_tests.sh: could not set up Python" >&2; exit 1; }
 hurray_py_log "installing test requirements into $venv"
-"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy "scikit-build-core>=0.10" ml_dtypes >&2 \
+"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy "scikit-build-core>=0.11" ml_dtypes >&2 \
   || { echo "python/run_tests.sh: pip install of the test requirements failed" >&2; exit 1; }
 if ! "$HURRAY_PY" -c 'import torch' >/dev/null 2>&1; then
   hurray_py_log "installing torch (large; only done when it is missing)"
