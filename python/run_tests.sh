@@ -4,7 +4,8 @@
 #   bash python/run_tests.sh [pytest args...]
 #
 # Uses (or creates) the venv in $HURRAY_VENV (default: <repo>/.venv),
-# installs pytest, NumPy >= 2.1, apache-tvm-ffi, build, mypy and scikit-build-core (the
+# installs pytest, NumPy >= 2.1, apache-tvm-ffi, build, mypy, scikit-build-core and
+# ml_dtypes (NumPy dtypes of bfloat16, float8, int4, ...) (the
 # packaging tests make an sdist and type-check the examples and tests with
 # mypy --strict), torch (only when it cannot be imported yet: it is large)
 # and jax[cpu] (a failed jax install is tolerated: its tests then skip with
@@ -28,7 +29,7 @@ venv="${HURRAY_VENV:-$repo/.venv}"
 
 hurray_py_env "$venv" || { echo "python/run_tests.sh: could not set up Python" >&2; exit 1; }
 hurray_py_log "installing test requirements into $venv"
-"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy "scikit-build-core>=0.10" >&2 \
+"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy "scikit-build-core>=0.11" ml_dtypes >&2 \
   || { echo "python/run_tests.sh: pip install of the test requirements failed" >&2; exit 1; }
 if ! "$HURRAY_PY" -c 'import torch' >/dev/null 2>&1; then
   hurray_py_log "installing torch (large; only done when it is missing)"

@@ -49,6 +49,17 @@ hurray_py_env() {
 # installs the `hurray` package into the venv (pip + scikit-build-core).
 hurray_py_install_module() {
   local repo="$1"
+  # The distribution is "libhurray" (the import name stays `hurray`); it was
+  # once built as "hurray", a name that belongs to an unrelated project on
+  # PyPI. A local build under the old name (the one whose files include
+  # hurray/_native.pyi) is removed first: both would own the `hurray` package.
+  if "$HURRAY_PY" -c 'import sys, importlib.metadata as m
+d = m.distribution("hurray")
+sys.exit(0 if any(str(f).endswith("hurray/_native.pyi") for f in (d.files or [])) else 1)' \
+      >/dev/null 2>&1; then
+    hurray_py_log "removing the old local build named hurray (now libhurray)"
+    "$HURRAY_PY" -m pip uninstall -q -y hurray >&2 || return 1
+  fi
   hurray_py_log "building libhurray and hurray._native (pip install ./python)"
   "$HURRAY_PY" -m pip install -q --force-reinstall --no-deps "$repo/python" >&2
 }

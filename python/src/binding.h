@@ -89,6 +89,19 @@ PyObject *dtype_name(hurray_dtype d);
 // TypeError/ValueError set.
 bool parse_dtype(PyObject *obj, hurray_dtype *out);
 
+// The same, and the layout flag the dtype implies: HURRAY_FLAG_SUBBYTE_PADDED
+// in *flags for a NumPy dtype that keeps a sub-byte element in a byte of its
+// own (ml_dtypes' int4, uint2, float4_e2m1fn, ...; hurray's names such as
+// 'int4' mean DLPack's packed layout), else 0.
+bool parse_dtype(PyObject *obj, hurray_dtype *out, uint64_t *flags);
+
+// The NumPy dtype of a dtype NumPy's DLPack import does not know (bfloat16,
+// float8/6/4, sub-byte integers, complex32): ml_dtypes' type of that name,
+// importing ml_dtypes (new reference). nullptr with ImportError or TypeError
+// set when ml_dtypes is missing or has no such type, and nullptr without an
+// exception for a dtype NumPy's DLPack import knows (or a vector dtype).
+PyObject *ml_dtypes_numpy_dtype(hurray_dtype d);
+
 // The struct-module format character(s) of a dtype for the buffer protocol
 // ("f", "q", "?", "Zd", ...), or nullptr when the buffer protocol cannot
 // describe it (bfloat16, float8, vectors, sub-byte types, handles).
@@ -148,6 +161,15 @@ struct BufferObject {
   PyObject_HEAD
   hurray_buffer h;  // release_fn == NULL once released
   PyObject *weakreflist;
+  // True when h's READ_ONLY says only "nothing was said": the memory came
+  // as a legacy (unversioned) DLPack tensor, which cannot tell whether it
+  // may be written (docs/impl/python.md §2, "Read-only memory"). Such a
+  // Buffer stays read-only for every consumer that can be told so, but may
+  // be handed on as a legacy capsule again: that says no more than its
+  // source did. False for memory known to be read-only (a versioned
+  // tensor's flag, a read-only Buffer's copy-free shares of it) and for
+  // writable memory. Carried to shares.
+  bool legacy_unsaid;
 };
 
 extern PyTypeObject BufferType;
@@ -157,8 +179,10 @@ extern PyTypeObject BufferType;
 bool buffer_type_ready();
 
 // Wraps a live handle in a new Buffer. Consumes *h in every case: on
-// failure the handle is released and nullptr returned.
-PyObject *new_buffer(hurray_buffer *h);
+// failure the handle is released and nullptr returned. `legacy_unsaid` is
+// the new Buffer's BufferObject::legacy_unsaid (only meaningful with
+// READ_ONLY in h->flags; ignored without it).
+PyObject *new_buffer(hurray_buffer *h, bool legacy_unsaid = false);
 
 bool is_live(const BufferObject *b);
 

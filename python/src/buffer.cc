@@ -10,7 +10,7 @@ namespace hurray_py {
 
 PyTypeObject BufferType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-PyObject *new_buffer(hurray_buffer *h) {
+PyObject *new_buffer(hurray_buffer *h, bool legacy_unsaid) {
   BufferObject *b = PyObject_New(BufferObject, &BufferType);
   if (b == nullptr) {
     if (PyErr_ExceptionMatches(PyExc_MemoryError)) {
@@ -22,6 +22,7 @@ PyObject *new_buffer(hurray_buffer *h) {
   }
   b->h = *h;
   b->weakreflist = nullptr;
+  b->legacy_unsaid = legacy_unsaid && (h->flags & HURRAY_FLAG_READ_ONLY) != 0;
   std::memset(h, 0, sizeof *h);
   if (g_check_labels) label_python_site(&b->h);
   return reinterpret_cast<PyObject *>(b);
@@ -289,7 +290,7 @@ PyObject *Buffer_share(PyObject *self, PyObject *arg) {
   } else {
     b->h = out[0];  // keeps its label (the checker carries it over)
     for (long long i = 0; i < n; ++i) {
-      PyObject *nb = new_buffer(&out[i + 1]);
+      PyObject *nb = new_buffer(&out[i + 1], b->legacy_unsaid);
       if (nb == nullptr) {
         // Give back every reference not yet owned by a Buffer.
         for (long long j = i + 1; j < n; ++j) release_handle(&out[j + 1]);
@@ -395,6 +396,7 @@ PyObject *new_empty_buffer() {
   }
   std::memset(&b->h, 0, sizeof b->h);
   b->weakreflist = nullptr;
+  b->legacy_unsaid = false;
   return reinterpret_cast<PyObject *>(b);
 }
 

@@ -162,10 +162,63 @@ void releasebuffer(PyObject *, Py_buffer *view) {
 
 PyBufferProcs kBufferProcs = {getbuffer, releasebuffer};
 
+// __array__ of a dtype NumPy's DLPack import does not know, with `npdt` its
+// ml_dtypes NumPy dtype (bfloat16, float8_*, int4, ...): NumPy takes a share
+// of the memory described as unsigned integers of the same item size, and
+// the array is then viewed as `npdt`. Zero-copy, read-only when the Buffer
+// is; sub-byte types only in ml_dtypes' layout (one byte per element,
+// SUBBYTE_PADDED).
+PyObject *array_via_ml_dtypes(BufferObject *b, PyObject *npdt, PyObject *from_dlpack,
+                              PyObject *copy) {
+  PyObject *size_obj = PyObject_GetAttrString(npdt, "itemsize");
+  if (size_obj == nullptr) return nullptr;
+  const long itemsize = PyLong_AsLong(size_obj);
+  Py_DECREF(size_obj);
+  if (itemsize == -1 && PyErr_Occurred()) return nullptr;
+  const hurray_dtype d = b->h.dtype;
+  const bool sub_byte = d.bits < 8;
+  if ((sub_byte && ((b->h.flags & HURRAY_FLAG_SUBBYTE_PADDED) == 0 || itemsize != 1)) ||
+      (!sub_byte && itemsize * 8 != d.bits) ||
+      (itemsize != 1 && itemsize != 2 && itemsize != 4 && itemsize != 8)) {
+    PyErr_Format(PyExc_BufferError,
+                 "hurray.Buffer.__array__: NumPy's dtype %R keeps one element in %ld byte(s), "
+                 "and this Buffer's %u-bit elements are %s; NumPy cannot view it",
+                 npdt, itemsize, static_cast<unsigned>(d.bits),
+                 sub_byte ? ((b->h.flags & HURRAY_FLAG_SUBBYTE_PADDED) ? "padded to a byte"
+                                                                      : "packed (DLPack's "
+                                                                        "default for sub-byte "
+                                                                        "types)")
+                          : "of another size");
+    return nullptr;
+  }
+  hurray_buffer pair[2];
+  int32_t st = hurray_share(&b->h, 2, pair);
+  if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__array__");
+  b->h = pair[0];
+  hurray_buffer raw = pair[1];
+  raw.dtype = hurray_dtype{1, static_cast<uint8_t>(itemsize * 8), 1};  // uint of that size
+  raw.flags &= ~HURRAY_FLAG_SUBBYTE_PADDED;
+  PyObject *raw_buf = new_buffer(&raw, b->legacy_unsaid);
+  if (raw_buf == nullptr) return nullptr;
+  PyObject *kw = copy != Py_None ? Py_BuildValue("{sO}", "copy", copy) : nullptr;
+  PyObject *call_args = PyTuple_Pack(1, raw_buf);
+  Py_DECREF(raw_buf);
+  PyObject *arr = call_args != nullptr && (copy == Py_None || kw != nullptr)
+                      ? PyObject_Call(from_dlpack, call_args, kw)
+                      : nullptr;
+  Py_XDECREF(call_args);
+  Py_XDECREF(kw);
+  if (arr == nullptr) return nullptr;
+  PyObject *view = PyObject_CallMethod(arr, "view", "O", npdt);
+  Py_DECREF(arr);
+  return view;
+}
+
 // NumPy reaches __array__ only when the buffer protocol failed (it ignores
 // that error and would otherwise make a 0-d object array): memory the CPU
-// cannot address is refused with the buffer protocol's message, anything
-// else goes through numpy.from_dlpack (dtypes NumPy registered for DLPack).
+// cannot address is refused with the buffer protocol's message, dtypes of
+// ml_dtypes go through array_via_ml_dtypes, anything else through
+// numpy.from_dlpack (dtypes NumPy registered for DLPack).
 PyObject *buffer_array(PyObject *self, PyObject *args, PyObject *kwargs) {
   static const char *kwlist[] = {"dtype", "copy", nullptr};
   PyObject *dtype = Py_None, *copy = Py_None;
@@ -181,6 +234,20 @@ PyObject *buffer_array(PyObject *self, PyObject *args, PyObject *kwargs) {
   PyObject *from_dlpack = PyObject_GetAttrString(np, "from_dlpack");
   Py_DECREF(np);
   if (from_dlpack == nullptr) return nullptr;
+  PyObject *npdt = ml_dtypes_numpy_dtype(b->h.dtype);
+  if (npdt == nullptr && PyErr_Occurred()) {
+    Py_DECREF(from_dlpack);
+    return nullptr;
+  }
+  if (npdt != nullptr) {
+    PyObject *arr = array_via_ml_dtypes(b, npdt, from_dlpack, copy);
+    Py_DECREF(npdt);
+    Py_DECREF(from_dlpack);
+    if (arr == nullptr || dtype == Py_None) return arr;
+    PyObject *res = PyObject_CallMethod(arr, "astype", "OO", dtype, Py_False);
+    Py_DECREF(arr);
+    return res;
+  }
   PyObject *kw = copy != Py_None ? Py_BuildValue("{sO}", "copy", copy) : nullptr;
   PyObject *call_args = PyTuple_Pack(1, self);
   PyObject *arr = call_args != nullptr && (copy == Py_None || kw != nullptr)

@@ -103,8 +103,31 @@ bool attr_is_none(PyObject *dt, const char *attr, bool *none) {
   return true;
 }
 
+// True when dt's scalar type is one of ml_dtypes' (dt.type.__module__ is
+// "ml_dtypes"). False, with no exception, when it cannot be read.
+bool is_ml_dtypes(PyObject *dt) {
+  PyObject *type = PyObject_GetAttrString(dt, "type");
+  if (type == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject *module = PyObject_GetAttrString(type, "__module__");
+  Py_DECREF(type);
+  if (module == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool yes =
+      PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "ml_dtypes") == 0;
+  Py_DECREF(module);
+  return yes;
+}
+
 // A NumPy dtype object -> hurray_dtype, as np.from_dlpack would map it back.
-bool from_numpy_dtype(PyObject *dt, hurray_dtype *out) {
+// *padded is set when the NumPy dtype keeps a sub-byte element in a byte of
+// its own (ml_dtypes' int4, float4_e2m1fn, ...): DLPack's SUBBYTE_PADDED.
+bool from_numpy_dtype(PyObject *dt, hurray_dtype *out, bool *padded) {
+  *padded = false;
   char kind[8], byteorder[8], name[64];
   if (!str_attr(dt, "kind", kind, sizeof kind) ||
       !str_attr(dt, "byteorder", byteorder, sizeof byteorder) ||
@@ -132,6 +155,30 @@ bool from_numpy_dtype(PyObject *dt, hurray_dtype *out) {
   }
   const long bits = itemsize * 8;
   bool ok = false;
+  if (is_ml_dtypes(dt)) {
+    // ml_dtypes types are known by name, whatever kind and itemsize they
+    // report (float8_e5m2 says kind 'f' and itemsize 1, the others 'V';
+    // complex32 is 'c' with 4 bytes): bfloat16, float8_*, float6_*,
+    // float4_e2m1fn, int1/2/4, uint1/2/4, complex32 (two float16s, DLPack's
+    // complex of 32 bits). Sub-byte types take one byte per element there.
+    // Types without a DLPack code (bcomplex32, float8_e5m3fnu) are refused.
+    if (parse_scalar_name(name, out)) {
+      if (out->bits == bits) {
+        ok = true;
+      } else if (out->bits < 8 && itemsize == 1) {
+        ok = true;
+        *padded = true;
+      }
+    }
+    if (!ok) {
+      PyErr_Format(PyExc_ValueError,
+                   "ml_dtypes dtype %R has no DLPack equivalent (DLPack 1.3's type codes: "
+                   "include/hurray/dlpack.h, DLDataTypeCode)",
+                   dt);
+      return false;
+    }
+    return true;
+  }
   switch (kind[0]) {
     case 'b': ok = itemsize == 1, *out = hurray_dtype{6, 8, 1}; break;
     case 'i': ok = bits >= 8 && bits <= 64, *out = hurray_dtype{0, static_cast<uint8_t>(bits), 1}; break;
@@ -186,6 +233,12 @@ PyObject *dtype_name(hurray_dtype d) {
 }
 
 bool parse_dtype(PyObject *obj, hurray_dtype *out) {
+  uint64_t flags = 0;
+  return parse_dtype(obj, out, &flags);
+}
+
+bool parse_dtype(PyObject *obj, hurray_dtype *out, uint64_t *flags) {
+  *flags = 0;
   if (PyUnicode_Check(obj)) {
     const char *s = PyUnicode_AsUTF8(obj);
     if (s == nullptr) return false;
@@ -194,8 +247,10 @@ bool parse_dtype(PyObject *obj, hurray_dtype *out) {
   // Anything else NumPy takes for a dtype: np.float32, np.dtype('<i8'), 'f4'.
   PyObject *dt = numpy_dtype_of(obj);
   if (dt != nullptr) {
-    bool ok = from_numpy_dtype(dt, out);
+    bool padded = false;
+    bool ok = from_numpy_dtype(dt, out, &padded);
     Py_DECREF(dt);
+    if (ok && padded) *flags = HURRAY_FLAG_SUBBYTE_PADDED;
     return ok;
   }
   if (PyUnicode_Check(obj)) {
@@ -213,6 +268,54 @@ bool parse_dtype(PyObject *obj, hurray_dtype *out) {
                  Py_TYPE(obj)->tp_name);
   }
   return false;
+}
+
+PyObject *ml_dtypes_numpy_dtype(hurray_dtype d) {
+  if (d.lanes != 1) return nullptr;
+  switch (d.code) {  // what NumPy's own DLPack import takes
+    case 0:
+    case 1:
+      if (d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64) return nullptr;
+      break;
+    case 2:
+      if (d.bits == 16 || d.bits == 32 || d.bits == 64) return nullptr;
+      break;
+    case 3:
+      return nullptr;  // handles: nothing NumPy could hold
+    case 5:
+      if (d.bits == 64 || d.bits == 128) return nullptr;
+      break;
+    case 6:
+      if (d.bits == 8) return nullptr;
+      break;
+    default:
+      break;
+  }
+  PyObject *name = dtype_name(d);
+  if (name == nullptr) return nullptr;
+  PyObject *ml = PyImport_ImportModule("ml_dtypes");
+  if (ml == nullptr) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError,
+                 "NumPy has no dtype %U of its own; ml_dtypes provides it (pip install "
+                 "ml_dtypes), and it could not be imported",
+                 name);
+    Py_DECREF(name);
+    return nullptr;
+  }
+  PyObject *type = PyObject_GetAttr(ml, name);
+  Py_DECREF(ml);
+  if (type == nullptr) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "NumPy has no dtype %U, and ml_dtypes has none of that name",
+                 name);
+    Py_DECREF(name);
+    return nullptr;
+  }
+  Py_DECREF(name);
+  PyObject *dt = numpy_dtype_of(type);
+  Py_DECREF(type);
+  return dt;
 }
 
 const char *buffer_format(hurray_dtype d) {

@@ -162,21 +162,30 @@ PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   }
   if (!check_live(b)) return nullptr;
 
+  // Parsing may run Python code (__index__ of max_version's, dl_device's or
+  // stream's items, __bool__ of copy), which may release this very Buffer:
+  // its handle is read only after the last of them, once it is known to be
+  // live still.
   bool versioned = false;
   long long asked_minor = 0;
   if (!parse_max_version(max_version, &versioned, &asked_minor)) return nullptr;
-
-  hurray_device target = b->h.device;
-  if (dl_device != Py_None && !parse_device(dl_device, "__dlpack__: dl_device", &target)) {
-    return nullptr;
+  bool device_given = false;
+  hurray_device asked_device{0, 0};
+  if (dl_device != Py_None) {
+    if (!parse_device(dl_device, "__dlpack__: dl_device", &asked_device)) return nullptr;
+    device_given = true;
   }
-  const bool other_device = !same_device(target, b->h.device);
+  const int copy_mode = parse_copy(copy, "__dlpack__");
+  if (copy_mode == -2) return nullptr;
+  if (!check_live(b)) return nullptr;
+  const hurray_device target = device_given ? asked_device : b->h.device;
   // The stream is the consumer's, on the device it will use the data on.
+  // Its __index__ may release the Buffer too: checked again below.
   bool sync = false;
   void *consumer_stream = nullptr;
   if (!parse_stream(target.device_type, stream, &sync, &consumer_stream)) return nullptr;
-  const int copy_mode = parse_copy(copy, "__dlpack__");
-  if (copy_mode == -2) return nullptr;
+  if (!check_live(b)) return nullptr;
+  const bool other_device = !same_device(target, b->h.device);
   if (other_device && copy_mode == 0) {
     PyErr_Format(PyExc_BufferError,
                  "__dlpack__: the buffer is on device (%d, %d) and dl_device=(%d, %d) asks for "
@@ -186,9 +195,12 @@ PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     return nullptr;
   }
   const bool make_copy = copy_mode == 1 || other_device;
-  if (!versioned && !make_copy && (b->h.flags & HURRAY_FLAG_READ_ONLY)) {
-    // Never hand out a writable view of read-only memory (NumPy refuses the
-    // same for its read-only arrays).
+  if (!versioned && !make_copy && (b->h.flags & HURRAY_FLAG_READ_ONLY) && !b->legacy_unsaid) {
+    // Never hand out a writable view of memory known to be read-only (NumPy
+    // refuses the same for its read-only arrays). Memory that came in as a
+    // legacy tensor, with nothing said (legacy_unsaid), goes on as one: the
+    // consumer may write it no more than it could write the source's own
+    // legacy capsule (JAX -> hurray -> JAX stays zero-copy).
     PyErr_SetString(
         PyExc_BufferError,
         "hurray.Buffer.__dlpack__: this Buffer is read-only, and the consumer asked for a "

@@ -280,6 +280,7 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   if (device_given && !parse_device(device, "from_dlpack: device", &want)) return nullptr;
 
   hurray_buffer h;
+  bool legacy_unsaid = false;
   if (Py_TYPE(obj) == &BufferType && copy_mode != 1 &&
       (!device_given || same_device(want, as_buffer(obj)->h.device))) {
     // Another Buffer on the same memory: share directly, no DLPack round
@@ -290,7 +291,7 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     int32_t st = hurray_share(&src->h, 2, pair);
     if (st != HURRAY_OK) return raise_status(st, "hurray.from_dlpack");
     src->h = pair[0];
-    return new_buffer(&pair[1]);
+    return new_buffer(&pair[1], src->legacy_unsaid);
   }
 
   // A producer whose type publishes the DLPack C exchange API is taken
@@ -332,6 +333,10 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
       }
     }
     bool ok = import_capsule(cap, &h);
+    // A legacy capsule said nothing about writability (read-only for now,
+    // as NumPy takes it; BufferObject::legacy_unsaid).
+    const char *used = ok ? PyCapsule_GetName(cap) : nullptr;
+    legacy_unsaid = used != nullptr && std::strcmp(used, kCapsuleLegacyUsed) == 0;
     Py_DECREF(cap);
     if (!ok) return nullptr;
   }
@@ -354,8 +359,9 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     }
     release_handle(&h);
     h = c;
+    legacy_unsaid = false;  // a private copy: writable
   }
-  return new_buffer(&h);
+  return new_buffer(&h, legacy_unsaid);
 }
 
 // --- hooks of exchange_api.cc (exchange_api.h) --------------------------------

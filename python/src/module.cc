@@ -24,7 +24,8 @@ PyObject *mod_empty(PyObject *, PyObject *args, PyObject *kwargs) {
     return nullptr;
   }
   hurray_dtype dt{2, 32, 1};
-  if (dtype_obj != nullptr && !parse_dtype(dtype_obj, &dt)) return nullptr;
+  uint64_t layout = 0;  // SUBBYTE_PADDED for ml_dtypes' sub-byte types
+  if (dtype_obj != nullptr && !parse_dtype(dtype_obj, &dt, &layout)) return nullptr;
   int64_t shape[HURRAY_MAX_NDIM];
   int32_t ndim = 0;
   const char *what = "empty(): shape";
@@ -69,7 +70,7 @@ PyObject *mod_empty(PyObject *, PyObject *args, PyObject *kwargs) {
     Py_DECREF(seq);
   }
   hurray_buffer h;
-  int32_t st = hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, dt, ndim, shape, 0, &h);
+  int32_t st = hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, dt, ndim, shape, layout, &h);
   if (st != HURRAY_OK) return raise_status(st, "hurray.empty");
   return new_buffer(&h);
 }

@@ -159,3 +159,49 @@ def test_major_version_2_message_speaks_of_the_capsule(counting_producer: Type[C
     del cap
     gc.collect()
     assert p.deleted == 1
+
+
+class Releasing:
+    """An integer (or truth value) whose __index__ / __bool__ releases the
+    Buffer it is passed to, in the middle of the Buffer's argument parsing."""
+
+    def __init__(self, buf: hurray.Buffer, value: int) -> None:
+        self.buf, self.value, self.calls = buf, value, 0
+
+    def __index__(self) -> int:
+        self.calls += 1
+        self.buf.release()
+        return self.value
+
+    def __bool__(self) -> bool:
+        self.calls += 1
+        self.buf.release()
+        return False
+
+
+@pytest.mark.parametrize("where", ["max_version[0]", "max_version[1]", "dl_device[0]",
+                                   "dl_device[1]", "copy", "stream"])
+def test_dlpack_argument_that_releases_the_buffer_gets_the_released_error(where: str) -> None:
+    # Issue 16 §3: the liveness check came before the arguments' __index__
+    # ran, and the export then reached hurray_share with an empty handle
+    # ("src is empty (release_fn is NULL)").
+    src = np.arange(4.0)
+    b = hurray.from_dlpack(src)
+    kw: dict[str, Any]
+    if where.startswith("max_version"):
+        r = Releasing(b, 1 if where.endswith("[0]") else 0)
+        kw = {"max_version": (r, 0) if where.endswith("[0]") else (1, r)}
+    elif where.startswith("dl_device"):
+        r = Releasing(b, 1 if where.endswith("[0]") else 0)
+        kw = {"dl_device": (r, 0) if where.endswith("[0]") else (1, r)}
+    elif where == "copy":
+        r = Releasing(b, 0)
+        kw = {"max_version": (1, 0), "copy": r}
+    else:
+        # On the CPU only stream=None is taken (refused before __index__):
+        # the stream of a CUDA consumer is read as an integer.
+        r = Releasing(b, 5)
+        kw = {"max_version": (1, 0), "stream": r, "dl_device": (2, 0)}
+    with pytest.raises(ValueError, match=r"^operation on a released hurray\.Buffer$"):
+        b.__dlpack__(**kw)
+    assert b.released and r.calls == 1

@@ -404,7 +404,7 @@ def test_version_is_the_cmake_project_version() -> None:
     from importlib import metadata
 
     try:
-        assert metadata.version("hurray") == m.group(1)
+        assert metadata.version("libhurray") == m.group(1)
     except metadata.PackageNotFoundError:  # a plain CMake build on PYTHONPATH
         pass
 

@@ -140,12 +140,14 @@ def test_jax_exotic_dtypes(jax: ModuleType, name: str) -> None:
     buf = hurray.from_dlpack(j)
     assert buf.dtype == name
     # JAX gives (and takes) only legacy capsules: its Buffer is read-only, as
-    # NumPy would make it, so JAX gets a writable private copy back.
+    # NumPy would make it, and goes back to JAX as the legacy tensor it came
+    # as, zero-copy (issue 22).
     assert buf.readonly
-    with pytest.raises(BufferError, match="copy=True"):
-        jnp.from_dlpack(buf)
-    back = jnp.from_dlpack(hurray.from_dlpack(buf, copy=True))
+    back = jnp.from_dlpack(buf)
     assert back.dtype == j.dtype
+    assert back.unsafe_buffer_pointer() == j.unsafe_buffer_pointer()
+    copied = jnp.from_dlpack(hurray.from_dlpack(buf, copy=True))
+    assert copied.dtype == j.dtype and copied.unsafe_buffer_pointer() != j.unsafe_buffer_pointer()
 
 
 def test_jax_lifetime(jax: ModuleType) -> None:

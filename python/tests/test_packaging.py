@@ -50,6 +50,52 @@ def test_paths_point_into_the_package() -> None:
     assert os.path.isfile(os.path.join(PKG, "_native.pyi"))
 
 
+@needs_wheel
+def test_distribution_is_libhurray_and_owns_the_hurray_package() -> None:
+    """`hurray` on PyPI is an unrelated project (issue 16 §4): this one is
+    distributed as libhurray, and no other installed distribution claims the
+    `hurray` import package."""
+    from importlib import metadata
+
+    dist = metadata.distribution("libhurray")
+    assert dist.metadata["Name"] == "libhurray"
+    assert dist.version == hurray.__version__
+    files = [str(f) for f in dist.files or []]
+    assert any(f.replace(os.sep, "/").endswith("hurray/_native.pyi") for f in files), files
+    assert metadata.packages_distributions().get("hurray") == ["libhurray"]
+
+
+def check_license_in_dist_info(python: str) -> None:
+    """The installed libhurray's .dist-info carries the repository's LICENSE
+    (PEP 639: licenses/LICENSE) and its METADATA names it."""
+    probe = (
+        "import importlib.metadata as m, json\n"
+        "d = m.distribution('libhurray')\n"
+        "lic = [f for f in d.files or [] if str(f).endswith('.dist-info/licenses/LICENSE')]\n"
+        "print(json.dumps({'files': [str(f) for f in lic],\n"
+        "                  'text': lic[0].read_text() if lic else None,\n"
+        "                  'license_file': d.metadata.get_all('License-File'),\n"
+        "                  'expression': d.metadata.get('License-Expression'),\n"
+        "                  'metadata_version': d.metadata.get('Metadata-Version')}))\n"
+    )
+    import json
+
+    got = json.loads(run([python, "-c", probe], env=dict(os.environ, PYTHONPATH="")))
+    with open(os.path.join(REPO, "LICENSE"), encoding="utf-8") as f:
+        text = f.read()
+    assert len(got["files"]) == 1, got
+    assert got["text"] == text
+    assert got["license_file"] == ["LICENSE"], got
+    assert got["expression"] == "Apache-2.0", got
+    assert tuple(int(x) for x in got["metadata_version"].split(".")) >= (2, 4), got
+
+
+@needs_wheel
+def test_wheel_dist_info_carries_the_license() -> None:
+    """Issue 16 §4: the licence text travels in the wheel, not only its name."""
+    check_license_in_dist_info(sys.executable)
+
+
 def test_the_module_loads_the_library_get_library_names() -> None:
     with open("/proc/self/maps") as f:
         maps = f.read()
@@ -123,13 +169,13 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> No
     dist = tmp_path / "dist"
     run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist),
          os.path.join(REPO, "python")])
-    (sdist,) = dist.glob("hurray-*.tar.gz")
+    (sdist,) = dist.glob("libhurray-*.tar.gz")
     with tarfile.open(sdist) as t:
         names = t.getnames()
     top = names[0].split("/")[0]
     for need in ("hurray-src/CMakeLists.txt", "hurray-src/include/hurray/hurray.h",
                  "hurray-src/src/share.cc", "hurray-src/cmake/hurray.pc.in", "src/buffer.cc",
-                 "hurray/_native.pyi", "hurray/py.typed", "pyproject.toml"):
+                 "hurray/_native.pyi", "hurray/py.typed", "pyproject.toml", "LICENSE"):
         assert f"{top}/{need}" in names, need
     assert not os.path.exists(os.path.join(REPO, "python", "hurray-src"))  # the copy is gone
     env_dir = tmp_path / "venv"
@@ -150,6 +196,8 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> No
     )
     out = run([str(py), "-c", smoke], cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=""))
     assert "smoke ok" in out
+    # Built from the sdist (no repository around it), the wheel has the licence too.
+    check_license_in_dist_info(str(py))
 
 
 def test_the_readmes_python_blocks_run() -> None:
