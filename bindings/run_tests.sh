@@ -14,7 +14,8 @@
 #           InteropTest loading the Go consumer (go build -buildmode=c-shared);
 #           four JUnit runs: the suite, InteropTest alone, the suite in random
 #           class and method order (HURRAY_JAVA_SEED=n repeats one), the suite
-#           with HURRAY_CHECK=1
+#           with HURRAY_CHECK=1; then the README's Java steps, as written, from
+#           a temporary directory against the prefix
 # Everything it builds goes under build/bindings/. Exits non-zero on any
 # failure and when a suite ran no test.
 set -uo pipefail
@@ -144,4 +145,28 @@ else
   log "building the Java binding or its tests failed"; rc=1
 fi
 
+# 5. The README's Java steps ("Using it from Java"), literally, from an empty
+# temporary directory against the install: its indented shell block is run
+# with P (the prefix) and R (this checkout) set, on App.java, which is
+# src/test/readme/App.java.in with the README's ```java block put in.
+readme_java() {
+  local tmp steps snippet
+  tmp=$(mktemp -d "$out/readme-java.XXXXXX") || return 1
+  steps=$(awk '/^## Using it from Java/ {s = 1; next} s && /^## / {exit}
+               s && /^    / {sub(/^    /, ""); print}' "$repo/README.md")
+  snippet=$(awk '/^## Using it from Java/ {s = 1; next} s && /^## / {exit}
+                 s && /^```java$/ {j = 1; next} j && /^```$/ {exit} j' "$repo/README.md")
+  [ -n "$steps" ] && [ -n "$snippet" ] || { log "README: no Java steps or snippet found"; return 1; }
+  printf '%s\n' "$steps" > "$tmp/steps.sh"
+  printf '%s\n' "$snippet" > "$tmp/snippet.java"
+  awk -v f="$tmp/snippet.java" '/^@README_SNIPPET@$/ {while ((getline l < f) > 0) print "    " l; next} {print}' \
+    "$here/java/src/test/readme/App.java.in" > "$tmp/App.java"
+  (cd "$tmp" && env -u LD_LIBRARY_PATH P="$prefix" R="$repo" bash -euo pipefail steps.sh) 2>&1 \
+    | tee "$out/readme-java.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'README Java example: ok' "$out/readme-java.log" \
+    || { log "the README's Java steps failed (in $tmp; log $out/readme-java.log)"; return 1; }
+  log "README Java steps: ok (in $tmp)"
+  rm -rf "$tmp"
+}
+readme_java || rc=1
 exit "$rc"
