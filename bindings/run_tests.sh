@@ -13,7 +13,11 @@
 #           again with HURRAY_CHECK=1, and the interop consumer loaded with dlopen
 #           by a C host (interop/dlopenhost) for the fresh-thread check
 #   java    the JNI library, the classes and JUnit 5 (console launcher), with
-#           InteropTest loading the Go consumer (go build -buildmode=c-shared)
+#           InteropTest loading the Go consumer (go build -buildmode=c-shared);
+#           four JUnit runs: the suite, InteropTest alone, the suite in random
+#           class and method order (HURRAY_JAVA_SEED=n repeats one), the suite
+#           with HURRAY_CHECK=1; then the README's Java steps, as written, from
+#           a temporary directory against the prefix
 # Everything it builds goes under build/bindings/. Exits non-zero on any
 # failure and when a suite ran no test.
 set -uo pipefail
@@ -102,20 +106,84 @@ rm -rf "$out/java/classes" "$out/java/test-classes"
   $(find "$here/java/src/main/java" -name '*.java') || java_ok=0
 "$JAVA_HOME/bin/javac" -Xlint:all,-processing -d "$out/java/test-classes" -cp "$out/java/classes:$JUNIT" \
   $(find "$here/java/src/test/java" -name '*.java') || java_ok=0
-if [ "$java_ok" = 1 ]; then
-  go_consumer=""
-  [ -f "$out/libhurray_go_consumer.so" ] && go_consumer="$out/libhurray_go_consumer.so"
-  # libjsig chains the JVM's signal handlers with those the Go runtime installs
-  # when the Go consumer is loaded into this JVM (InteropTest).
-  LD_PRELOAD="$JAVA_HOME/lib/libjsig.so" "$JAVA_HOME/bin/java" -Xcheck:jni \
+go_consumer=""
+[ -f "$out/libhurray_go_consumer.so" ] && go_consumer="$out/libhurray_go_consumer.so"
+
+# junit LOG [ARG...]: one JUnit run (in a JVM of its own) against the
+# installed libhurray; extra ARGs go to the console launcher, the
+# environment variable HURRAY_GO_CONSUMER (default: the Go interop consumer
+# built above, empty: InteropTest is skipped) to the JVM. Fails unless the
+# launcher passed and its summary has no failed and no aborted test. libjsig
+# chains the JVM's signal handlers with those the Go runtime installs when
+# the Go consumer is loaded into this JVM (InteropTest). -Xmx2g keeps the
+# heap too small for share(2^31 - 2)'s long[] on any machine (that test
+# needs the refusal).
+junit() {
+  local name=$1; shift
+  LD_PRELOAD="$JAVA_HOME/lib/libjsig.so" "$JAVA_HOME/bin/java" -Xmx2g -Xcheck:jni \
     -Dhurray.library="$lib" -Dhurray.jni.library="$out/libhurray_jni.so" \
     -Dhurray.testprod.library="$out/libhurray_testprod_jni.so" \
-    -Dhurray.go.consumer="$go_consumer" \
+    -Dhurray.go.consumer="${HURRAY_GO_CONSUMER-$go_consumer}" \
     -jar "$JUNIT" --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests \
-    --class-path "$out/java/classes:$out/java/test-classes" --select-package dev.hurray \
-    2>&1 | tee "$out/java-test.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    --class-path "$out/java/classes:$out/java/test-classes" "$@" \
+    2>&1 | tee "$out/$name.log"
+  local st=${PIPESTATUS[0]}
+  [ "$st" -eq 0 ] && grep -Eq '^\[ +0 tests failed' "$out/$name.log" \
+    && grep -Eq '^\[ +0 tests aborted' "$out/$name.log" \
+    || { log "JUnit run $name failed (exit $st; log $out/$name.log)"; return 1; }
+  log "JUnit run $name: $(sed -n 's/^\[ *\([0-9]*\) tests successful.*/\1/p' "$out/$name.log") tests successful"
+}
+
+if [ "$java_ok" = 1 ]; then
+  # 1. The whole suite, in JUnit's default order (tests/run_all.sh reads this log).
+  junit java-test --select-package dev.hurray || rc=1
+  # 2. The interop test alone (no earlier test may warm a thread for it), and
+  # 3. the whole suite with classes and methods in random order (the seed is
+  # printed; HURRAY_JAVA_SEED repeats an order).
+  if [ -n "$go_consumer" ]; then
+    junit java-test-interop-alone --select-class dev.hurray.InteropTest || rc=1
+    grep -Eq '^\[ +1 tests successful' "$out/java-test-interop-alone.log" \
+      || { log "InteropTest alone did not run its test"; rc=1; }
+  else
+    log "no Go interop consumer: InteropTest not run"; rc=1
+  fi
+  seed="${HURRAY_JAVA_SEED:-$((RANDOM * 32768 + RANDOM))}"
+  log "JUnit random order, seed $seed (HURRAY_JAVA_SEED=$seed repeats it)"
+  junit java-test-random --select-package dev.hurray \
+    --config=junit.jupiter.testclass.order.default='org.junit.jupiter.api.ClassOrderer$Random' \
+    --config=junit.jupiter.testmethod.order.default='org.junit.jupiter.api.MethodOrderer$Random' \
+    --config=junit.jupiter.execution.order.random.seed="$seed" || rc=1
+  # 4. The whole suite once more with libhurray's checking mode on.
+  # CheckingModeTest runs only here: it checks that the mode is on in the JVM.
+  HURRAY_CHECK=1 junit java-test-check --select-package dev.hurray || rc=1
+  grep -q 'javaHandlesAreTrackedAndReleasedOnce() ✔' "$out/java-test-check.log" \
+    || { log "CheckingModeTest did not pass under HURRAY_CHECK=1"; rc=1; }
 else
   log "building the Java binding or its tests failed"; rc=1
 fi
+
+# 5. The README's Java steps ("Using it from Java"), literally, from an empty
+# temporary directory against the install: its indented shell block is run
+# with P (the prefix) and R (this checkout) set, on App.java, which is
+# src/test/readme/App.java.in with the README's ```java block put in.
+readme_java() {
+  local tmp steps snippet
+  tmp=$(mktemp -d "$out/readme-java.XXXXXX") || return 1
+  steps=$(awk '/^## Using it from Java/ {s = 1; next} s && /^## / {exit}
+               s && /^    / {sub(/^    /, ""); print}' "$repo/README.md")
+  snippet=$(awk '/^## Using it from Java/ {s = 1; next} s && /^## / {exit}
+                 s && /^```java$/ {j = 1; next} j && /^```$/ {exit} j' "$repo/README.md")
+  [ -n "$steps" ] && [ -n "$snippet" ] || { log "README: no Java steps or snippet found"; return 1; }
+  printf '%s\n' "$steps" > "$tmp/steps.sh"
+  printf '%s\n' "$snippet" > "$tmp/snippet.java"
+  awk -v f="$tmp/snippet.java" '/^@README_SNIPPET@$/ {while ((getline l < f) > 0) print "    " l; next} {print}' \
+    "$here/java/src/test/readme/App.java.in" > "$tmp/App.java"
+  (cd "$tmp" && env -u LD_LIBRARY_PATH P="$prefix" R="$repo" bash -euo pipefail steps.sh) 2>&1 \
+    | tee "$out/readme-java.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'README Java example: ok' "$out/readme-java.log" \
+    || { log "the README's Java steps failed (in $tmp; log $out/readme-java.log)"; return 1; }
+  log "README Java steps: ok (in $tmp)"
+  rm -rf "$tmp"
+}
+readme_java || rc=1
 exit "$rc"

@@ -101,40 +101,52 @@ JNIEXPORT jlong JNICALL Java_dev_hurray_Native_alloc(JNIEnv *env, jclass c, jint
   return J(h);
 }
 
+/* Frees the first n handle structs of addrs (still empty), then addrs. */
+static void free_handles(jlong *addrs, jint n) {
+  for (jint i = 0; i < n; ++i) free(H(addrs[i]));
+  free(addrs);
+}
+
+/* Each allocation is checked as it is made and the first one that fails ends
+ * the call (nothing shared, the source untouched): the Java array first, so
+ * an n the JVM cannot hold costs one refused NewLongArray (OutOfMemoryError
+ * pending), not a calloc of n handles and a loop over n entries. */
 JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_share(JNIEnv *env, jclass c, jlong handle,
                                                           jint n) {
   (void)c;
   const char *op = "HurrayBuffer.share";
   jlongArray result = (*env)->NewLongArray(env, n);
-  hurray_buffer *out = calloc((size_t)n + 1, sizeof *out);
+  if (result == NULL) return NULL; /* OutOfMemoryError pending */
   jlong *addrs = calloc((size_t)n, sizeof *addrs);
-  int ok = result != NULL && out != NULL && addrs != NULL;
-  for (jint i = 0; ok && i < n; ++i) {
-    hurray_buffer *h = calloc(1, sizeof *h);
-    if (h == NULL) ok = 0;
-    addrs[i] = J(h);
+  if (addrs == NULL) {
+    throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the handle addresses");
+    return NULL;
   }
-  if (!ok) {
-    for (jint i = 0; addrs != NULL && i < n; ++i) free(H(addrs[i]));
-    free(addrs);
-    free(out);
-    if (!(*env)->ExceptionCheck(env)) {
+  for (jint i = 0; i < n; ++i) {
+    addrs[i] = J(calloc(1, sizeof(hurray_buffer)));
+    if (addrs[i] == 0) {
+      free_handles(addrs, i);
       throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the handles");
+      return NULL;
     }
+  }
+  hurray_buffer *out = calloc((size_t)n + 1, sizeof *out);
+  if (out == NULL) {
+    free_handles(addrs, n);
+    throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the handles");
     return NULL;
   }
   hurray_buffer *src = H(handle);
   if (check(env, hurray_share(src, (size_t)n + 1, out), op) != HURRAY_OK) {
-    for (jint i = 0; i < n; ++i) free(H(addrs[i]));
-    free(addrs);
     free(out);
+    free_handles(addrs, n);
     return NULL;
   }
   *src = out[0]; /* this buffer keeps one */
   for (jint i = 0; i < n; ++i) *H(addrs[i]) = out[i + 1];
+  free(out);
   (*env)->SetLongArrayRegion(env, result, 0, n, addrs);
   free(addrs);
-  free(out);
   return result;
 }
 
@@ -177,14 +189,25 @@ static jlongArray long_array(JNIEnv *env, const int64_t *p, int32_t n) {
   return a;
 }
 
+/* A copy of ndim extents or strides at p. A libhurray handle never has
+ * ndim > 0 with p NULL; should one arrive anyway, this throws INTERNAL
+ * rather than letting the JVM read address 0. */
+static jlongArray dims_array(JNIEnv *env, const int64_t *p, int32_t ndim, const char *op) {
+  if (ndim > 0 && p == NULL) {
+    throw_status(env, HURRAY_ERR_INTERNAL, op, "malformed handle: ndim > 0 with a NULL array");
+    return NULL;
+  }
+  return long_array(env, p, ndim);
+}
+
 JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_shape(JNIEnv *env, jclass c, jlong handle) {
   (void)c;
-  return long_array(env, H(handle)->shape, H(handle)->ndim);
+  return dims_array(env, H(handle)->shape, H(handle)->ndim, "HurrayBuffer.shape");
 }
 
 JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_strides(JNIEnv *env, jclass c, jlong handle) {
   (void)c;
-  return long_array(env, H(handle)->strides, H(handle)->ndim);
+  return dims_array(env, H(handle)->strides, H(handle)->ndim, "HurrayBuffer.strides");
 }
 
 JNIEXPORT jint JNICALL Java_dev_hurray_Native_dtype(JNIEnv *env, jclass c, jlong handle) {

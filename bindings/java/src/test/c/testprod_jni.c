@@ -92,6 +92,76 @@ JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_consumeLegacy(JNIEnv *env
   return sum;
 }
 
+/* Every field of a DLManagedTensorVersioned, read in C, for the tests:
+ * {version.major, version.minor, flags, device_type, device_id, dtype code,
+ * bits, lanes, byte_offset, ndim, shape == NULL, strides == NULL,
+ * deleter == NULL, data == NULL, shape[0..ndim), strides[0..ndim)} (the
+ * arrays only when non-NULL), or NULL with IllegalStateException for a NULL
+ * tensor or an ndim outside 0..64. The tensor is only read. */
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_TestProducer_describeVersioned(JNIEnv *env,
+                                                                           jclass c, jlong t) {
+  (void)c;
+  const DLManagedTensorVersioned *v = T(t);
+  if (v == NULL || v->dl_tensor.ndim < 0 || v->dl_tensor.ndim > 64) {
+    throw_error(env, "describeVersioned: NULL tensor or ndim outside 0..64");
+    return NULL;
+  }
+  const DLTensor *d = &v->dl_tensor;
+  jlong out[14 + 2 * 64];
+  jsize n = 0;
+  out[n++] = v->version.major;
+  out[n++] = v->version.minor;
+  out[n++] = (jlong)v->flags;
+  out[n++] = d->device.device_type;
+  out[n++] = d->device.device_id;
+  out[n++] = d->dtype.code;
+  out[n++] = d->dtype.bits;
+  out[n++] = d->dtype.lanes;
+  out[n++] = (jlong)d->byte_offset;
+  out[n++] = d->ndim;
+  out[n++] = d->shape == NULL;
+  out[n++] = d->strides == NULL;
+  out[n++] = v->deleter == NULL;
+  out[n++] = d->data == NULL;
+  for (int i = 0; d->shape != NULL && i < d->ndim; ++i) out[n++] = d->shape[i];
+  for (int i = 0; d->strides != NULL && i < d->ndim; ++i) out[n++] = d->strides[i];
+  jlongArray a = (*env)->NewLongArray(env, n);
+  if (a != NULL) (*env)->SetLongArrayRegion(env, a, 0, n, out);
+  return a;
+}
+
+/* libhurray's checking-mode counters, read through the library file the
+ * JVM loaded (lib, already loaded: RTLD_NOLOAD): {options, live, tracked,
+ * double_releases}; NULL with IllegalStateException when the library or
+ * hurray_check_get_state cannot be found. */
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_TestProducer_checkState(JNIEnv *env, jclass c,
+                                                                    jstring lib) {
+  (void)c;
+  const char *path = (*env)->GetStringUTFChars(env, lib, NULL);
+  if (path == NULL) return NULL;
+  void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  (*env)->ReleaseStringUTFChars(env, lib, path);
+  if (h == NULL) {
+    throw_error(env, "checkState: libhurray is not loaded");
+    return NULL;
+  }
+  int32_t (*get)(hurray_check_state *) =
+      (int32_t(*)(hurray_check_state *))dlsym(h, "hurray_check_get_state");
+  hurray_check_state st = {0};
+  st.struct_size = sizeof st;
+  int ok = get != NULL && get(&st) == HURRAY_OK;
+  dlclose(h); /* drops the reference RTLD_NOLOAD took; the JVM keeps its own */
+  if (!ok) {
+    throw_error(env, "checkState: hurray_check_get_state not found or failed");
+    return NULL;
+  }
+  jlong out[4] = {(jlong)st.options, (jlong)st.live, (jlong)st.tracked,
+                  (jlong)st.double_releases};
+  jlongArray a = (*env)->NewLongArray(env, 4);
+  if (a != NULL) (*env)->SetLongArrayRegion(env, a, 0, 4, out);
+  return a;
+}
+
 /* The Go consumer's exports (bindings/go/interop/consumer). */
 typedef int (*go_consume_fn)(void *tensor, int n, void (*note)(void), double *sum);
 typedef void (*go_wait_fn)(void);

@@ -117,10 +117,15 @@ public final class HurrayBuffer implements AutoCloseable {
 
   /**
    * Makes {@code n} new buffers of the same memory; this one keeps its own
-   * reference. On failure nothing changes.
+   * reference. On failure nothing changes: nothing is shared and this buffer
+   * keeps its reference. The first allocation that fails ends the call, so
+   * an {@code n} too large fails at once.
    *
    * @param n 1 .. Integer.MAX_VALUE - 1
    * @return the new buffers, each to be closed
+   * @throws HurrayException INVALID_ARGUMENT for n out of range or a closed
+   *     buffer; OUT_OF_MEMORY when the C handles cannot be allocated
+   * @throws OutOfMemoryError when the JVM cannot hold n buffers
    */
   public HurrayBuffer[] share(int n) {
     if (n < 1 || n == Integer.MAX_VALUE) {
@@ -129,26 +134,64 @@ public final class HurrayBuffer implements AutoCloseable {
           "HURRAY_ERR_INVALID_ARGUMENT",
           "HurrayBuffer.share: n is " + n + " (must be 1 .. 2147483646)");
     }
+    // The JNI side allocates the long[] first: an n the JVM cannot hold
+    // fails there, before anything is shared.
     long[] handles = read("share", h -> Native.share(h, n));
-    HurrayBuffer[] out = new HurrayBuffer[handles.length];
-    for (int i = 0; i < handles.length; i++) {
-      out[i] = new HurrayBuffer(handles[i]);
+    HurrayBuffer[] out = null;
+    int made = 0;
+    try {
+      out = new HurrayBuffer[n];
+      for (; made < n; made++) {
+        out[made] = new HurrayBuffer(handles[made]);
+      }
+    } catch (Throwable t) {
+      // Could not wrap them all (e.g. OutOfMemoryError): give the new
+      // references back so that the memory's release still runs once.
+      for (int i = 0; i < made; i++) {
+        out[i].close(); // out is not null when made > 0
+      }
+      for (int i = made; i < n; i++) {
+        Native.release(handles[i]);
+      }
+      throw t;
     }
     return out;
   }
 
+  /** Exports the live handle ({@code Native::toDLPack[Versioned]}); returns the tensor. */
+  private interface Export {
+    long apply(long handle);
+  }
+
+  /**
+   * Moves the handle into a tensor and marks this buffer closed in one
+   * critical section, so that no other thread sees it open with the empty
+   * handle left behind; then frees the handle's struct.
+   */
+  private long handOn(String op, Export f) {
+    long t;
+    synchronized (state) {
+      if (state.handle == 0 || state.closed) {
+        throw closed(op);
+      }
+      t = f.apply(state.handle); // throws (and changes nothing) on failure
+      state.closed = true;
+    }
+    cleanable.clean(); // the handle is empty now: this only frees its struct
+    return t;
+  }
+
   /**
    * Hands this buffer's reference on as a C {@code DLManagedTensorVersioned*}
-   * for another runtime: on success this buffer is closed and the caller
-   * owns the tensor (call its deleter once). To keep using the memory here,
-   * share first and export a share. On failure nothing changes.
+   * for another runtime: on success this buffer is closed (atomically: no
+   * thread sees it open afterwards) and the caller owns the tensor (call its
+   * deleter once). To keep using the memory here, share first and export a
+   * share. On failure nothing changes.
    *
    * @return the tensor's address
    */
   public long toDLPackVersioned() {
-    long t = read("toDLPackVersioned", Native::toDLPackVersioned);
-    close(); // the handle is empty now: this only frees its struct
-    return t;
+    return handOn("toDLPackVersioned", Native::toDLPackVersioned);
   }
 
   /**
@@ -158,9 +201,7 @@ public final class HurrayBuffer implements AutoCloseable {
    * @return the tensor's address
    */
   public long toDLPack() {
-    long t = read("toDLPack", Native::toDLPack);
-    close();
-    return t;
+    return handOn("toDLPack", Native::toDLPack);
   }
 
   /** @return a copy of the extents */

@@ -13,6 +13,9 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -219,5 +222,123 @@ class HurrayBufferTest {
                 HurrayException.class,
                 () -> HurrayBuffer.allocate(new HurrayBuffer.DType(99, 8, 1), new long[] {1}, true))
             .statusName());
+  }
+
+  // Issue 16: after the JNI side's NewLongArray failed, it went on to calloc
+  // 2^31 handles and loop over them (about a minute). Now the first failed
+  // allocation ends the call; nothing is shared.
+  @Test
+  void shareOfTooManyFailsAtOnceAndChangesNothing() {
+    Assumptions.assumeTrue(
+        Runtime.getRuntime().maxMemory() < (16L << 30),
+        "needs a heap that cannot hold a long[2^31 - 2] (run with -Xmx below 16g)");
+    HurrayBuffer b =
+        HurrayBuffer.fromDLPackVersioned(TestProducer.makeVersioned(new long[] {4}, 1f, 0));
+    long start = System.nanoTime();
+    assertThrows(OutOfMemoryError.class, () -> b.share(Integer.MAX_VALUE - 1));
+    long millis = (System.nanoTime() - start) / 1_000_000;
+    assertTrue(millis < 1000, "share(2^31 - 2) took " + millis + " ms to fail");
+    assertTrue(b.isOpen(), "a failed share closed the buffer");
+    assertArrayEquals(new long[] {4}, b.shape());
+    assertEquals(10f, sum(b), "the source's memory");
+    HurrayBuffer[] more = b.share(2);
+    assertEquals(2, more.length);
+    more[0].close();
+    more[1].close();
+    assertEquals(0, TestProducer.deleterCalls(), "released while the source was open");
+    b.close();
+    assertEquals(1, TestProducer.deleterCalls(), "the producer's deleter, once");
+  }
+
+  private static float sum(HurrayBuffer b) {
+    ByteBuffer bytes = b.asByteBuffer();
+    float s = 0;
+    for (int i = 0; i < bytes.capacity(); i += 4) {
+      s += bytes.getFloat(i);
+    }
+    return s;
+  }
+
+  // Issue 16: toDLPack* moved the handle out and marked the buffer closed in
+  // two critical sections; a reader in between saw an open buffer with
+  // shape [] and device type 0. A reader must see the full buffer or a
+  // closed one (HurrayException), never an emptied open one.
+  @Test
+  void exportIsOneStepForAConcurrentReader() throws Exception {
+    AtomicReference<HurrayBuffer> current = new AtomicReference<>();
+    AtomicReference<String> bad = new AtomicReference<>();
+    AtomicLong fullReads = new AtomicLong();
+    AtomicLong closedReads = new AtomicLong();
+    AtomicLong roundNow = new AtomicLong();
+    Thread reader =
+        new Thread(
+            () -> {
+              HurrayBuffer b;
+              while ((b = current.get()) != null && bad.get() == null) {
+                try {
+                  long[] shape = b.shape();
+                  HurrayBuffer.Device device = b.device();
+                  HurrayBuffer.DType dtype = b.dtype();
+                  if (shape.length != 2 || shape[0] != 2 || shape[1] != 3) {
+                    bad.set("an open buffer read shape " + java.util.Arrays.toString(shape));
+                  } else if (device.type() != HurrayBuffer.Device.CPU) {
+                    bad.set("an open buffer read device " + device);
+                  } else if (!HurrayBuffer.DType.FLOAT32.equals(dtype)) {
+                    bad.set("an open buffer read dtype " + dtype);
+                  }
+                  long n = fullReads.incrementAndGet();
+                  // A pause outside the lock, of varying length, lets the
+                  // exporting thread take it while this one stays running.
+                  for (long spin = (n * 0x9E3779B97F4A7C15L) >>> 54; spin > 0; spin--) {
+                    Thread.onSpinWait();
+                  }
+                } catch (HurrayException e) {
+                  if (e.status() != HurrayException.INVALID_ARGUMENT || b.isOpen()) {
+                    bad.set("unexpected " + e);
+                  }
+                  closedReads.incrementAndGet();
+                }
+              }
+            },
+            "reader");
+    int rounds = 5000;
+    try {
+      for (int round = 0; round < rounds && bad.get() == null; round++) {
+        HurrayBuffer b =
+            HurrayBuffer.fromDLPackVersioned(TestProducer.makeVersioned(new long[] {2, 3}, 0f, 0));
+        long before = fullReads.get();
+        roundNow.set(round);
+        current.set(b);
+        if (round == 0) {
+          reader.start();
+        }
+        // Export while the reader is at it: once it has read this buffer open.
+        while (fullReads.get() == before && bad.get() == null) {
+          Thread.yield(); // the reader may need this core
+        }
+        for (int spin = 0; spin < (round & 15); spin++) {
+          Thread.onSpinWait();
+        }
+        long t = (round & 1) == 0 ? b.toDLPackVersioned() : legacyAsVersioned(b);
+        assertFalse(b.isOpen());
+        assertEquals(15.0, TestProducer.consumeVersioned(t));
+      }
+    } finally {
+      current.set(null); // every buffer it held was exported
+      reader.join();
+    }
+    assertEquals(null, bad.get(), "in round " + roundNow);
+    assertEquals(rounds, TestProducer.deleterCalls(), "one deleter call per exported tensor");
+    assertTrue(fullReads.get() >= rounds, "the reader read " + fullReads + " open buffers");
+    System.out.println(
+        "exportIsOneStepForAConcurrentReader: " + fullReads + " open and " + closedReads
+            + " closed reads");
+  }
+
+  /** Exports through toDLPack (the legacy path, the same one step), re-imports and exports versioned. */
+  private static long legacyAsVersioned(HurrayBuffer b) {
+    try (HurrayBuffer again = HurrayBuffer.fromDLPack(b.toDLPack())) {
+      return again.toDLPackVersioned();
+    }
   }
 }

@@ -24,6 +24,21 @@ final class TestProducer {
 
   static native void deleteVersioned(long tensor);
 
+  /**
+   * Every field of a DLManagedTensorVersioned, read in C (the tensor is only
+   * read): {major, minor, flags, device type, device id, dtype code, bits,
+   * lanes, byte_offset, ndim, shape NULL (1/0), strides NULL, deleter NULL,
+   * data NULL, shape..., strides...}.
+   */
+  static native long[] describeVersioned(long tensor);
+
+  /**
+   * libhurray's checking-mode counters {options, live, tracked,
+   * double_releases} (hurray_check_get_state), from the libhurray file
+   * {@code lib} this JVM loaded.
+   */
+  static native long[] checkState(String lib);
+
   /** Sums a float32 tensor in C, then calls its deleter. */
   static native double consumeVersioned(long tensor);
 
