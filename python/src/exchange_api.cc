@@ -31,6 +31,7 @@ struct Stats {
   unsigned long long current_work_stream;
   unsigned long long consumer_table;
   unsigned long long consumer_capsule;
+  unsigned long long consumer_table_declined;
 };
 Stats g_stats;
 
@@ -41,7 +42,11 @@ Stats g_stats;
 // Exports a Buffer like __dlpack__(max_version=(1, 3)) without a copy: the
 // handle is shared once more, the Buffer keeps one reference and stays
 // usable, the tensor owns the other (its deleter drops it, on any thread,
-// without the GIL). Flags (READ_ONLY) are carried in the versioned struct.
+// without the GIL). A read-only Buffer is refused: the table cannot tell
+// which consumer calls it, and consumers that take tensors through tables
+// do not all honour READ_ONLY (tvm_ffi 0.1.15 ignores it and hands the
+// memory on writable, while its __dlpack__ path refuses NumPy's read-only
+// arrays), so READ_ONLY in the struct would not keep the memory unwritten.
 int from_py_object(void *py_object, DLManagedTensorVersioned **out) {
   ++g_stats.from_py_object;
   if (py_object == nullptr || out == nullptr) {
@@ -51,6 +56,15 @@ int from_py_object(void *py_object, DLManagedTensorVersioned **out) {
   }
   hurray_buffer *h = live_handle(static_cast<PyObject *>(py_object));
   if (h == nullptr) return -1;
+  if (h->flags & HURRAY_FLAG_READ_ONLY) {
+    PyErr_SetString(PyExc_BufferError,
+                    "hurray.Buffer managed_tensor_from_py_object_no_sync: this Buffer is "
+                    "read-only, and a consumer of the C exchange table may ignore the tensor's "
+                    "READ_ONLY flag (tvm_ffi does) and write to the memory; hand over a "
+                    "writable private copy: hurray.from_dlpack(buf, copy=True), or pass "
+                    "buf.__dlpack__(max_version=(1, 3)) to a consumer that honours READ_ONLY");
+    return -1;
+  }
   hurray_buffer pair[2];
   int32_t st = hurray_share(h, 2, pair);
   if (st != HURRAY_OK) {
@@ -216,12 +230,13 @@ const DLPackExchangeAPI kBufferApi = {
 struct CacheEntry {
   PyTypeObject *type;
   unsigned int tag;
-  const DLPackExchangeAPI *api;  // nullptr: no usable table
+  ProducerTable table;  // api nullptr: no usable table
 };
 constexpr size_t kCacheSize = 16;
 CacheEntry g_cache[kCacheSize];
 
-PyObject *g_attr_name;  // "__dlpack_c_exchange_api__"
+PyObject *g_attr_name;    // "__dlpack_c_exchange_api__"
+PyObject *g_dlpack_name;  // "__dlpack__"
 
 size_t cache_slot(PyTypeObject *type) {
   return (reinterpret_cast<uintptr_t>(type) >> 4) % kCacheSize;
@@ -259,6 +274,153 @@ const DLPackExchangeAPI *usable_table(PyObject *attr) {
   return api;
 }
 
+// A class of type's MRO before the one that defines the table attribute
+// defines __dlpack__: the table would bypass the subclass's own export.
+bool overrides_dlpack(PyTypeObject *type) {
+  PyObject *mro = type->tp_mro;
+  if (mro == nullptr || !PyTuple_Check(mro)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject *dict = reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    if (dict == nullptr) continue;
+    if (PyDict_GetItem(dict, g_attr_name) != nullptr) return false;  // the table's owner
+    if (PyDict_GetItem(dict, g_dlpack_name) != nullptr) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// torch's table (docs/impl/python.md §7, "torch's table")
+//
+// torch 2.15's managed_tensor_from_py_object_no_sync exports what its
+// Tensor.__dlpack__ refuses: tensors that require grad, conjugate views
+// (data of the unconjugated storage) and negative views (data of the
+// un-negated storage; torch's __dlpack__ exports those un-negated as well).
+// Tensors it cannot export at all (quantised, bits, sparse and other
+// layouts, meta) fail with a RuntimeError and C++ frames where __dlpack__
+// gives a one-line BufferError. So for a torch type, a failed table call
+// and a tensor that requires grad or has the conjugate bit are sent on to
+// __dlpack__, which gives torch's own error; a negative view is refused.
+// A subclass whose __torch_function__ refuses the flag reads (torch's
+// ReadOnlyTensorWrapper) is sent on to __dlpack__ too.
+//
+// The three are read through torch._C.TensorBase's own descriptors, fetched
+// once: the requires_grad getset (a C getter) and the is_conj / is_neg
+// method descriptors (METH_NOARGS), called directly, without attribute
+// lookups. is_conj is asked only for complex tensors (torch sets the bit on
+// nothing else). The references are kept for the process (torch's types
+// live as long).
+// ---------------------------------------------------------------------------
+struct TorchProbe {
+  PyTypeObject *base;       // torch._C.TensorBase, or nullptr until found
+  PyObject *requires_grad;  // getset descriptor
+  PyObject *is_conj;        // method descriptor
+  PyObject *is_neg;         // method descriptor
+};
+TorchProbe g_torch;
+
+bool is_torch_base(PyTypeObject *t) {
+  return std::strcmp(t->tp_name, "torch._C.TensorBase") == 0 ||
+         std::strcmp(t->tp_name, "torch._C._TensorBase") == 0;
+}
+
+// torch's TensorBase in type's MRO, or nullptr.
+PyTypeObject *torch_base_of(PyTypeObject *type) {
+  PyObject *mro = type->tp_mro;
+  if (mro == nullptr || !PyTuple_Check(mro)) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto *t = reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i));
+    if (is_torch_base(t)) return t;
+  }
+  return nullptr;
+}
+
+// Fills g_torch from `base` once. False when a descriptor is missing or of
+// another kind (another torch: the table is then not used for its types).
+bool torch_probe_ready(PyTypeObject *base) {
+  if (g_torch.base == base) return true;
+  if (g_torch.base != nullptr || base->tp_dict == nullptr) return false;
+  PyObject *rg = PyDict_GetItemString(base->tp_dict, "requires_grad");
+  PyObject *conj = PyDict_GetItemString(base->tp_dict, "is_conj");
+  PyObject *neg = PyDict_GetItemString(base->tp_dict, "is_neg");
+  if (rg == nullptr || conj == nullptr || neg == nullptr ||
+      !PyObject_TypeCheck(rg, &PyGetSetDescr_Type) ||
+      Py_TYPE(rg)->tp_descr_get == nullptr || !PyObject_TypeCheck(conj, &PyMethodDescr_Type) ||
+      !PyObject_TypeCheck(neg, &PyMethodDescr_Type)) {
+    return false;
+  }
+  Py_INCREF(base);
+  Py_INCREF(rg);
+  Py_INCREF(conj);
+  Py_INCREF(neg);
+  g_torch = TorchProbe{base, rg, conj, neg};
+  return true;
+}
+
+// 1 when the flag given by the method descriptor `meth` is set on obj, 0
+// when not, -1 with an exception set.
+int torch_flag(PyObject *meth, PyObject *obj) {
+  PyObject *r = PyObject_Vectorcall(meth, &obj, 1, nullptr);
+  if (r == nullptr) return -1;
+  const int set = PyObject_IsTrue(r);
+  Py_DECREF(r);
+  return set;
+}
+
+// A failed probe: an Exception other than MemoryError (a subclass whose
+// __torch_function__ refuses everything but __dlpack__, as torch's
+// ReadOnlyTensorWrapper) is cleared and the tensor asked through __dlpack__
+// (0); anything else stays set (-1).
+int torch_probe_failed() {
+  if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+    PyErr_Clear();
+    return 0;
+  }
+  return -1;
+}
+
+// torch's refusals for obj, whose table export is t: 1 (import it), 0 (ask
+// __dlpack__ instead, no exception set), -1 (exception set).
+int torch_check(PyObject *obj, const DLManagedTensorVersioned *t) {
+  PyObject *rg = Py_TYPE(g_torch.requires_grad)
+                     ->tp_descr_get(g_torch.requires_grad, obj,
+                                    reinterpret_cast<PyObject *>(Py_TYPE(obj)));
+  if (rg == nullptr) return torch_probe_failed();
+  int set = PyObject_IsTrue(rg);
+  Py_DECREF(rg);
+  if (set != 0) return set < 0 ? torch_probe_failed() : 0;
+  if (t->dl_tensor.dtype.code == kDLComplex) {
+    set = torch_flag(g_torch.is_conj, obj);
+    if (set != 0) return set < 0 ? torch_probe_failed() : 0;
+  }
+  set = torch_flag(g_torch.is_neg, obj);
+  if (set < 0) return torch_probe_failed();
+  if (set) {
+    PyErr_SetString(PyExc_BufferError,
+                    "hurray.from_dlpack: Can't import torch tensors with the negative bit set "
+                    "(a lazy negation, e.g. the .imag of a conjugate view): DLPack would carry "
+                    "the un-negated values; resolve it first with tensor.resolve_neg() (a "
+                    "copy), or pass copy=True");
+    return -1;
+  }
+  return 1;
+}
+
+// The table entry for `type` (uncached): the usable table, unless a
+// subclass overrides __dlpack__ or it is a torch type that cannot be checked.
+ProducerTable table_of(PyTypeObject *type, PyObject *attr) {
+  ProducerTable r{usable_table(attr), false};
+  if (r.api == nullptr) return r;
+  if (overrides_dlpack(type)) {
+    r.api = nullptr;
+    return r;
+  }
+  if (PyTypeObject *base = torch_base_of(type)) {
+    r.torch = true;
+    if (!torch_probe_ready(base)) r.api = nullptr;
+  }
+  return r;
+}
+
 bool is_gpu(int32_t device_type) {
   switch (device_type) {
     case HURRAY_DEVICE_CUDA:
@@ -285,12 +447,13 @@ bool producer_failed(PyObject *obj, const char *fn) {
 
 PyObject *stats(PyObject *, PyObject *) {
   return Py_BuildValue(
-      "{sKsKsKsKsKsKsK}", "managed_tensor_allocator", g_stats.allocator,
+      "{sKsKsKsKsKsKsKsK}", "managed_tensor_allocator", g_stats.allocator,
       "managed_tensor_from_py_object_no_sync", g_stats.from_py_object,
       "managed_tensor_to_py_object_no_sync", g_stats.to_py_object,
       "dltensor_from_py_object_no_sync", g_stats.dltensor_from_py_object,
       "current_work_stream", g_stats.current_work_stream, "consumer_table",
-      g_stats.consumer_table, "consumer_capsule", g_stats.consumer_capsule);
+      g_stats.consumer_table, "consumer_capsule", g_stats.consumer_capsule,
+      "consumer_table_declined", g_stats.consumer_table_declined);
 }
 
 PyMethodDef kStatsMethod = {
@@ -298,14 +461,17 @@ PyMethodDef kStatsMethod = {
     "_exchange_api_stats()\n--\n\n"
     "Testing aid: calls made into hurray.Buffer's DLPack exchange API table, per\n"
     "function, and how often hurray.from_dlpack took a producer's tensor through\n"
-    "its table ('consumer_table') or through __dlpack__ ('consumer_capsule'),\n"
-    "since the module was loaded."};
+    "its table ('consumer_table') or through __dlpack__ ('consumer_capsule'; a torch\n"
+    "tensor the table call sent on to __dlpack__ counts in both and in\n"
+    "'consumer_table_declined'), since the module was loaded."};
 
 }  // namespace
 
 bool exchange_api_init(PyObject *module) {
   g_attr_name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
   if (g_attr_name == nullptr) return false;
+  g_dlpack_name = PyUnicode_InternFromString("__dlpack__");
+  if (g_dlpack_name == nullptr) return false;
   // The table is static and never freed: the capsule needs no destructor.
   PyObject *cap = PyCapsule_New(const_cast<DLPackExchangeAPI *>(&kBufferApi), kCapsuleName,
                                 nullptr);
@@ -324,30 +490,49 @@ bool exchange_api_init(PyObject *module) {
   return rc == 0;
 }
 
-const DLPackExchangeAPI *exchange_api_of(PyTypeObject *type) {
+ProducerTable exchange_api_of(PyTypeObject *type) {
   CacheEntry &e = g_cache[cache_slot(type)];
   unsigned int tag = valid_tag(type);
-  if (tag != 0 && e.type == type && e.tag == tag) return e.api;
+  if (tag != 0 && e.type == type && e.tag == tag) return e.table;
   PyObject *attr = lookup_attr(type);
-  if (attr == nullptr && PyErr_Occurred()) return nullptr;
-  const DLPackExchangeAPI *api = usable_table(attr);
+  if (attr == nullptr && PyErr_Occurred()) return ProducerTable{nullptr, false};
+  const ProducerTable table = table_of(type, attr);
   Py_XDECREF(attr);
   tag = valid_tag(type);  // the lookup may just have assigned one
-  if (tag != 0) e = CacheEntry{type, tag, api};
-  return api;
+  if (tag != 0) e = CacheEntry{type, tag, table};
+  return table;
 }
 
-bool import_via_exchange_api(PyObject *obj, const DLPackExchangeAPI *api, hurray_buffer *out) {
+int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out) {
+  const DLPackExchangeAPI *api = table.api;
   DLManagedTensorVersioned *t = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) {
-    return producer_failed(obj, "managed_tensor_from_py_object_no_sync");
+    // torch's table fails with a RuntimeError (and C++ frames) for tensors
+    // its __dlpack__ refuses in one line: take that path for its error. A
+    // MemoryError or anything that is no Exception (KeyboardInterrupt) stays.
+    if (table.torch && PyErr_ExceptionMatches(PyExc_Exception) &&
+        !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+      PyErr_Clear();
+      ++g_stats.consumer_table_declined;
+      return 0;
+    }
+    producer_failed(obj, "managed_tensor_from_py_object_no_sync");
+    return -1;
   }
   if (t == nullptr) {
     PyErr_Format(PyExc_BufferError,
                  "hurray.from_dlpack: %.100s's managed_tensor_from_py_object_no_sync returned "
                  "no tensor",
                  Py_TYPE(obj)->tp_name);
-    return false;
+    return -1;
+  }
+  if (table.torch) {
+    const int ok = torch_check(obj, t);
+    if (ok != 1) {
+      delete_tensor(t);
+      if (ok == 0) ++g_stats.consumer_table_declined;
+      return ok;
+    }
   }
   // NoSync: the producer's pending work on the memory is on its current
   // work stream. The new Buffer is ordered on the device's default stream
@@ -360,7 +545,7 @@ bool import_via_exchange_api(PyObject *obj, const DLPackExchangeAPI *api, hurray
                                  &producer_stream) != 0) {
       producer_failed(obj, "current_work_stream");
       delete_tensor(t);
-      return false;
+      return -1;
     }
     void *own_stream = buffer_stream(device_type);
     // NULL is the default stream: for CUDA the legacy one, i.e. own_stream.
@@ -370,15 +555,15 @@ bool import_via_exchange_api(PyObject *obj, const DLPackExchangeAPI *api, hurray
       if (st != HURRAY_OK) {
         raise_status(st, "hurray.from_dlpack (stream wait)");
         delete_tensor(t);
-        return false;
+        return -1;
       }
     }
   }
   if (!import_versioned(t, "hurray.from_dlpack", out)) {
     delete_tensor(t);
-    return false;
+    return -1;
   }
-  return true;
+  return 1;
 }
 
 void count_consumer_path(bool via_table) {

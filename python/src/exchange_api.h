@@ -62,25 +62,46 @@ void *buffer_stream(int32_t device_type);
 // Returns false with an exception set on failure.
 bool exchange_api_init(PyObject *module);
 
+// What hurray.from_dlpack knows of a producer type's table.
+struct ProducerTable {
+  // The usable table, or nullptr: take the capsule path.
+  const DLPackExchangeAPI *api;
+  // The type is a torch tensor type (its MRO holds torch._C.TensorBase):
+  // import_via_exchange_api applies torch's __dlpack__ refusals.
+  bool torch;
+};
+
 // The exchange API table published by `type` (looked up on the type, as
 // type(x).__dlpack_c_exchange_api__), when it is a capsule named
 // "dlpack_exchange_api" whose table has header.version.major == 1 and a
-// managed_tensor_from_py_object_no_sync; else nullptr. Cached per type
-// object (see exchange_api.cc). Returns nullptr with an exception set only
-// when the attribute lookup itself raised something other than
-// AttributeError.
-const DLPackExchangeAPI *exchange_api_of(PyTypeObject *type);
+// managed_tensor_from_py_object_no_sync, and no class of the MRO before the
+// one that defines the attribute defines __dlpack__ (a subclass that
+// overrides __dlpack__ is asked through it); else api is nullptr. A torch
+// type whose TensorBase lacks requires_grad/is_conj/is_neg also gets
+// nullptr. Cached per type object (see exchange_api.cc). Returns api nullptr
+// with an exception set only when the attribute lookup itself raised
+// something other than AttributeError.
+ProducerTable exchange_api_of(PyTypeObject *type);
 
-// Takes obj's tensor through its type's table `api` (from exchange_api_of):
-// managed_tensor_from_py_object_no_sync, then, for a GPU tensor, the
-// producer's current_work_stream, and hurray_stream_wait so that the
+// Takes obj's tensor through its type's table (from exchange_api_of):
+// managed_tensor_from_py_object_no_sync, then, for a torch type, torch's
+// checks (docs/impl/python.md §7, "torch's table"), then, for a GPU tensor,
+// the producer's current_work_stream, and hurray_stream_wait so that the
 // Buffer's stream (buffer_stream) is ordered after the producer's work; then
-// import_versioned. On success *out is a live handle that owns the tensor.
-// On failure returns false with an exception set; nothing is leaked.
-bool import_via_exchange_api(PyObject *obj, const DLPackExchangeAPI *api, hurray_buffer *out);
+// import_versioned. Returns 1 when *out is a live handle that owns the
+// tensor; 0, no exception set and nothing held, when a torch tensor must be
+// asked through its __dlpack__ instead (torch's table failed, or the tensor
+// requires grad or has the conjugate bit: __dlpack__ gives torch's own
+// error; or reading those flags raised an Exception other than MemoryError,
+// as a subclass's __torch_function__ may); -1 with an exception set on
+// failure (a negative-bit torch view: BufferError). Nothing is leaked
+// either way.
+int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out);
 
 // Counts which path hurray.from_dlpack took for a producer object (shown by
-// _exchange_api_stats() as "consumer_table" / "consumer_capsule").
+// _exchange_api_stats() as "consumer_table" / "consumer_capsule"; a table
+// call that sent a torch tensor on to __dlpack__ counts both, and also
+// "consumer_table_declined").
 void count_consumer_path(bool via_table);
 
 }  // namespace hurray_py

@@ -213,7 +213,8 @@ int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_dev
     count_consumer_path(false);
     return 0;
   }
-  const DLPackExchangeAPI *api = exchange_api_of(Py_TYPE(obj));
+  const ProducerTable table = exchange_api_of(Py_TYPE(obj));
+  const DLPackExchangeAPI *api = table.api;
   if (api == nullptr && PyErr_Occurred()) return -1;
   bool use_table = api != nullptr;
   if (use_table && device_given) {
@@ -240,7 +241,11 @@ int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_dev
   }
   count_consumer_path(use_table);
   if (!use_table) return 0;
-  return import_via_exchange_api(obj, api, h) ? 1 : -1;
+  const int r = import_via_exchange_api(obj, table, h);
+  // A torch tensor the table sent on to __dlpack__ (its error, or its
+  // refusal): the capsule path follows, and is counted too.
+  if (r == 0) count_consumer_path(false);
+  return r;
 }
 
 }  // namespace

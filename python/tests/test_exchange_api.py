@@ -111,14 +111,15 @@ def test_buffer_type_publishes_a_static_table() -> None:
     assert hurray.empty(1).__dlpack_c_exchange_api__ is cap
 
 
-def test_from_py_object_shares_and_carries_read_only(counting_producer: Type[CountingProducer]) -> None:
-    p = counting_producer(flags=READ_ONLY)
+def test_from_py_object_shares(counting_producer: Type[CountingProducer]) -> None:
+    # (A read-only Buffer is refused: test_exchange_refusals.py.)
+    p = counting_producer(flags=0)
     buf = hurray.from_dlpack(p.capsule())
     before = stats()
     t = export(buf)
     assert delta(before) == {"managed_tensor_from_py_object_no_sync": 1}
     assert (t.version.major, t.version.minor) == (1, 3)
-    assert t.flags & READ_ONLY
+    assert not t.flags & READ_ONLY
     assert t.dl_tensor.data + t.dl_tensor.byte_offset == p.address
     assert t.dl_tensor.shape[0] == 8 and t.dl_tensor.strides[0] == 1
     assert (t.dl_tensor.dtype.code, t.dl_tensor.dtype.bits) == (2, 64)
@@ -245,7 +246,7 @@ def test_tvm_ffi_function_round_trip_uses_both_directions() -> None:
 def test_torch_from_dlpack_of_a_buffer_gives_the_same_results_either_way(counting_producer: Type[CountingProducer]) -> None:
     # torch.from_dlpack (torch 2.15) calls __dlpack__; it never reads a
     # producer's table. The Buffer's export is the same either way.
-    p = counting_producer(flags=READ_ONLY)
+    p = counting_producer(flags=0)
     buf = hurray.from_dlpack(p.capsule())
     before = stats()
     t = torch.utils.dlpack.from_dlpack(buf)
@@ -289,9 +290,14 @@ def test_read_only_torch_tensor_is_read_only_on_both_paths() -> None:
 
     ro = ReadOnlyTensorWrapper(torch.arange(4.0))
     before = stats()
+    # The wrapper's __torch_function__ refuses the requires_grad read that
+    # torch's table needs: the table call declines and __dlpack__ is asked.
     assert hurray.from_dlpack(ro).readonly
+    assert delta(before) == {"consumer_table": 1, "consumer_capsule": 1,
+                             "consumer_table_declined": 1}
     assert hurray.from_dlpack(CapsuleOnly(ro)).readonly
-    assert delta(before) == {"consumer_table": 1, "consumer_capsule": 1}
+    assert delta(before) == {"consumer_table": 1, "consumer_capsule": 2,
+                             "consumer_table_declined": 1}
 
 
 @needs_torch
@@ -312,9 +318,12 @@ def test_copy_and_device_keywords_choose_the_path() -> None:
 @needs_torch
 def test_producer_errors_propagate() -> None:
     before = stats()
-    with pytest.raises(RuntimeError, match="storage"):
+    # torch's table fails (RuntimeError); its __dlpack__ gives the error
+    # (test_exchange_refusals.py has each case).
+    with pytest.raises(BufferError, match="layout other than torch.strided"):
         hurray.from_dlpack(torch.zeros(2).to_sparse())
-    assert delta(before) == {"consumer_table": 1}
+    assert delta(before) == {"consumer_table": 1, "consumer_capsule": 1,
+                             "consumer_table_declined": 1}
 
     class Impostor:  # borrows the Buffer's table, which refuses anything else
         __dlpack_c_exchange_api__ = hurray.Buffer.__dlpack_c_exchange_api__
