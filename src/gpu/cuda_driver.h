@@ -95,7 +95,9 @@ bool cuda_forked_child();
 int32_t cuda_in_context(int32_t device_id, const char **call,
                         CUresult (*op)(const CudaDriver &d, void *arg), void *arg);
 
-// "CUDA_ERROR_OUT_OF_MEMORY" for the common codes, "CUresult" otherwise.
+// The enumerator name of `r` ("CUDA_ERROR_OUT_OF_MEMORY"), for every code in
+// CUDA 13.0's cuda.h (JIT and PTX load errors included); "CUresult" for a
+// number it does not know.
 const char *cuda_error_name(CUresult r);
 
 }  // namespace hurray
