@@ -123,8 +123,9 @@ bool resolve_all(Loader &l, CudaDriver &d) {
          l.get("cuLaunchKernel", 4000, &d.launch_kernel) &&
          l.get("cuDevicePrimaryCtxGetState", 7000, &d.primary_ctx_get_state) &&
          l.get("cuThreadExchangeStreamCaptureMode", 10010, &d.exchange_capture_mode) &&
-         l.get("cuStreamQuery", 2000, &d.stream_query) &&
          l.get("cuStreamGetCtx", 9020, &d.stream_get_ctx) &&
+         l.get("cuCtxGetDevice", 2000, &d.ctx_get_device) &&
+         l.get("cuStreamIsCapturing", 10000, &d.stream_is_capturing) &&
          l.get("cuCtxSynchronize", 2000, &d.ctx_synchronize);
 }
 

@@ -67,8 +67,13 @@ struct CudaDriver {
   PFN_cuCtxGetId_v12000 ctx_get_id;
   PFN_cuDevicePrimaryCtxGetState_v7000 primary_ctx_get_state;
   PFN_cuThreadExchangeStreamCaptureMode_v10010 exchange_capture_mode;
-  PFN_cuStreamQuery_v2000 stream_query;
+  // Asked of a stream only at allocation, while the caller vouches for it
+  // (never at release: the stream may be gone by then, docs/impl/gpu.md §3).
   PFN_cuStreamGetCtx_v9020 stream_get_ctx;
+  PFN_cuCtxGetDevice_v2000 ctx_get_device;
+  // Whether a stream is being captured: the release asks before it queues a
+  // free on the stream or waits for it (docs/impl/gpu.md §3, graph capture).
+  PFN_cuStreamIsCapturing_v10000 stream_is_capturing;
   PFN_cuCtxSynchronize_v2000 ctx_synchronize;
 };
 
