@@ -696,3 +696,32 @@ TEST(HipLifecycle, ReleaseNeverQueriesTheStreamAndDefersDuringACapture) {
   EXPECT_EQ(f.live_allocations(), live_before);
   f.reset();
 }
+
+// Issue 17, HIP: a caller that destroys a stream before releasing memory
+// ordered on it breaks hurray_alloc_async's contract. Should ROCm answer
+// hipErrorContextIsDestroyed (its answer for a stream it no longer knows,
+// and also its teardown code) instead of crashing, that is one failed
+// release, not the runtime's end: later HIP releases still free.
+TEST(HipLifecycle, DestroyedStreamIsNotTakenForTheRuntimesTeardown) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  auto stream_create = f.fn<void *(*)(int)>("stream_create");
+  auto stream_destroy = f.fn<void (*)(void *, int)>("stream_destroy");
+  ASSERT_NE(stream_create, nullptr);
+  f.reset();
+  const int64_t live_before = f.live_allocations();
+  void *const s1 = stream_create(1);
+  hurray_buffer gone = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
+  stream_destroy(s1, 0);  // hipErrorContextIsDestroyed from now on
+  const Diag before = diagnostics();
+  EXPECT_EQ(hurray_buffer_release(&gone), HURRAY_OK);
+  const Diag after = diagnostics();
+  EXPECT_EQ(after.failed, before.failed + 1);
+  EXPECT_EQ(after.teardown, before.teardown) << "a destroyed stream read as the runtime's end";
+  hurray_buffer next = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  f.reset();
+  EXPECT_EQ(hurray_buffer_release(&next), HURRAY_OK);
+  EXPECT_EQ(f.call_count("hipFree"), 1);
+  EXPECT_EQ(f.live_allocations(), live_before + 1) << "only the contract breaker's memory leaked";
+  f.reset();
+}
