@@ -208,7 +208,8 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
       // stream may still be writing it. A runtime that cannot be loaded
       // here has no work queued.
       const DeviceBackend *pv = ready_backend(src->device.device_type);
-      if (pv != nullptr) st = wait_for_pinned_source(*pv, *src, 0, nullptr);
+      if (pv != nullptr) st = pv->host_wait_allowed(src->device.device_id, nullptr);
+      if (pv != nullptr && st == HURRAY_OK) st = wait_for_pinned_source(*pv, *src, 0, nullptr);
     }
     if (st != HURRAY_OK) {
       // reported below

@@ -389,6 +389,9 @@ TEST_F(CudaLifecycle, CopyThatWaitsOnTheHostIsRefusedDuringACapture) {
   EXPECT_EQ(hurray_copy(&g, dev(HURRAY_DEVICE_CPU), &out), HURRAY_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hurray_last_error()).find("legacy default stream"), std::string::npos)
       << hurray_last_error();
+  // A pinned source read by the host waits for the legacy stream first.
+  hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_CUDA_HOST, 0));
+  EXPECT_EQ(hurray_copy(&pinned, dev(HURRAY_DEVICE_CPU), &out), HURRAY_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(out.release_fn, nullptr);
   EXPECT_EQ(f().call_count("cuMemcpyAsync"), 0) << "queued into the user's graph";
   // A copy that stays on the device is captured as usual.
@@ -398,6 +401,7 @@ TEST_F(CudaLifecycle, CopyThatWaitsOnTheHostIsRefusedDuringACapture) {
   EXPECT_EQ(end_capture(s0), 1) << "the capture was invalidated";
   EXPECT_EQ(hurray_buffer_release(&dst), HURRAY_OK);  // after the capture: freed on s0
   EXPECT_EQ(hurray_buffer_release(&g), HURRAY_OK);
+  EXPECT_EQ(hurray_buffer_release(&pinned), HURRAY_OK);
   EXPECT_EQ(f().live_allocations(), live_before_);
   stream_destroy(s0);
 }
