@@ -159,7 +159,10 @@ if [ "${1:-}" = "--build-only" ]; then
 fi
 
 # Without the NVIDIA driver the suite cannot even start (it links libcuda.so.1).
-if ldd "$BUILD/gpu_suite" 2>/dev/null | grep -q 'libcuda.so.1 => not found'; then
+# (ldd's output is read whole first: with pipefail, `ldd | grep -q` fails
+# whenever grep's early exit kills ldd with SIGPIPE.)
+deps=$(ldd "$BUILD/gpu_suite" 2>/dev/null || true)
+if [[ $deps == *"libcuda.so.1 => not found"* ]]; then
   note "SKIP: no NVIDIA driver on this machine (libcuda.so.1 is not on the loader's path)"
   exit 77
 fi
