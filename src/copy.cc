@@ -177,6 +177,13 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   if (!host_only) {
     v = copy_vendor(src->device.device_type, src->device, device, &ordinal);
     if (v == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+    // A copy that waits on the host (no stream, or into kDLCPU memory) is
+    // refused before anything is queued while its stream is being captured
+    // into a graph: the wait is prohibited then (docs/impl/gpu.md §4).
+    if (e.numel > 0 && (stream == nullptr || device.device_type == HURRAY_DEVICE_CPU)) {
+      st = v->host_wait_allowed(ordinal, stream);
+      if (st != HURRAY_OK) return st;
+    }
   }
   // Device memory for the result is stream-ordered when the copy is, and the
   // stream is the destination's: a stream belongs to the device `ordinal`
@@ -201,7 +208,8 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
       // stream may still be writing it. A runtime that cannot be loaded
       // here has no work queued.
       const DeviceBackend *pv = ready_backend(src->device.device_type);
-      if (pv != nullptr) st = wait_for_pinned_source(*pv, *src, 0, nullptr);
+      if (pv != nullptr) st = pv->host_wait_allowed(src->device.device_id, nullptr);
+      if (pv != nullptr && st == HURRAY_OK) st = wait_for_pinned_source(*pv, *src, 0, nullptr);
     }
     if (st != HURRAY_OK) {
       // reported below

@@ -683,8 +683,17 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
  *   stream  [in]   a CUstream (kDLCUDA) or hipStream_t (kDLROCM) of `device`,
  *                  including CU_STREAM_LEGACY (1), the one legacy default
  *                  stream shared by all threads, or 2 (see above), or NULL.
- *                  It must stay valid until the handle (and every handle
- *                  shared from it) has been released.
+ *                  It must stay valid (not destroyed) until the handle
+ *                  (and every handle shared from it, and every DLPack
+ *                  tensor exported from it) has been released: the
+ *                  release queues the free on it and cannot tell a
+ *                  destroyed stream, nor one whose handle the driver has
+ *                  since given to a new stream (CUDA and HIP do not
+ *                  validate stream handles). A release while `stream` is
+ *                  being captured into a graph defers the free until the
+ *                  capture has ended (the next CUDA/HIP allocation or
+ *                  release after it queues it), so then the stream must
+ *                  stay valid until that next call.
  *   out     [out]  the new handle, owned by the caller; written only on
  *                  success
  * Returns: HURRAY_OK, or the errors of hurray_alloc, and
@@ -731,6 +740,12 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  * A kDLCPU destination is always complete on return (the stream is
  * synchronised). A source that is not compact row-major is staged through
  * host memory and the call then completes before returning.
+ * `stream` must stay valid until the copy's result has been released (as
+ * for hurray_alloc_async): the release frees on it or waits for it. While
+ * `stream` is being captured into a graph (with NULL: while a blocking
+ * stream of the device is), a copy that must wait on the host (a kDLCPU
+ * destination, or no stream) is refused before anything is queued; copies
+ * that stay on the device are captured as usual.
  *
  * Parameters:
  *   src     [in]   a live, valid handle; only read, never consumed
@@ -745,6 +760,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  *   hurray_alloc_async for a stream-ordered destination, and
  *   HURRAY_ERR_UNSUPPORTED_DEVICE  CUDA <-> ROCm, or any pair involving
  *                                  another device type
+ *   HURRAY_ERR_INVALID_ARGUMENT    the copy must wait on the host for a
+ *                                  stream that is being captured (above)
  *   HURRAY_ERR_DEVICE              the runtime fails the copy
  *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
  *                        whose reference is already gone (found before any
@@ -772,6 +789,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
  *                          stream
  *   consumer_stream  [in]  a stream of that device; NULL is the default
  *                          stream
+ *   Both streams must be valid (not destroyed) during the call; the runtime
+ *   does not validate handles, so a destroyed one is undefined behaviour.
  * Returns: HURRAY_OK, also at once for equal streams of a GPU device type
  *   (nothing to do: the runtime is neither loaded nor asked, the ordinal not
  *   checked), or
@@ -808,9 +827,12 @@ typedef struct hurray_diagnostics {
                                      (CUDA: the device's primary context was
                                      reset, e.g. by cudaDeviceReset, after the
                                      allocation); also sent to the hook */
-  uint64_t stream_fallback_frees; /* freed synchronously instead of on (or
-                                     after) the allocation's stream, which was
-                                     destroyed before the release */
+  uint64_t stream_fallback_frees; /* always 0 since libhurray stopped asking
+                                     the driver whether a stream was
+                                     destroyed (a possibly destroyed handle
+                                     may not be passed to it): the stream is
+                                     the caller's to keep valid until the
+                                     release (hurray_alloc_async) */
   uint64_t double_releases;       /* checking mode (c-ffi §9): a tracked handle
                                      released or consumed again after its
                                      reference was gone; caught, the producer's

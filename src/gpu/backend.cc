@@ -48,9 +48,11 @@ struct Stub {
     *done = false;
     return load();
   }
-  static constexpr DeviceBackend kTable = {M.vendor,   &load,          &allocate,
-                                           &deallocate, &copy,         &synchronize,
-                                           &stream_wait, &check_pointer, &copy_on_device};
+  static int32_t host_wait_allowed(int32_t, void *) { return load(); }
+  static constexpr DeviceBackend kTable = {M.vendor,     &load,          &allocate,
+                                           &deallocate,  &copy,          &synchronize,
+                                           &stream_wait, &check_pointer, &copy_on_device,
+                                           &host_wait_allowed};
 };
 
 #if defined(HURRAY_WITH_CUDA)

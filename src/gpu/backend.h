@@ -75,6 +75,13 @@ struct DeviceBackend {
   // current. *done is false (nothing queued, HURRAY_OK) when this vendor
   // cannot do the layout on the device: the caller stages through the host.
   int32_t (*copy_on_device)(int32_t ordinal, const DeviceCopy &c, void *stream, bool *done);
+  // HURRAY_OK when the host may wait for `stream` of device `device_id`
+  // (NULL: the legacy default stream) now; HURRAY_ERR_INVALID_ARGUMENT with
+  // the message set while the stream is being captured into a graph, when
+  // waiting for it is prohibited (CUDA: also the legacy stream while a
+  // blocking stream of the device is captured). Asked before a copy that
+  // must wait on the host queues anything.
+  int32_t (*host_wait_allowed)(int32_t device_id, void *stream);
 };
 
 // kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost.

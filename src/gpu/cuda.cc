@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "../copy/device.h"
 #include "../error.h"
@@ -276,6 +277,7 @@ constexpr uintptr_t kLegacyStream = 1;  // CU_STREAM_LEGACY
 bool is_legacy(const void *stream) { return reinterpret_cast<uintptr_t>(stream) == kLegacyStream; }
 
 void cuda_deallocate(hurray_device device, const DeviceMemory &mem);
+void retry_deferred_frees();
 
 int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32_t stream_device,
                       DeviceMemory *mem) {
@@ -288,6 +290,7 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32
     if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
     return check_ordinal(*d, type, device.device_id);
   }
+  retry_deferred_frees();
   const size_t n = static_cast<size_t>(nbytes);
   DeviceMemory m;
   m.stream = stream;
@@ -337,10 +340,37 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32
           if (r != CUDA_SUCCESS) return r;
           if (of_stream != owner) {
             // A stream of another device cannot allocate from this device's
-            // pool: allocate synchronously and order the free after it.
+            // pool: allocate synchronously and order the free after it. Its
+            // device is asked now, while the caller vouches for the stream:
+            // the release never passes the stream to the driver for that.
+            ContextScope in_stream_ctx(d);
+            r = in_stream_ctx.enter(of_stream, &call);
+            CUdevice stream_dev = -1;
+            if (r == CUDA_SUCCESS) {
+              call = "cuCtxGetDevice";
+              r = d.ctx_get_device(&stream_dev);
+              const CUresult pop = in_stream_ctx.leave();
+              if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
+                call = "cuCtxPopCurrent";
+                r = pop;
+              }
+            }
+            if (r == CUDA_SUCCESS && (stream_dev < 0 || stream_dev >= d.device_count)) {
+              r = CUDA_ERROR_INVALID_DEVICE;
+            }
+            // The release waits for the stream in that device's primary
+            // context, retained here like any context libhurray works in.
+            CUcontext stream_primary = nullptr;
+            uint64_t stream_ctx_id = 0;
+            if (r == CUDA_SUCCESS) {
+              call = "cuDevicePrimaryCtxRetain";
+              r = primary_context(d, stream_dev, &stream_primary, &stream_ctx_id);
+            }
+            if (r != CUDA_SUCCESS) return r;
             call = "cuMemAlloc";
             r = d.mem_alloc(&dp, n);
             m.order = kFreeAfterStream;
+            m.stream_device = static_cast<int32_t>(stream_dev);
           } else {
             call = "cuMemAllocAsync";
             r = d.mem_alloc_async(&dp, n, static_cast<CUstream>(stream));
@@ -362,21 +392,34 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32
   return HURRAY_OK;
 }
 
-// A stream the driver no longer knows (destroyed by its owner before the
-// release) answers cuStreamQuery with an error; a live one with success,
-// "not ready", or a capture status.
-bool stream_is_alive(CUresult query) {
-  return query == CUDA_SUCCESS || query == CUDA_ERROR_NOT_READY ||
-         query == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ||
-         query == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
-         query == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+// Whether `stream` is being captured into a graph (CU_STREAM_LEGACY: whether
+// a blocking stream of the current context is, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+// Asked before a release queues a free on a stream or waits for one: a
+// capturing stream takes no free of memory from outside its graph, and
+// waiting for it, for its context or for the legacy stream is prohibited
+// during the capture (and would invalidate it). cuStreamIsCapturing itself
+// is allowed during capture.
+CUresult capturing(const CudaDriver &d, CUstream stream, bool *out, const char **call) {
+  *call = "cuStreamIsCapturing";
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = d.stream_is_capturing(stream, &status);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) {
+    *out = true;
+    return CUDA_SUCCESS;
+  }
+  *out = r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return r;
 }
+
+const CUstream kLegacy = reinterpret_cast<CUstream>(kLegacyStream);
 
 // Waits for every stream of the primary context of device `ordinal`, the
 // per-thread ones of every thread included, with that context pushed (and
 // popped again). A context reset since then took its work with it: nothing
-// to wait for.
-CUresult synchronize_other_context(const CudaDriver &d, int ordinal, const char **call) {
+// to wait for. *deferred: a blocking stream of that context is being
+// captured, so nothing was waited for (the caller defers the free).
+CUresult synchronize_other_context(const CudaDriver &d, int ordinal, const char **call,
+                                   bool *deferred) {
   const PrimarySlot &slot = d.primary[ordinal];
   CUcontext ctx = slot.ctx.load(std::memory_order_acquire);
   bool alive = false;
@@ -385,8 +428,11 @@ CUresult synchronize_other_context(const CudaDriver &d, int ordinal, const char 
   ContextScope in_other(d);
   r = in_other.enter(ctx, call);
   if (r != CUDA_SUCCESS) return r;
-  *call = "cuCtxSynchronize";
-  r = d.ctx_synchronize();
+  r = capturing(d, kLegacy, deferred, call);
+  if (r == CUDA_SUCCESS && !*deferred) {
+    *call = "cuCtxSynchronize";
+    r = d.ctx_synchronize();
+  }
   const CUresult pop = in_other.leave();
   if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
     *call = "cuCtxPopCurrent";
@@ -395,10 +441,42 @@ CUresult synchronize_other_context(const CudaDriver &d, int ordinal, const char 
   return r;
 }
 
+// Waits for `stream` of device `ordinal`'s primary context (the stream's
+// device, recorded at allocation) with that context pushed. The stream is
+// the caller's to keep alive until the release (hurray.h); nothing else
+// about it is asked of the driver. A reset of that context took the
+// stream's work with it: nothing to wait for. *deferred as above, for the
+// stream itself.
+CUresult synchronize_stream_of(const CudaDriver &d, int ordinal, CUstream stream,
+                               const char **call, bool *deferred) {
+  const PrimarySlot &slot = d.primary[ordinal];
+  CUcontext ctx = slot.ctx.load(std::memory_order_acquire);
+  bool alive = false;
+  CUresult r = context_alive(d, ordinal, slot.id.load(std::memory_order_acquire), &alive);
+  if (r != CUDA_SUCCESS || !alive) return r;
+  ContextScope in_stream_ctx(d);
+  r = in_stream_ctx.enter(ctx, call);
+  if (r != CUDA_SUCCESS) return r;
+  r = capturing(d, stream, deferred, call);
+  if (r == CUDA_SUCCESS && !*deferred) {
+    *call = "cuStreamSynchronize";
+    r = d.stream_synchronize(stream);
+  }
+  const CUresult pop = in_stream_ctx.leave();
+  if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
+    *call = "cuCtxPopCurrent";
+    r = pop;
+  }
+  return r;
+}
+
 // The free of `mem` with the owner's context current; *call names the call
-// that failed. Orders the free as mem.order says.
+// that failed. Orders the free as mem.order says. *deferred (nothing freed,
+// CUDA_SUCCESS): the stream to free on or wait for is being captured; the
+// caller keeps the memory for a later attempt.
 CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &mem,
-                         const char **call) {
+                         const char **call, bool *deferred) {
+  *deferred = false;
   if (type == HURRAY_DEVICE_CUDA_HOST) {
     *call = "cuMemFreeHost";
     return d.mem_free_host(mem.ptr);
@@ -406,66 +484,70 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
   CUstream stream = static_cast<CUstream>(mem.stream);
   CUresult r = CUDA_SUCCESS;
   switch (mem.order) {
-    case kFreeOnStream: {
-      if (!is_legacy(stream)) {
-        *call = "cuStreamQuery";
-        r = d.stream_query(stream);
-        if (r == CUDA_ERROR_DEINITIALIZED) return r;
-        if (!stream_is_alive(r)) {
-          // Destroyed before the release: whatever it still had queued is
-          // waited for with the whole context, then the free is synchronous.
-          count_stream_fallback();
-          *call = "cuCtxSynchronize";
-          r = d.ctx_synchronize();
-          if (r != CUDA_SUCCESS) return r;
-          *call = "cuMemFree";
-          return d.mem_free(dptr(mem.ptr));
-        }
-      }
+    case kFreeOnStream:
+      r = capturing(d, stream, deferred, call);
+      if (r != CUDA_SUCCESS || *deferred) return r;
       *call = "cuMemFreeAsync";
       return d.mem_free_async(dptr(mem.ptr), stream);
-    }
     case kFreeAfterContext:
+      // cuCtxSynchronize is prohibited while a stream of the context is
+      // captured; the blocking ones (per-thread streams included) show up
+      // on the legacy stream.
+      r = capturing(d, kLegacy, deferred, call);
+      if (r != CUDA_SUCCESS || *deferred) return r;
       *call = "cuCtxSynchronize";
       r = d.ctx_synchronize();
       break;
     case kFreeAfterOtherContext:
-      r = synchronize_other_context(d, mem.stream_device, call);
+      r = synchronize_other_context(d, mem.stream_device, call, deferred);
       break;
-    case kFreeAfterStream: {
-      // The stream belongs to another device's context: wait for it there.
-      CUcontext of_stream = nullptr;
-      *call = "cuStreamGetCtx";
-      r = d.stream_get_ctx(stream, &of_stream);
-      if (r == CUDA_ERROR_DEINITIALIZED) return r;
-      if (r != CUDA_SUCCESS) {
-        count_stream_fallback();  // destroyed: nothing left to wait on
-        r = CUDA_SUCCESS;
-        break;
-      }
-      ContextScope in_stream_ctx(d);
-      r = in_stream_ctx.enter(of_stream, call);
-      if (r == CUDA_SUCCESS) {
-        *call = "cuStreamSynchronize";
-        r = d.stream_synchronize(stream);
-        const CUresult pop = in_stream_ctx.leave();
-        if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
-          *call = "cuCtxPopCurrent";
-          r = pop;
-        }
-      }
+    case kFreeAfterStream:
+      r = synchronize_stream_of(d, mem.stream_device, stream, call, deferred);
       break;
-    }
     default:
       break;
   }
-  if (r != CUDA_SUCCESS) return r;  // not ordered: leaking beats freeing memory in use
+  if (r != CUDA_SUCCESS || *deferred) return r;  // not ordered: leaking beats freeing memory in use
   *call = "cuMemFree";
   return d.mem_free(dptr(mem.ptr));
 }
 
+// Releases whose stream was being captured (docs/impl/gpu.md §3, graph
+// capture): kept here and tried again by later CUDA allocations and
+// releases of any thread until the capture has ended. g_deferred_count lets
+// the hot paths skip the mutex when there are none.
+struct DeferredFree {
+  hurray_device device;
+  DeviceMemory mem;
+};
+std::mutex g_deferred_mutex;
+std::vector<DeferredFree> *g_deferred = nullptr;  // under g_deferred_mutex; never freed
+std::atomic<size_t> g_deferred_count{0};
+
+void defer_free(hurray_device device, const DeviceMemory &mem) {
+  std::lock_guard<std::mutex> lock(g_deferred_mutex);
+  if (g_deferred == nullptr) g_deferred = new std::vector<DeferredFree>;
+  g_deferred->push_back(DeferredFree{device, mem});
+  g_deferred_count.store(g_deferred->size(), std::memory_order_release);
+}
+
+void release_now(hurray_device device, const DeviceMemory &mem);
+
+// Tries the deferred frees again (each may be deferred once more).
+void retry_deferred_frees() {
+  if (g_deferred_count.load(std::memory_order_acquire) == 0 || cuda_forked_child()) return;
+  std::vector<DeferredFree> todo;
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    if (g_deferred == nullptr) return;
+    todo.swap(*g_deferred);
+    g_deferred_count.store(0, std::memory_order_release);
+  }
+  for (const DeferredFree &f : todo) release_now(f.device, f.mem);
+}
+
 // Release path: never sets the thread's message, never prints.
-void cuda_deallocate(hurray_device device, const DeviceMemory &mem) {
+void release_now(hurray_device device, const DeviceMemory &mem) {
   if (cuda_forked_child()) return count_fork_skip();
   if (g_torn_down.load(std::memory_order_relaxed)) return count_teardown_leak();
   const CudaDriver *d = loaded_cuda_driver();  // loaded: it allocated mem.ptr
@@ -491,12 +573,14 @@ void cuda_deallocate(hurray_device device, const DeviceMemory &mem) {
   CUcontext ctx = d->primary[device.device_id].ctx.load(std::memory_order_acquire);
   const char *call = nullptr;
   CUresult pop;
+  bool deferred = false;
   {
     ContextScope scope(*d);
     r = scope.enter(ctx, &call);
-    if (r == CUDA_SUCCESS) r = free_in_context(*d, type, mem, &call);
+    if (r == CUDA_SUCCESS) r = free_in_context(*d, type, mem, &call, &deferred);
     pop = scope.leave();
   }
+  if (r == CUDA_SUCCESS && deferred) defer_free(device, mem);
   if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;
   if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {
     g_torn_down.store(true, std::memory_order_relaxed);
@@ -505,10 +589,11 @@ void cuda_deallocate(hurray_device device, const DeviceMemory &mem) {
   }
   if (r == CUDA_SUCCESS) {
     report_failed_release(HURRAY_ERR_DEVICE,
-                          "cuCtxPopCurrent failed with %s (%d) after %s freed %p of %s %" PRId32
+                          "cuCtxPopCurrent failed with %s (%d) after %s %s %p of %s %" PRId32
                           ": the releasing thread may still have that device's context current",
-                          cuda_error_name(pop), static_cast<int>(pop), call, ptr,
-                          device_type_name(type), device.device_id);
+                          cuda_error_name(pop), static_cast<int>(pop), call,
+                          deferred ? "deferred freeing" : "freed", ptr, device_type_name(type),
+                          device.device_id);
     return;
   }
   if (pop != CUDA_SUCCESS) {
@@ -523,6 +608,11 @@ void cuda_deallocate(hurray_device device, const DeviceMemory &mem) {
   report_failed_release(HURRAY_ERR_DEVICE, "%s failed with %s (%d) on %p of %s %" PRId32, call,
                         cuda_error_name(r), static_cast<int>(r), ptr, device_type_name(type),
                         device.device_id);
+}
+
+void cuda_deallocate(hurray_device device, const DeviceMemory &mem) {
+  retry_deferred_frees();
+  release_now(device, mem);
 }
 
 // --- vendor operations -----------------------------------------------------
@@ -613,6 +703,29 @@ int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
               managed != 0 ? "managed " : "", memory_type_name(memory_type), ordinal);
 }
 
+int32_t cuda_host_wait_allowed(int32_t device_id, void *stream) {
+  bool captured = false;
+  const char *call = "cuStreamIsCapturing";
+  const CUstream s = stream != nullptr ? static_cast<CUstream>(stream) : kLegacy;
+  int32_t st = with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
+    return capturing(d, s, &captured, &call);
+  });
+  if (st != HURRAY_OK || !captured) return st;
+  if (stream == nullptr) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "a copy without a stream waits for the legacy default stream of CUDA device "
+                "%" PRId32 ", which CUDA prohibits while a blocking stream of that device is "
+                "being captured into a graph: pass a stream, or copy after the capture",
+                device_id);
+  }
+  return fail(HURRAY_ERR_INVALID_ARGUMENT,
+              "stream %p of CUDA device %" PRId32
+              " is being captured into a graph, and this copy (into kDLCPU memory, or staged "
+              "through the host) must wait for it on the host, which CUDA prohibits during "
+              "capture: copy before or after the capture",
+              stream, device_id);
+}
+
 int32_t cuda_load() { return cuda_driver() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
 
 // The driver copies every layout on the device (2-D / 3-D memcpy or the
@@ -626,9 +739,10 @@ int32_t cuda_copy_strided(int32_t ordinal, const DeviceCopy &c, void *stream, bo
 
 // The table for kDLCUDA, kDLCUDAHost and kDLCUDAManaged (gpu/backend.cc).
 extern const DeviceBackend kCudaBackend;
-const DeviceBackend kCudaBackend = {"CUDA",          &cuda_load,         &cuda_allocate,
-                                    &cuda_deallocate, &cuda_copy,        &cuda_synchronize,
-                                    &cuda_stream_wait, &cuda_check_pointer, &cuda_copy_strided};
+const DeviceBackend kCudaBackend = {"CUDA",           &cuda_load,          &cuda_allocate,
+                                    &cuda_deallocate,  &cuda_copy,          &cuda_synchronize,
+                                    &cuda_stream_wait, &cuda_check_pointer, &cuda_copy_strided,
+                                    &cuda_host_wait_allowed};
 
 int32_t cuda_in_context(int32_t device_id, const char **call,
                         CUresult (*op)(const CudaDriver &d, void *arg), void *arg) {

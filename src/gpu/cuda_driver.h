@@ -67,8 +67,13 @@ struct CudaDriver {
   PFN_cuCtxGetId_v12000 ctx_get_id;
   PFN_cuDevicePrimaryCtxGetState_v7000 primary_ctx_get_state;
   PFN_cuThreadExchangeStreamCaptureMode_v10010 exchange_capture_mode;
-  PFN_cuStreamQuery_v2000 stream_query;
+  // Asked of a stream only at allocation, while the caller vouches for it
+  // (never at release: the stream may be gone by then, docs/impl/gpu.md §3).
   PFN_cuStreamGetCtx_v9020 stream_get_ctx;
+  PFN_cuCtxGetDevice_v2000 ctx_get_device;
+  // Whether a stream is being captured: the release asks before it queues a
+  // free on the stream or waits for it (docs/impl/gpu.md §3, graph capture).
+  PFN_cuStreamIsCapturing_v10000 stream_is_capturing;
   PFN_cuCtxSynchronize_v2000 ctx_synchronize;
 };
 
@@ -95,7 +100,9 @@ bool cuda_forked_child();
 int32_t cuda_in_context(int32_t device_id, const char **call,
                         CUresult (*op)(const CudaDriver &d, void *arg), void *arg);
 
-// "CUDA_ERROR_OUT_OF_MEMORY" for the common codes, "CUresult" otherwise.
+// The enumerator name of `r` ("CUDA_ERROR_OUT_OF_MEMORY"), for every code in
+// CUDA 13.0's cuda.h (JIT and PTX load errors included); "CUresult" for a
+// number it does not know.
 const char *cuda_error_name(CUresult r);
 
 }  // namespace hurray

@@ -22,7 +22,6 @@ std::atomic<uint64_t> g_failed_releases{0};
 std::atomic<uint64_t> g_teardown_leaks{0};
 std::atomic<uint64_t> g_fork_skips{0};
 std::atomic<uint64_t> g_context_reset_skips{0};
-std::atomic<uint64_t> g_stream_fallbacks{0};
 std::atomic<uint64_t> g_double_releases{0};
 
 // The hook and its argument change together under g_hook_mutex, which is
@@ -118,8 +117,6 @@ void report_check_finding(int32_t status, const char *message, bool double_relea
   send_to_hook_text(status, message);
 }
 
-void count_stream_fallback() { g_stream_fallbacks.fetch_add(1, std::memory_order_relaxed); }
-
 void count_teardown_leak() { g_teardown_leaks.fetch_add(1, std::memory_order_relaxed); }
 
 void count_fork_skip() { g_fork_skips.fetch_add(1, std::memory_order_relaxed); }
@@ -163,7 +160,7 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   d.teardown_leaks = g_teardown_leaks.load(std::memory_order_relaxed);
   d.fork_skipped_releases = g_fork_skips.load(std::memory_order_relaxed);
   d.context_reset_skips = g_context_reset_skips.load(std::memory_order_relaxed);
-  d.stream_fallback_frees = g_stream_fallbacks.load(std::memory_order_relaxed);
+  d.stream_fallback_frees = 0;  // no longer counted (docs/impl/gpu.md §3, destroyed streams)
   d.double_releases = g_double_releases.load(std::memory_order_relaxed);
   std::memcpy(out, &d, written);
   return HURRAY_OK;

@@ -26,9 +26,6 @@ void report_context_reset_skip(const char *fmt, ...) __attribute__((format(print
 // release (or consumption) of a tracked handle is also counted in
 // double_releases. Never prints.
 void report_check_finding(int32_t status, const char *message, bool double_release);
-// A stream-ordered release whose stream was gone (destroyed by its owner
-// before the release): freed synchronously instead; counted only.
-void count_stream_fallback();
 // The driver was already torn down (process exit): counted, nothing else.
 void count_teardown_leak();
 // A GPU release in a child process after fork(): counted, nothing else.

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "../copy/device.h"
 #include "../error.h"
@@ -143,6 +145,7 @@ int32_t with_device(int32_t device_type, int32_t device_id, const char **call, O
 }
 
 void hip_deallocate(hurray_device device, const DeviceMemory &mem);
+void retry_deferred_frees();
 
 int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int32_t stream_device,
                      DeviceMemory *mem) {
@@ -173,6 +176,7 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int
     // for a missing runtime or device.
     return check_ordinal(*rt, type, device.device_id);
   }
+  retry_deferred_frees();
   DeviceMemory m;
   m.stream = after_stream ? stream_in : stream;
   m.order = per_thread && other_device ? kFreeAfterOtherDevice
@@ -205,14 +209,18 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int
   return HURRAY_OK;
 }
 
-// A stream the runtime still knows answers hipStreamQuery with success,
-// "not ready" or a capture status. One its owner destroyed is answered
-// hipErrorContextIsDestroyed by ROCm (the API reference lists
-// hipErrorInvalidHandle); either way, anything else.
-bool stream_is_alive(hipError_t query) {
-  return query == hipSuccess || query == hipErrorNotReady ||
-         query == hipErrorStreamCaptureUnsupported || query == hipErrorStreamCaptureInvalidated ||
-         query == hipErrorStreamCaptureImplicit;
+// Whether `stream` is being captured into a graph (false when the runtime
+// has no hipStreamIsCapturing). Asked before a release queues a free on the
+// stream or waits for it: a capturing stream takes no free of memory from
+// outside its graph, and waiting for it is prohibited during the capture.
+hipError_t capturing(const HipRuntime &r, hipStream_t stream, bool *out, const char **call) {
+  *out = false;
+  if (r.stream_is_capturing == nullptr) return hipSuccess;
+  *call = "hipStreamIsCapturing";
+  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  const hipError_t e = r.stream_is_capturing(stream, &status);
+  *out = e == hipSuccess && status != hipStreamCaptureStatusNone;
+  return e;
 }
 
 // Waits for every stream of device `other` with it current, then makes
@@ -232,32 +240,20 @@ hipError_t synchronize_other_device(const HipRuntime &r, int other, int owner, c
 }
 
 // The free of device memory `mem` of `owner`, with it current; *call names
-// the call that failed. Orders the free as mem.order says. A stream that
-// its owner destroyed before the release (hipStreamQuery fails) cannot take
-// the free: the device's remaining work is waited for with
-// hipDeviceSynchronize (for a stream of another device, on that device),
-// then the free is synchronous; counted in stream_fallback_frees.
+// the call that failed. Orders the free as mem.order says. The stream is the
+// caller's to keep alive until the release (hurray.h): it is never asked
+// whether it still exists (ROCm may crash on a destroyed handle).
+// *deferred (nothing freed, hipSuccess): the stream to free on or wait for
+// is being captured; the caller keeps the memory for a later attempt.
 hipError_t free_on_device(const HipRuntime &r, int owner, const DeviceMemory &mem,
-                          const char **call) {
+                          const char **call, bool *deferred) {
+  *deferred = false;
   void *const ptr = mem.ptr;
   hipStream_t stream = static_cast<hipStream_t>(mem.stream);
   hipError_t e = hipSuccess;
-  if (stream != nullptr && r.stream_query != nullptr) {
-    *call = "hipStreamQuery";
-    e = r.stream_query(stream);
-    if (e == hipErrorDeinitialized) return e;
-    if (!stream_is_alive(e)) {
-      count_stream_fallback();
-      if (mem.stream_device >= 0) {
-        e = synchronize_other_device(r, mem.stream_device, owner, call);
-      } else {
-        *call = "hipDeviceSynchronize";
-        e = r.device_synchronize();
-      }
-      if (e != hipSuccess) return e;  // not ordered: leaking beats freeing memory in use
-      *call = "hipFree";
-      return r.device_free(ptr);
-    }
+  if (stream != nullptr) {
+    e = capturing(r, stream, deferred, call);
+    if (e != hipSuccess || *deferred) return e;
   }
   switch (mem.order) {
     case kFreeAfterStream:
@@ -283,8 +279,40 @@ hipError_t free_on_device(const HipRuntime &r, int owner, const DeviceMemory &me
   return r.device_free(ptr);
 }
 
+// Releases whose stream was being captured: kept here and tried again by
+// later HIP allocations and releases of any thread until the capture has
+// ended (docs/impl/gpu.md §3, graph capture).
+struct DeferredFree {
+  hurray_device device;
+  DeviceMemory mem;
+};
+std::mutex g_deferred_mutex;
+std::vector<DeferredFree> *g_deferred = nullptr;  // under g_deferred_mutex; never freed
+std::atomic<size_t> g_deferred_count{0};
+
+void defer_free(hurray_device device, const DeviceMemory &mem) {
+  std::lock_guard<std::mutex> lock(g_deferred_mutex);
+  if (g_deferred == nullptr) g_deferred = new std::vector<DeferredFree>;
+  g_deferred->push_back(DeferredFree{device, mem});
+  g_deferred_count.store(g_deferred->size(), std::memory_order_release);
+}
+
+void release_now(hurray_device device, const DeviceMemory &mem);
+
+void retry_deferred_frees() {
+  if (g_deferred_count.load(std::memory_order_acquire) == 0 || hip_forked_child()) return;
+  std::vector<DeferredFree> todo;
+  {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    if (g_deferred == nullptr) return;
+    todo.swap(*g_deferred);
+    g_deferred_count.store(0, std::memory_order_release);
+  }
+  for (const DeferredFree &f : todo) release_now(f.device, f.mem);
+}
+
 // Release path: never sets the thread's message, never prints.
-void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
+void release_now(hurray_device device, const DeviceMemory &mem) {
   void *const ptr = mem.ptr;
   if (hip_forked_child()) return count_fork_skip();
   if (hip_torn_down()) return count_teardown_leak();
@@ -299,12 +327,18 @@ void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
   } else {
     DeviceScope scope(*r);
     e = scope.enter(device.device_id, &call);
-    if (e == hipSuccess) e = free_on_device(*r, device.device_id, mem, &call);
+    bool deferred = false;
+    if (e == hipSuccess) e = free_on_device(*r, device.device_id, mem, &call, &deferred);
     restore = scope.leave();
     saved = scope.saved();
+    if (e == hipSuccess && deferred) defer_free(device, mem);
   }
   if (e == hipSuccess && restore == hipSuccess) return;
-  if (is_teardown(e) || is_teardown(restore)) {
+  // hipErrorContextIsDestroyed from hipStreamIsCapturing is about the stream
+  // (ROCm's answer for a handle it no longer knows: the caller destroyed it
+  // too early), not the runtime's end: reported, and HIP keeps working.
+  const bool about_stream = call != nullptr && std::strcmp(call, "hipStreamIsCapturing") == 0;
+  if ((is_teardown(e) && !about_stream) || is_teardown(restore)) {
     mark_hip_torn_down();
     if (e != hipSuccess) count_teardown_leak();  // else freed before the teardown
     return;
@@ -330,6 +364,29 @@ void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
   report_failed_release(HURRAY_ERR_DEVICE, "%s failed with %s (%d) on %p of %s %" PRId32, call,
                         hip_error_name(e), static_cast<int>(e), ptr, type_name,
                         device.device_id);
+}
+
+void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
+  retry_deferred_frees();
+  release_now(device, mem);
+}
+
+int32_t hip_host_wait_allowed(int32_t device_id, void *stream) {
+  // The default stream is not asked: what HIP answers for it while another
+  // stream captures is not documented.
+  if (stream == nullptr) return HURRAY_OK;
+  bool captured = false;
+  const char *call = "hipStreamIsCapturing";
+  int32_t st = with_device(HURRAY_DEVICE_ROCM, device_id, &call, [&](const HipRuntime &r) {
+    return capturing(r, static_cast<hipStream_t>(stream), &captured, &call);
+  });
+  if (st != HURRAY_OK || !captured) return st;
+  return fail(HURRAY_ERR_INVALID_ARGUMENT,
+              "stream %p of HIP device %" PRId32
+              " is being captured into a graph, and this copy (into kDLCPU memory) must wait "
+              "for it on the host, which is prohibited during capture: "
+              "copy before or after the capture",
+              stream, device_id);
 }
 
 // --- vendor operations -----------------------------------------------------
@@ -437,9 +494,10 @@ int32_t hip_load() { return hip_runtime() != nullptr ? HURRAY_OK : HURRAY_ERR_UN
 // The table for kDLROCM and kDLROCMHost (gpu/backend.cc). Strided layouts
 // HIP's 2-D / 3-D copies cannot do are staged through the host by the caller.
 extern const DeviceBackend kHipBackend;
-const DeviceBackend kHipBackend = {"HIP",          &hip_load,         &hip_allocate,
-                                   &hip_deallocate, &hip_copy,        &hip_synchronize,
-                                   &hip_stream_wait, &hip_check_pointer, &hip_copy_on_device};
+const DeviceBackend kHipBackend = {"HIP",           &hip_load,          &hip_allocate,
+                                   &hip_deallocate,  &hip_copy,          &hip_synchronize,
+                                   &hip_stream_wait, &hip_check_pointer, &hip_copy_on_device,
+                                   &hip_host_wait_allowed};
 
 int32_t hip_in_device(int32_t device_id, const char **call,
                       hipError_t (*op)(const HipRuntime &r, void *arg), void *arg) {

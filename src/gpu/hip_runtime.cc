@@ -77,7 +77,7 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipMemcpy2DAsync", &r.memcpy_2d_async, false) &&
          get(lib, "hipMemcpy3DAsync", &r.memcpy_3d_async, false) &&
          get(lib, "hipDeviceSynchronize", &r.device_synchronize) &&
-         get(lib, "hipStreamQuery", &r.stream_query, false);
+         get(lib, "hipStreamIsCapturing", &r.stream_is_capturing, false);
 }
 
 void *open_library() {

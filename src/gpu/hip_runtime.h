@@ -66,9 +66,9 @@ struct HipRuntime {
                                 hipMemcpyKind, hipStream_t);
   hipError_t (*memcpy_3d_async)(const hipMemcpy3DParms *, hipStream_t);
   hipError_t (*device_synchronize)(void);
-  // Optional: NULL when the library lacks it, and stream-ordered frees are
-  // then queued without asking whether the stream still exists.
-  hipError_t (*stream_query)(hipStream_t);
+  // Optional: NULL when the library lacks it; then a release or copy cannot
+  // tell that a stream is being captured.
+  hipError_t (*stream_is_capturing)(hipStream_t, hipStreamCaptureStatus *);
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns

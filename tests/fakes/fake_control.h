@@ -132,10 +132,27 @@ void fake_cuda_set_capture_mode(int mode);
 /* A stream of device d (cuStreamGetCtx answers d's primary context;
    stream-ordered allocation on it needs d's context current), and its
    destruction: afterwards cuStreamQuery, cuStreamGetCtx, cuMemFreeAsync and
-   cuStreamSynchronize on it fail with CUDA_ERROR_INVALID_HANDLE. Streams
-   the fake did not make belong to the caller's current context. */
+   cuStreamSynchronize on it fail with CUDA_ERROR_INVALID_HANDLE, until the
+   next stream_create hands the same handle out again, as the real driver
+   reuses handles. Every call that names a destroyed stream is counted in
+   dead_stream_uses (undefined behaviour on the real driver, which does not
+   validate handles). Streams the fake did not make belong to the caller's
+   current context. */
 void *fake_cuda_stream_create(int d);
 void fake_cuda_stream_destroy(void *stream);
+int fake_cuda_dead_stream_uses(void);
+/* Graph capture of one stream (every fake stream is a blocking one). While
+   `stream` captures, cuStreamIsCapturing answers ACTIVE (INVALIDATED once
+   invalidated; the legacy stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT with
+   its device current), and the calls CUDA prohibits during capture fail,
+   invalidate the capture and are counted in prohibited_calls: cuStreamQuery
+   or cuStreamSynchronize of the stream, cuMemFreeAsync on it (no memory of
+   the fake is a graph allocation), cuCtxSynchronize and any use of the
+   legacy stream (NULL, 1) with its device's context current. end_capture
+   returns 1 if the capture is still valid, else 0. */
+void fake_cuda_stream_begin_capture(void *stream);
+int fake_cuda_stream_end_capture(void *stream);
+int fake_cuda_prohibited_calls(void);
 
 /* HIP only. hipMemcpy2DAsync / hipMemcpy3DAsync copy row by row (logged
    like the CUDA ones) and refuse pitches below the width. */
@@ -151,6 +168,16 @@ void fake_hip_set_current_device(int d);
    once). */
 void *fake_hip_stream_create(int d);
 void fake_hip_stream_destroy(void *stream, int error);
+/* Like CUDA's: a destroyed stream's handle comes back from the next create,
+   and calls naming a destroyed stream are counted (ROCm 7 may crash on one).
+   While a stream captures, hipStreamIsCapturing answers active (2 once
+   invalidated), and hipStreamQuery, hipStreamSynchronize and hipFreeAsync on
+   it fail with hipErrorStreamCaptureUnsupported, invalidate the capture and
+   are counted. end_capture returns 1 if the capture is still valid. */
+int fake_hip_dead_stream_uses(void);
+void fake_hip_stream_begin_capture(void *stream);
+int fake_hip_stream_end_capture(void *stream);
+int fake_hip_prohibited_calls(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -17,7 +17,9 @@
 #include <cuda.h>
 #include <unistd.h>
 
+#include <initializer_list>
 #include <set>
+#include <vector>
 
 #include "fake_common.h"
 #include "kernel_params.h"
@@ -78,11 +80,17 @@ std::atomic<uint64_t> g_capturer{0};
 std::atomic<bool> g_capture_invalidated{false};
 thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-// Streams made with fake_cuda_stream_create: device, and whether destroyed.
+// Streams made with fake_cuda_stream_create: device, whether destroyed, and
+// its capture state (0 none, 1 active, 2 invalidated). Like the real driver,
+// the fake hands a destroyed stream's handle out again on the next create.
 struct StreamInfo {
   int device;
   bool destroyed;
+  int capture;
 };
+std::vector<void *> &g_free_handles = *new std::vector<void *>;  // destroyed, for reuse
+std::atomic<int> g_dead_uses{0};         // calls that named a destroyed stream
+std::atomic<int> g_prohibited{0};        // calls prohibited during a capture
 std::mutex g_streams_mu;
 // Never destroyed: the stream tokens stay reachable for leak checkers.
 std::map<const void *, StreamInfo> &g_streams = *new std::map<const void *, StreamInfo>;
@@ -109,6 +117,60 @@ int current_device() { return t_depth > 0 ? t_stack[t_depth - 1]->device : -1; }
 
 fake::Recorder &rec() { return fake::Recorder::get(); }
 
+bool named(const char *fn, std::initializer_list<const char *> names) {
+  for (const char *n : names) {
+    if (std::strcmp(fn, n) == 0) return true;
+  }
+  return false;
+}
+
+// The rules of stream capture and of destroyed handles, for a call `fn` on
+// `stream` with the current context of `device` (-1: none). A destroyed
+// stream passed to the driver is counted (undefined behaviour on the real
+// driver, which does not validate handles). During a capture of stream s:
+// querying or synchronising s, freeing memory from outside the graph on s,
+// synchronising s's context, and using the legacy stream of s's device are
+// prohibited: such a call invalidates the capture, is counted, and fails.
+// Returns the failure, or CUDA_SUCCESS.
+std::atomic<int> g_captures{0};  // streams capturing now (a fast path when none)
+
+CUresult capture_rules(const char *fn, const void *stream, int device) {
+  if (stream == nullptr && g_captures.load(std::memory_order_relaxed) == 0) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  if (stream != nullptr) {
+    auto it = g_streams.find(stream);
+    if (it != g_streams.end() && it->second.destroyed) g_dead_uses.fetch_add(1);
+  }
+  const bool legacy = reinterpret_cast<uintptr_t>(stream) <= 1;
+  if (named(fn, {"cuStreamQuery", "cuStreamSynchronize", "cuMemFreeAsync"}) && !legacy) {
+    auto it = g_streams.find(stream);
+    if (it != g_streams.end() && !it->second.destroyed && it->second.capture != 0) {
+      it->second.capture = 2;
+      g_prohibited.fetch_add(1);
+      return std::strcmp(fn, "cuMemFreeAsync") == 0 ? CUDA_ERROR_INVALID_VALUE
+                                                     : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  const bool on_legacy =
+      legacy && named(fn, {"cuStreamQuery", "cuStreamSynchronize", "cuMemFreeAsync",
+                           "cuMemcpyAsync", "cuMemAllocAsync", "cuMemcpy2DAsync",
+                           "cuMemcpy3DAsync", "cuLaunchKernel", "cuEventRecord"});
+  if ((on_legacy || std::strcmp(fn, "cuCtxSynchronize") == 0) && device >= 0) {
+    bool hit = false;
+    for (auto &kv : g_streams) {
+      if (!kv.second.destroyed && kv.second.capture != 0 && kv.second.device == device) {
+        kv.second.capture = 2;
+        hit = true;
+      }
+    }
+    if (hit) {
+      g_prohibited.fetch_add(1);
+      return on_legacy ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 // Common prologue: teardown and injected failures, logged. Returns the
 // result to give back, or CUDA_SUCCESS to go on.
 CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = nullptr,
@@ -118,6 +180,9 @@ CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = n
         rec().record(fn, -1, CUDA_ERROR_DEINITIALIZED, ptr, stream, bytes));
   }
   if (int r = rec().injected(fn)) {
+    return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes));
+  }
+  if (CUresult r = capture_rules(fn, stream, current_device())) {
     return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes));
   }
   // Calls that are unsafe during another thread's global-mode capture.
@@ -572,6 +637,38 @@ CUresult f_stream_query(CUstream s) {
   return done("cuStreamQuery", CUDA_SUCCESS, nullptr, s);
 }
 
+CUresult f_ctx_get_device(CUdevice *d) {
+  FAKE_ENTER("cuCtxGetDevice");
+  if (CUresult e = context_error()) return done("cuCtxGetDevice", e);
+  *d = current_device();
+  return done("cuCtxGetDevice", CUDA_SUCCESS);
+}
+
+// cuStreamIsCapturing: allowed during capture. The legacy stream answers
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a (blocking: every fake stream
+// is) stream of the current context is captured.
+CUresult f_stream_is_capturing(CUstream s, CUstreamCaptureStatus *status) {
+  FAKE_ENTER("cuStreamIsCapturing", nullptr, s);
+  if (CUresult e = context_error()) return done("cuStreamIsCapturing", e, nullptr, s);
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (reinterpret_cast<uintptr_t>(s) <= 1) {
+    for (auto &kv : g_streams) {
+      if (!kv.second.destroyed && kv.second.capture != 0 && kv.second.device == current_device()) {
+        return done("cuStreamIsCapturing", CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, nullptr, s);
+      }
+    }
+    return done("cuStreamIsCapturing", CUDA_SUCCESS, nullptr, s);
+  }
+  auto it = g_streams.find(s);
+  if (it != g_streams.end() && !it->second.destroyed) {
+    *status = it->second.capture == 1   ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+              : it->second.capture == 2 ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                        : CU_STREAM_CAPTURE_STATUS_NONE;
+  }
+  return done("cuStreamIsCapturing", CUDA_SUCCESS, nullptr, s);
+}
+
 CUresult f_stream_get_ctx(CUstream s, CUcontext *ctx) {
   FAKE_ENTER("cuStreamGetCtx", nullptr, s);
   int sdev = -1;
@@ -628,6 +725,8 @@ const Entry kEntries[] = {
     {"cuThreadExchangeStreamCaptureMode", 10010, reinterpret_cast<void *>(&f_exchange_capture_mode)},
     {"cuStreamQuery", 2000, reinterpret_cast<void *>(&f_stream_query)},
     {"cuStreamGetCtx", 9020, reinterpret_cast<void *>(&f_stream_get_ctx)},
+    {"cuCtxGetDevice", 2000, reinterpret_cast<void *>(&f_ctx_get_device)},
+    {"cuStreamIsCapturing", 10000, reinterpret_cast<void *>(&f_stream_is_capturing)},
 };
 
 CUresult lookup(const char *symbol, void **pfn, int version, bool v2,
@@ -721,15 +820,43 @@ FAKE_EXPORT void fake_cuda_set_capture_mode(int mode) {
 }
 FAKE_EXPORT void *fake_cuda_stream_create(int device) {
   if (device >= 0 && device < kMaxDevices) activate(g_primary[device]);  // its creator's context
-  void *s = std::malloc(1);  // a unique address
   std::lock_guard<std::mutex> lock(g_streams_mu);
-  g_streams[s] = StreamInfo{device, false};
+  void *s;
+  if (!g_free_handles.empty()) {
+    s = g_free_handles.back();  // the driver reuses destroyed handles
+    g_free_handles.pop_back();
+  } else {
+    s = std::malloc(1);  // a unique address
+  }
+  g_streams[s] = StreamInfo{device, false, 0};
   return s;
 }
 FAKE_EXPORT void fake_cuda_stream_destroy(void *s) {
-  // The address stays reserved (never reused), so a destroyed stream stays
-  // recognisable.
   std::lock_guard<std::mutex> lock(g_streams_mu);
   auto it = g_streams.find(s);
-  if (it != g_streams.end()) it->second.destroyed = true;
+  if (it != g_streams.end() && !it->second.destroyed) {
+    it->second.destroyed = true;
+    if (it->second.capture != 0) g_captures.fetch_sub(1);
+    it->second.capture = 0;
+    g_free_handles.push_back(s);
+  }
 }
+FAKE_EXPORT void fake_cuda_stream_begin_capture(void *s) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  if (it != g_streams.end() && it->second.capture == 0) {
+    it->second.capture = 1;
+    g_captures.fetch_add(1);
+  }
+}
+FAKE_EXPORT int fake_cuda_stream_end_capture(void *s) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  if (it == g_streams.end()) return 0;
+  const int was = it->second.capture;
+  it->second.capture = 0;
+  if (was != 0) g_captures.fetch_sub(1);
+  return was == 1 ? 1 : 0;
+}
+FAKE_EXPORT int fake_cuda_prohibited_calls(void) { return g_prohibited.load(); }
+FAKE_EXPORT int fake_cuda_dead_stream_uses(void) { return g_dead_uses.load(); }

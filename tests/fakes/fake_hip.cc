@@ -13,6 +13,9 @@
 // use-after-free (the fake reports it on stderr and exits with status 86).
 #include <unistd.h>
 
+#include <set>
+#include <vector>
+
 #include "fake_common.h"
 
 namespace {
@@ -57,13 +60,31 @@ thread_local int t_device = 0;
 fake::Recorder &rec() { return fake::Recorder::get(); }
 
 // Streams made with fake_hip_stream_create: the error calls on one return
-// once it is destroyed (0 while alive). The addresses are never reused.
+// once it is destroyed (0 while alive). Like ROCm, a destroyed stream's
+// address is handed out again by the next create; every call naming a
+// destroyed stream is counted (ROCm 7 may crash on one instead).
 std::mutex g_streams_mu;
 std::map<const void *, hipError_t> &g_streams = *new std::map<const void *, hipError_t>;
+std::vector<void *> &g_free_handles = *new std::vector<void *>;
+std::set<const void *> &g_capturing = *new std::set<const void *>;  // active captures
+std::set<const void *> &g_invalidated = *new std::set<const void *>;
+std::atomic<int> g_dead_uses{0};
+std::atomic<int> g_prohibited{0};
 hipError_t stream_error(const void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   auto it = g_streams.find(s);
+  if (it != g_streams.end() && it->second != kSuccess) g_dead_uses.fetch_add(1);
   return it == g_streams.end() ? kSuccess : it->second;
+}
+// A call prohibited during a capture of `s` (querying or synchronising it,
+// freeing memory from outside the graph on it): invalidates the capture,
+// counted; returns the error to answer, or kSuccess when `s` is not captured.
+hipError_t prohibited_on(const void *s) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  if (g_capturing.count(s) == 0) return kSuccess;
+  g_invalidated.insert(s);
+  g_prohibited.fetch_add(1);
+  return 900;  // hipErrorStreamCaptureUnsupported
 }
 
 void teardown_at_exit() { rec().deinitialized.store(true); }
@@ -173,7 +194,16 @@ FAKE_EXPORT hipError_t hipHostMalloc(void **p, size_t bytes, unsigned int) {
 FAKE_EXPORT hipError_t hipFree(void *p) { return free_common("hipFree", p, true, nullptr); }
 
 FAKE_EXPORT hipError_t hipFreeAsync(void *p, hipStream_t s) {
+  if (hipError_t e = prohibited_on(s)) return done("hipFreeAsync", e, p, s);
   return free_common("hipFreeAsync", p, true, s);
+}
+
+FAKE_EXPORT hipError_t hipStreamIsCapturing(hipStream_t s, int *status) {
+  FAKE_ENTER("hipStreamIsCapturing", nullptr, s);
+  if (hipError_t e = stream_error(s)) return done("hipStreamIsCapturing", e, nullptr, s);
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  *status = g_capturing.count(s) == 0 ? 0 : g_invalidated.count(s) != 0 ? 2 : 1;
+  return done("hipStreamIsCapturing", kSuccess, nullptr, s);
 }
 
 FAKE_EXPORT hipError_t hipHostFree(void *p) { return free_common("hipHostFree", p, false, nullptr); }
@@ -257,6 +287,7 @@ FAKE_EXPORT hipError_t hipDeviceSynchronize(void) {
 
 FAKE_EXPORT hipError_t hipStreamSynchronize(hipStream_t s) {
   FAKE_ENTER("hipStreamSynchronize", nullptr, s);
+  if (hipError_t e = prohibited_on(s)) return done("hipStreamSynchronize", e, nullptr, s);
   if (hipError_t e = stream_error(s)) return done("hipStreamSynchronize", e, nullptr, s);
   rec().stream_synchronized(s, t_device);
   return done("hipStreamSynchronize", kSuccess, nullptr, s);
@@ -265,6 +296,7 @@ FAKE_EXPORT hipError_t hipStreamSynchronize(hipStream_t s) {
 // Work is done at once, so a live stream is always idle.
 FAKE_EXPORT hipError_t hipStreamQuery(hipStream_t s) {
   FAKE_ENTER("hipStreamQuery", nullptr, s);
+  if (hipError_t e = prohibited_on(s)) return done("hipStreamQuery", e, nullptr, s);
   return done("hipStreamQuery", stream_error(s), nullptr, s);
 }
 
@@ -321,13 +353,38 @@ FAKE_EXPORT void fake_hip_set_current_device(int d) { t_device = d; }
 
 FAKE_EXPORT void *fake_hip_stream_create(int device) {
   (void)device;  // HIP streams are not tied to the caller's current device here
-  void *s = new char;
   std::lock_guard<std::mutex> lock(g_streams_mu);
+  void *s;
+  if (!g_free_handles.empty()) {
+    s = g_free_handles.back();  // a destroyed stream's address, handed out again
+    g_free_handles.pop_back();
+  } else {
+    s = new char;
+  }
   g_streams[s] = kSuccess;
   return s;
 }
 FAKE_EXPORT void fake_hip_stream_destroy(void *s, int error) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   auto it = g_streams.find(s);
-  if (it != g_streams.end()) it->second = error != 0 ? error : kContextIsDestroyed;
+  if (it != g_streams.end() && it->second == kSuccess) {
+    it->second = error != 0 ? error : kContextIsDestroyed;
+    g_capturing.erase(s);
+    g_invalidated.erase(s);
+    g_free_handles.push_back(s);
+  }
 }
+FAKE_EXPORT void fake_hip_stream_begin_capture(void *s) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  g_capturing.insert(s);
+  g_invalidated.erase(s);
+}
+FAKE_EXPORT int fake_hip_stream_end_capture(void *s) {
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  const int valid = g_capturing.count(s) != 0 && g_invalidated.count(s) == 0 ? 1 : 0;
+  g_capturing.erase(s);
+  g_invalidated.erase(s);
+  return valid;
+}
+FAKE_EXPORT int fake_hip_prohibited_calls(void) { return g_prohibited.load(); }
+FAKE_EXPORT int fake_hip_dead_stream_uses(void) { return g_dead_uses.load(); }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -149,6 +150,72 @@ size_t free_bytes(int device) {
   return free;
 }
 
+// Makes device `ordinal`'s primary context current on this thread (retained,
+// then pushed) for the suite's own driver calls, and pops and releases it at
+// the end of the scope, so the thread ends with the context stack it had.
+// Throws (CU) when the driver refuses.
+class CurrentContext {
+ public:
+  explicit CurrentContext(int ordinal) {
+    CU(cuDeviceGet(&dev_, ordinal));
+    CU(cuDevicePrimaryCtxRetain(&ctx_, dev_));
+    const CUresult r = cuCtxPushCurrent(ctx_);
+    if (r != CUDA_SUCCESS) cuDevicePrimaryCtxRelease(dev_);
+    CU(r);
+  }
+  CurrentContext(const CurrentContext &) = delete;
+  CurrentContext &operator=(const CurrentContext &) = delete;
+  ~CurrentContext() {
+    CUcontext popped;
+    cuCtxPopCurrent(&popped);
+    cuDevicePrimaryCtxRelease(dev_);
+  }
+
+ private:
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+};
+
+// Runs this program again as a child with `arg` (fork, then execv of the
+// file /proc/self/exe names, resolved before the fork: no shell, which would
+// resolve /proc/self/exe to itself), its stdout and stderr collected in
+// *out. Returns the child's wait status, or -1 when it could not be started.
+int run_self(const char *arg, std::string *out) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return -1;
+  exe[n] = '\0';
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    char *const argv[] = {exe, const_cast<char *>(arg), nullptr};
+    execv(exe, argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[256];
+  ssize_t got;
+  while ((got = read(fds[0], buf, sizeof buf)) > 0 || (got < 0 && errno == EINTR)) {
+    if (got > 0) out->append(buf, static_cast<size_t>(got));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
 // --- non-contiguous copies (docs/impl/gpu.md §4) ---------------------------
 
 void noop_delete(DLManagedTensor *t) { delete[] t->dl_tensor.shape; delete t; }
@@ -259,16 +326,27 @@ void strided_checks(int devices) {
                     want, what);
         hurray_buffer_release(&c);
       }
-      // On a stream: queued there, complete once the stream is.
+      // On a stream: queued there, complete once the stream is. A stream
+      // is made in the context current on this thread (none here): device
+      // 0's primary context is made current around the driver's own calls.
       CUstream s;
-      CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+      {
+        CurrentContext in0(0);
+        CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+      }
       hurray_buffer c{};
       CHECK_OK(hurray_copy_async(&v, {HURRAY_DEVICE_CUDA, 0}, s, &c));
-      CU(cuStreamSynchronize(s));
+      {
+        CurrentContext in0(0);
+        CU(cuStreamSynchronize(s));
+      }
       expect_same(to_host(c), want, "on a stream");
       hurray_buffer_release(&c);
-      CU(cuStreamSynchronize(s));
-      CU(cuStreamDestroy(s));
+      {
+        CurrentContext in0(0);
+        CU(cuStreamSynchronize(s));
+        CU(cuStreamDestroy(s));
+      }
       hurray_buffer_release(&v);
     });
   }
@@ -559,13 +637,9 @@ int main(int argc, char **argv) {
   });
 
   run("releases from static destructors at exit", [&] {
-    std::string cmd = "/proc/self/exe --exit-release 2>&1";
-    FILE *p = popen(cmd.c_str(), "r");
-    CHECK(p != nullptr, "popen failed");
     std::string out;
-    char buf[256];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    const int status = pclose(p);
+    const int status = run_self("--exit-release", &out);
+    CHECK(status != -1, "could not start the child: %s", std::strerror(errno));
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x: %s", status,
           out.c_str());
     CHECK(out.find("exit-release done failed_releases=0") != std::string::npos, "%s",
@@ -631,36 +705,65 @@ int main(int argc, char **argv) {
     std::printf("SKIP %-44s needs two devices\n", "stream-2 copy to device 1, freed on another thread");
   }
 
-  // Defect 8: the allocation's stream destroyed by its owner (with work
-  // still queued) before the release: a synchronous free, counted.
-  run("stream destroyed before the release", [&] {
-    CUcontext ctx;
-    CUdevice dev;
-    CU(cuDeviceGet(&dev, 0));
-    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CU(cuCtxPushCurrent(ctx));
+  // Issue 17: a release while the memory's stream is being captured must
+  // not touch the stream (cuStreamQuery, cuStreamSynchronize or a free node
+  // of memory from outside the graph would invalidate the capture): the
+  // free is deferred and made by the next release after the capture ended.
+  // A copy into kDLCPU memory on the capturing stream is refused up front.
+  run("release and copy during a capture of the stream", [&] {
     CUstream s;
-    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    hurray_buffer cpu = iota_cpu(kN, 7.0f);
-    hurray_buffer g{};
-    CHECK_OK(hurray_copy_async(&cpu, {HURRAY_DEVICE_CUDA, 0}, s, &g));
-    hurray_buffer back{};
-    CHECK_OK(hurray_copy_async(&g, {HURRAY_DEVICE_CPU, 0}, s, &back));
-    CU(cuStreamDestroy(s));
+    {
+      CurrentContext in0(0);
+      CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    }
+    hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, kN, s);
+    hurray_buffer src = alloc({HURRAY_DEVICE_CUDA, 0}, 1024);
     const hurray_diagnostics before = diagnostics();
+    CUresult begin, end;
+    CUgraph graph = nullptr;
+    {
+      CurrentContext in0(0);
+      begin = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    }
     std::thread([&] { hurray_buffer_release(&g); }).join();
-    const hurray_diagnostics after = diagnostics();
-    CHECK(after.stream_fallback_frees == before.stream_fallback_frees + 1,
-          "stream_fallback_frees %llu -> %llu",
-          static_cast<unsigned long long>(before.stream_fallback_frees),
-          static_cast<unsigned long long>(after.stream_fallback_frees));
-    CHECK(after.failed_releases == before.failed_releases, "the release failed");
-    CHECK(static_cast<float *>(back.data)[kN - 1] == 7.0f * static_cast<float>(kN - 1), "data");
-    CU(cuCtxPopCurrent(&ctx));
-    CU(cuDevicePrimaryCtxRelease(dev));
-    hurray_buffer_release(&back);
-    hurray_buffer_release(&cpu);
+    hurray_buffer out{};
+    const int32_t refused = hurray_copy_async(&src, {HURRAY_DEVICE_CPU, 0}, s, &out);
+    {
+      CurrentContext in0(0);
+      end = cuStreamEndCapture(s, &graph);
+      if (graph != nullptr) cuGraphDestroy(graph);
+    }
+    hurray_buffer_release(&src);  // also makes the deferred free, on s
+    {
+      CurrentContext in0(0);
+      CU(cuStreamSynchronize(s));
+      CU(cuStreamDestroy(s));
+    }
+    CHECK(begin == CUDA_SUCCESS, "cuStreamBeginCapture: %d", static_cast<int>(begin));
+    CHECK(end == CUDA_SUCCESS, "the capture was invalidated: cuStreamEndCapture %d",
+          static_cast<int>(end));
+    CHECK(refused == HURRAY_ERR_INVALID_ARGUMENT, "the copy to the CPU gave %s: %s",
+          hurray_status_name(refused), hurray_last_error());
+    CHECK(diagnostics().failed_releases == before.failed_releases, "a release failed");
   });
+
+  // Issue 17: the legacy default stream in a copy to another device: the
+  // destination's release waits for device 0's legacy stream (where the
+  // copy is queued), not the releasing thread's current context's.
+  if (devices > 1) {
+    run("legacy-stream copy to device 1, freed on another thread", [&] {
+      void *const legacy = reinterpret_cast<void *>(1);  // CU_STREAM_LEGACY
+      hurray_buffer cpu = iota_cpu(kN, 4.0f);
+      hurray_buffer src{}, dst{};
+      CHECK_OK(hurray_copy(&cpu, {HURRAY_DEVICE_CUDA, 0}, &src));
+      const uint64_t failed = failed_releases();
+      CHECK_OK(hurray_copy_async(&src, {HURRAY_DEVICE_CUDA, 1}, legacy, &dst));
+      std::thread([&] { hurray_buffer_release(&dst); }).join();
+      CHECK(failed_releases() == failed, "a release failed");
+      hurray_buffer_release(&src);
+      hurray_buffer_release(&cpu);
+    });
+  }
 
   // Last: it destroys everything on device 0.
   run("release after a primary context reset", [&] {

@@ -1,64 +1,180 @@
 #!/usr/bin/env bash
 # Real-GPU suite for libhurray's CUDA back end: builds libhurray (Release)
 # and tests/gpu/gpu_suite.cc, then runs it on the NVIDIA GPU(s) of this
-# machine under a 5-minute limit and prints a summary. Needs the CUDA
-# toolkit (>= 12, for cuda.h and the stub libcuda.so), CMake >= 3.25 and g++.
+# machine and prints a summary. Needs the CUDA toolkit (>= 12, for cuda.h and
+# the stub libcuda.so) and g++; no network. With CMake >= 3.25 the library is
+# built by CMake; without it (or with HURRAY_GPU_NO_CMAKE=1) by plain g++
+# command lines over the sources CMakeLists.txt lists (the fallback).
 #
 #   bash tests/gpu/run.sh               build and run
 #   bash tests/gpu/run.sh --build-only  build only (works without a GPU: the
 #                                       suite links the toolkit's stub libcuda)
 #
-# Environment: CUDA_HOME (default /usr/local/cuda), HURRAY_GPU_BUILD_DIR
-# (default /tmp/build-gpu-real). Exit status: 0 all passed, 1 a check failed,
-# 2 build error, 77 no usable GPU (the suite says why), 124 time limit hit.
+# Environment: CUDA_HOME (default /usr/local/cuda), CXX (default g++),
+# HURRAY_GPU_BUILD_DIR (default /tmp/build-gpu-real), HURRAY_GPU_JOBS (default:
+# nproc), HURRAY_GPU_NO_CMAKE=1
+# (force the fallback). Every log (build steps, nvidia-smi, the suite's
+# output, a summary) lands in $HURRAY_GPU_BUILD_DIR/logs. Time limits: 180 s
+# per build step, 300 s for the suite (under 8 minutes in all).
+# Exit status: 0 all passed, 1 a check failed, 2 build error, 77 no usable
+# GPU or no driver (the reason is printed), 124 time limit hit.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${HURRAY_GPU_BUILD_DIR:-/tmp/build-gpu-real}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-JOBS=$(nproc 2>/dev/null || echo 2)
+CXX=${CXX:-g++}
+JOBS=${HURRAY_GPU_JOBS:-$(nproc 2>/dev/null || echo 2)}
+LOGS=$BUILD/logs
 start=$(date +%s)
+mkdir -p "$LOGS" && rm -f "$LOGS"/* || exit 2
+: >"$LOGS/summary.txt"
+
+note() { echo "$*" | tee -a "$LOGS/summary.txt"; }
+# Runs a build step under a time limit, its output in $LOGS/<name>.log (shown
+# on failure).
+step() {
+  local name=$1
+  shift
+  if ! timeout 180 "$@" >"$LOGS/$name.log" 2>&1; then
+    tail -n 60 "$LOGS/$name.log" >&2
+    note "build step '$name' failed (log: $LOGS/$name.log)"
+    exit 2
+  fi
+}
 
 stubs=""
-for d in "$CUDA_HOME/lib64/stubs" "$CUDA_HOME/lib/stubs" "$CUDA_HOME/targets/x86_64-linux/lib/stubs"; do
+for d in "$CUDA_HOME/lib64/stubs" "$CUDA_HOME/lib/stubs" "$CUDA_HOME/targets/x86_64-linux/lib/stubs" \
+         "$CUDA_HOME/targets/sbsa-linux/lib/stubs"; do
   if [ -f "$d/libcuda.so" ]; then stubs=$d; break; fi
 done
-if [ ! -f "$CUDA_HOME/include/cuda.h" ] || [ -z "$stubs" ]; then
-  echo "run.sh: no CUDA toolkit at CUDA_HOME=$CUDA_HOME (need include/cuda.h and lib64/stubs/libcuda.so)" >&2
+if [ ! -f "$CUDA_HOME/include/cuda.h" ] || [ ! -f "$CUDA_HOME/include/cudaTypedefs.h" ] || [ -z "$stubs" ]; then
+  note "run.sh: no CUDA toolkit at CUDA_HOME=$CUDA_HOME (need include/cuda.h, include/cudaTypedefs.h and lib64/stubs/libcuda.so)"
   exit 2
 fi
+{
+  echo "date: $(date -u)"
+  echo "host: $(uname -a)"
+  echo "source: $ROOT ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+  echo "compiler: $("$CXX" --version 2>&1 | head -n 1)"
+  echo "CUDA toolkit: $CUDA_HOME ($(grep -m1 -o '"version" *: *"[^"]*"' "$CUDA_HOME/version.json" 2>/dev/null || echo 'version unknown'))"
+  echo "cmake: $(cmake --version 2>/dev/null | head -n 1 || true)"
+} >"$LOGS/environment.txt"
 
-echo "== building libhurray in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHURRAY_BUILD_TESTS=OFF \
-  -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_WITH_CUDA=ON \
-  -DHURRAY_CUDA_INCLUDE_DIR="$CUDA_HOME/include" >"$BUILD.configure.log" 2>&1 ||
-  { cat "$BUILD.configure.log" >&2; exit 2; }
-cmake --build "$BUILD" -j "$JOBS" --target hurray >"$BUILD.build.log" 2>&1 ||
-  { cat "$BUILD.build.log" >&2; exit 2; }
+# CMake 3.25 or newer, unless told to use the fallback.
+use_cmake=0
+if [ "${HURRAY_GPU_NO_CMAKE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1; then
+  v=$(cmake --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+\.[0-9]+' | head -n 1)
+  major=${v%%.*}
+  minor=${v#*.}
+  if [ -n "$v" ] && { [ "$major" -gt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -ge 25 ]; }; }; then
+    use_cmake=1
+  fi
+fi
 
-echo "== building the suite"
+if [ "$use_cmake" = 1 ]; then
+  LIBDIR=$BUILD/cmake
+  GEN_INCLUDE=$LIBDIR/include
+  note "== building libhurray with CMake in $LIBDIR"
+  step configure cmake -S "$ROOT" -B "$LIBDIR" -DCMAKE_BUILD_TYPE=Release -DHURRAY_BUILD_TESTS=OFF \
+    -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_WITH_CUDA=ON -DHURRAY_WITH_HIP=OFF \
+    -DHURRAY_CUDA_INCLUDE_DIR="$CUDA_HOME/include"
+  step build cmake --build "$LIBDIR" -j "$JOBS" --target hurray
+else
+  # The fallback: what CMakeLists.txt does for a Release libhurray with CUDA
+  # only, as plain compiler command lines. The sources are the ones
+  # add_library(hurray SHARED ...) lists, so the two cannot drift apart.
+  LIBDIR=$BUILD/fallback
+  GEN_INCLUDE=$LIBDIR/include
+  note "== building libhurray without CMake (fallback) in $LIBDIR"
+  mkdir -p "$GEN_INCLUDE/hurray" "$LIBDIR/obj" "$LIBDIR/generated" || exit 2
+  sources=$(awk '/^add_library\(hurray SHARED/{on=1; next} on && /\)/{exit} on {print $1}' "$ROOT/CMakeLists.txt")
+  version=$(grep -m1 -oE 'project\(hurray VERSION [0-9]+\.[0-9]+\.[0-9]+' "$ROOT/CMakeLists.txt" | awk '{print $3}')
+  if [ -z "$sources" ] || [ -z "$version" ]; then
+    note "run.sh: could not read the library's sources or version from CMakeLists.txt"
+    exit 2
+  fi
+  IFS=. read -r vmaj vmin vpat <<<"$version"
+  sed -e "s/@PROJECT_VERSION_MAJOR@/$vmaj/g" -e "s/@PROJECT_VERSION_MINOR@/$vmin/g" \
+      -e "s/@PROJECT_VERSION_PATCH@/$vpat/g" -e "s/@PROJECT_VERSION@/$version/g" \
+      "$ROOT/cmake/version.h.in" >"$GEN_INCLUDE/hurray/version.h" || exit 2
+  # The PTX kernel as a string (CMake's configure_file of the same template).
+  awk -v ptx="$ROOT/src/copy/strided_kernel.ptx" '{
+      m = "@HURRAY_STRIDED_KERNEL_PTX@"; i = index($0, m)
+      if (i == 0) { print; next }
+      printf "%s", substr($0, 1, i - 1)
+      while ((getline line < ptx) > 0) print line
+      print substr($0, i + length(m))
+    }' "$ROOT/cmake/strided_kernel_ptx.cc.in" >"$LIBDIR/generated/strided_kernel_ptx.cc" || exit 2
+  sources="$sources $LIBDIR/generated/strided_kernel_ptx.cc"
+  flags=(-O2 -DNDEBUG -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden
+         -Wall -Wextra -Wpedantic -fno-exceptions -fno-rtti
+         -DHURRAY_BUILDING_LIBRARY -DHURRAY_WITH_CUDA=1
+         -I"$ROOT/include" -I"$GEN_INCLUDE" -I"$ROOT/src" -isystem "$CUDA_HOME/include")
+  # One compiler per source, at most $JOBS at once; a source whose object is
+  # missing afterwards failed (the compiler removes its output on errors).
+  compile_all() {
+    local s o missing=0
+    rm -f "$LIBDIR"/obj/*.o
+    for s in $sources; do
+      case $s in /*) ;; *) s=$ROOT/$s ;; esac
+      o=$LIBDIR/obj/$(echo "${s#"$ROOT"/}" | tr '/' '_').o
+      echo "$CXX ${flags[*]} -c $s -o $o"
+      timeout 180 "$CXX" "${flags[@]}" -c "$s" -o "$o" &
+      while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+    done
+    wait
+    for s in $sources; do
+      case $s in /*) ;; *) s=$ROOT/$s ;; esac
+      o=$LIBDIR/obj/$(echo "${s#"$ROOT"/}" | tr '/' '_').o
+      [ -f "$o" ] || { echo "not compiled: $s"; missing=1; }
+    done
+    return $missing
+  }
+  if ! compile_all >"$LOGS/compile.log" 2>&1; then
+    tail -n 60 "$LOGS/compile.log" >&2
+    note "build step 'compile' failed (log: $LOGS/compile.log)"
+    exit 2
+  fi
+  soname=libhurray.so.$vmaj.$vmin
+  step link "$CXX" -shared -o "$LIBDIR/libhurray.so.$version" "$LIBDIR"/obj/*.o \
+    -Wl,-soname,"$soname" -Wl,--no-undefined -Wl,-z,nodelete \
+    -Wl,--version-script="$ROOT/cmake/hurray.map" -ldl -pthread
+  ln -sf "libhurray.so.$version" "$LIBDIR/$soname"
+  ln -sf "$soname" "$LIBDIR/libhurray.so"
+fi
+
+note "== building the suite"
 # Linked against the stub only to resolve the few driver calls the suite
 # makes itself (streams, contexts); no rpath to the stub, so at run time the
 # loader finds the real libcuda.so.1. libhurray itself links no CUDA library.
-g++ -O2 -std=c++17 -pthread \
-  -I"$ROOT/include" -I"$BUILD/include" -I"$CUDA_HOME/include" \
+step build-suite "$CXX" -O2 -std=c++17 -pthread \
+  -I"$ROOT/include" -I"$GEN_INCLUDE" -I"$CUDA_HOME/include" \
   "$ROOT/tests/gpu/gpu_suite.cc" -o "$BUILD/gpu_suite" \
-  -L"$BUILD" -lhurray -Wl,-rpath,"$BUILD" -L"$stubs" -lcuda || exit 2
+  -L"$LIBDIR" -lhurray -Wl,-rpath,"$LIBDIR" -L"$stubs" -lcuda
 
 if [ "${1:-}" = "--build-only" ]; then
-  echo "built $BUILD/gpu_suite"
+  note "built $BUILD/gpu_suite (logs: $LOGS)"
   exit 0
 fi
 
 # Without the NVIDIA driver the suite cannot even start (it links libcuda.so.1).
-if ldd "$BUILD/gpu_suite" 2>/dev/null | grep -q 'libcuda.so.1 => not found'; then
-  echo "SKIP: no NVIDIA driver on this machine (libcuda.so.1 is not on the loader's path)"
+# (ldd's output is read whole first: with pipefail, `ldd | grep -q` fails
+# whenever grep's early exit kills ldd with SIGPIPE.)
+deps=$(ldd "$BUILD/gpu_suite" 2>/dev/null || true)
+if [[ $deps == *"libcuda.so.1 => not found"* ]]; then
+  note "SKIP: no NVIDIA driver on this machine (libcuda.so.1 is not on the loader's path)"
   exit 77
 fi
 
-echo "== running (limit 300 s)"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-timeout 300 "$BUILD/gpu_suite"
-rc=$?
-echo "== summary: exit $rc after $(( $(date +%s) - start )) s in all (build included)"
-exit $rc
+note "== running (limit 300 s)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi >"$LOGS/nvidia-smi.txt" 2>&1
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
+    tee -a "$LOGS/summary.txt"
+fi
+timeout 300 "$BUILD/gpu_suite" 2>&1 | tee "$LOGS/suite.log"
+rc=${PIPESTATUS[0]}
+note "== summary: exit $rc after $(( $(date +%s) - start )) s in all (build included); logs in $LOGS"
+grep -E '^FAIL|passed, [0-9]+ failed|^SKIP' "$LOGS/suite.log" >>"$LOGS/summary.txt"
+exit "$rc"

@@ -27,9 +27,15 @@ class CudaLifecycle : public ::testing::Test {
     fake_cuda().reset();
     fake_cuda().set_current_device(-1);
     live_before_ = fake_cuda().live_allocations();
+    dead_before_ = f().fn<int (*)(void)>("dead_stream_uses")();
+    prohibited_before_ = f().fn<int (*)(void)>("prohibited_calls")();
   }
   void TearDown() override {
     if (!fake_cuda().loaded()) return;
+    EXPECT_EQ(f().fn<int (*)(void)>("dead_stream_uses")(), dead_before_)
+        << "libhurray passed a destroyed stream to the driver";
+    EXPECT_EQ(f().fn<int (*)(void)>("prohibited_calls")(), prohibited_before_)
+        << "libhurray made a call prohibited during a stream capture";
     (void)hurray_set_diagnostic_hook(nullptr, nullptr);
     fake_cuda().set_current_device(-1);
     fake_cuda().reset();
@@ -39,7 +45,11 @@ class CudaLifecycle : public ::testing::Test {
   void revive_context(int d) { f().fn<void (*)(int)>("primary_ctx_revive")(d); }
   void *stream_create(int d) { return f().fn<void *(*)(int)>("stream_create")(d); }
   void stream_destroy(void *s) { f().fn<void (*)(void *)>("stream_destroy")(s); }
+  void begin_capture(void *s) { f().fn<void (*)(void *)>("stream_begin_capture")(s); }
+  int end_capture(void *s) { return f().fn<int (*)(void *)>("stream_end_capture")(s); }
+  int unordered() { return f().fn<int (*)(void)>("unordered_frees")(); }
   int64_t live_before_ = 0;
+  int dead_before_ = 0, prohibited_before_ = 0;
 };
 
 hurray_buffer alloc_ok(hurray_device d, void *stream = nullptr) {
@@ -251,33 +261,149 @@ TEST_F(CudaLifecycle, MemoryForAStreamOfAnotherDeviceIsFreedAfterThatStream) {
   stream_destroy(s0);
 }
 
-// Defect 8: the allocation's stream was destroyed by its owner before the
-// release: detected with cuStreamQuery, freed synchronously, counted.
-TEST_F(CudaLifecycle, StreamDestroyedBeforeTheReleaseFallsBackToASynchronousFree) {
+// Issue 17: a stream the caller may since have destroyed is never passed to
+// the driver to find out (undefined behaviour: the driver does not validate
+// handles and hands destroyed ones out again). The release of memory
+// ordered on a stream uses only the stream itself, which hurray.h makes the
+// caller's to keep alive until then; the stream's device, for a stream of
+// another device, was asked at allocation.
+TEST_F(CudaLifecycle, ReleaseNeverAsksTheDriverAboutTheStream) {
   void *const s1 = stream_create(1);
-  hurray_buffer live = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s1);
-  hurray_buffer gone = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s1);
-  const Diag before = diagnostics();
-  EXPECT_EQ(hurray_buffer_release(&live), HURRAY_OK);
+  void *const s0 = stream_create(0);
+  hurray_buffer own = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s1);
+  hurray_buffer other = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s0);  // a stream of device 0
+  f().reset();
+  std::thread([&] {
+    EXPECT_EQ(hurray_buffer_release(&own), HURRAY_OK);
+    EXPECT_EQ(hurray_buffer_release(&other), HURRAY_OK);
+  }).join();
+  EXPECT_EQ(f().call_count("cuStreamQuery"), 0);
+  EXPECT_EQ(f().call_count("cuStreamGetCtx"), 0);
   auto async_frees = f().log("cuMemFreeAsync");
   ASSERT_EQ(async_frees.size(), 1u);
   EXPECT_EQ(async_frees[0].stream, s1);
-  EXPECT_EQ(diagnostics().stream_fallbacks, before.stream_fallbacks);
+  auto syncs = f().log("cuStreamSynchronize");
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].stream, s0);
+  EXPECT_EQ(syncs[0].device, 0) << "waited for in the stream's own context";
+  // The caller destroys its streams after the releases; a new stream gets
+  // a destroyed one's handle, as from the real driver, and serves as new.
   stream_destroy(s1);
+  void *const again = stream_create(1);
+  EXPECT_EQ(again, s1) << "the fake no longer reuses handles like the driver";
+  hurray_buffer next = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), again);
+  EXPECT_EQ(hurray_buffer_release(&next), HURRAY_OK);
+  stream_destroy(again);
+  stream_destroy(s0);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+// Issue 17: a copy to another device on the legacy default stream (1) is
+// queued on the *source* device's legacy stream; its destination's release
+// must wait for that one, not for the legacy stream of whichever context is
+// current at release (what cuStreamGetCtx(1) answers).
+TEST_F(CudaLifecycle, LegacyStreamCopyToAnotherDeviceWaitsForTheSourceDevicesLegacyStream) {
+  void *const legacy = reinterpret_cast<void *>(1);
+  const int before = unordered();
+  hurray_buffer src = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  hurray_buffer out{};
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_CUDA, 1), legacy, &out), HURRAY_OK)
+      << hurray_last_error();
   f().reset();
-  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&gone), HURRAY_OK); }).join();
-  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0) << "queued on a destroyed stream";
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK); }).join();
   const auto log = f().log(nullptr);
-  const int sync = index_of(log, "cuCtxSynchronize");
+  const int sync = index_of(log, "cuStreamSynchronize");
   const int free = index_of(log, "cuMemFree");
   ASSERT_GE(sync, 0);
   ASSERT_GT(free, sync);
-  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
-  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
-  const Diag after = diagnostics();
-  EXPECT_EQ(after.stream_fallbacks, before.stream_fallbacks + 1);
-  EXPECT_EQ(after.failed, before.failed);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].stream, legacy);
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "another device's legacy stream waited for";
+  EXPECT_EQ(unordered(), before) << "freed before the copy on device 0's legacy stream";
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
   EXPECT_EQ(f().live_allocations(), live_before_);
+}
+
+// Issue 17: a release while the memory's stream is being captured into a
+// graph may neither query nor synchronise the stream (or its context, or
+// the legacy stream), nor free on it (a free node needs a graph
+// allocation): the free is deferred, the capture stays valid, and once the
+// capture has ended the next CUDA allocation or release frees it, in order.
+TEST_F(CudaLifecycle, ReleaseDuringACaptureOfItsStreamIsDeferredUntilTheCaptureEnds) {
+  void *const s1 = stream_create(1);
+  void *const s0 = stream_create(0);
+  hurray_buffer on_stream = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), s1);
+  hurray_buffer per_thread = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), reinterpret_cast<void *>(2));
+  hurray_buffer src = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  hurray_buffer peer{};  // a copy on s0 into device 1: its release waits for s0
+  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_CUDA, 1), s0, &peer), HURRAY_OK)
+      << hurray_last_error();
+  const int before = unordered();
+  begin_capture(s1);
+  begin_capture(s0);
+  f().reset();
+  const Diag d = diagnostics();
+  std::thread([&] {
+    EXPECT_EQ(hurray_buffer_release(&on_stream), HURRAY_OK);
+    EXPECT_EQ(hurray_buffer_release(&per_thread), HURRAY_OK);
+    EXPECT_EQ(hurray_buffer_release(&peer), HURRAY_OK);
+  }).join();
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0) << "a free queued on a capturing stream";
+  EXPECT_EQ(f().call_count("cuMemFree"), 0) << "freed before the stream's work was waited for";
+  EXPECT_EQ(f().live_allocations(), live_before_ + 4);
+  // Still capturing: another thread's allocation and release leave them.
+  hurray_buffer plain = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
+  EXPECT_EQ(hurray_buffer_release(&plain), HURRAY_OK);
+  EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0);
+  EXPECT_EQ(end_capture(s1), 1) << "the capture of s1 was invalidated";
+  EXPECT_EQ(end_capture(s0), 1) << "the capture of s0 was invalidated";
+  EXPECT_EQ(diagnostics().failed, d.failed);
+  // After the capture: the next release frees the deferred memory, in order.
+  f().reset();
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
+  auto async_frees = f().log("cuMemFreeAsync");
+  ASSERT_EQ(async_frees.size(), 1u);
+  EXPECT_EQ(async_frees[0].stream, s1);
+  EXPECT_EQ(f().call_count("cuCtxSynchronize"), 1);
+  auto syncs = f().log("cuStreamSynchronize");
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].stream, s0);
+  EXPECT_EQ(unordered(), before);
+  EXPECT_EQ(diagnostics().failed, d.failed);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  stream_destroy(s1);
+  stream_destroy(s0);
+}
+
+// Issue 17: a copy that waits on the host (into kDLCPU memory, or without a
+// stream) is refused before anything is queued while its stream (for no
+// stream: a blocking stream of the device) is being captured.
+TEST_F(CudaLifecycle, CopyThatWaitsOnTheHostIsRefusedDuringACapture) {
+  void *const s0 = stream_create(0);
+  hurray_buffer g = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0));
+  begin_capture(s0);
+  f().reset();
+  hurray_buffer out{};
+  EXPECT_EQ(hurray_copy_async(&g, dev(HURRAY_DEVICE_CPU), s0, &out), HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hurray_last_error()).find("is being captured"), std::string::npos)
+      << hurray_last_error();
+  EXPECT_EQ(hurray_copy(&g, dev(HURRAY_DEVICE_CPU), &out), HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hurray_last_error()).find("legacy default stream"), std::string::npos)
+      << hurray_last_error();
+  // A pinned source read by the host waits for the legacy stream first.
+  hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_CUDA_HOST, 0));
+  EXPECT_EQ(hurray_copy(&pinned, dev(HURRAY_DEVICE_CPU), &out), HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(out.release_fn, nullptr);
+  EXPECT_EQ(f().call_count("cuMemcpyAsync"), 0) << "queued into the user's graph";
+  // A copy that stays on the device is captured as usual.
+  hurray_buffer dst{};
+  EXPECT_EQ(hurray_copy_async(&g, dev(HURRAY_DEVICE_CUDA, 0), s0, &dst), HURRAY_OK)
+      << hurray_last_error();
+  EXPECT_EQ(end_capture(s0), 1) << "the capture was invalidated";
+  EXPECT_EQ(hurray_buffer_release(&dst), HURRAY_OK);  // after the capture: freed on s0
+  EXPECT_EQ(hurray_buffer_release(&g), HURRAY_OK);
+  EXPECT_EQ(hurray_buffer_release(&pinned), HURRAY_OK);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  stream_destroy(s0);
 }
 
 // Defect 7, HIP: hipStreamPerThread memory is freed after the whole device.
@@ -525,12 +651,62 @@ TEST(HipLifecycle, PerThreadStreamCopyToAnotherDeviceIsFreedAfterThatDevice) {
   f.reset();
 }
 
-// Defect 8, HIP: the stream of a stream-ordered allocation was destroyed by
-// its owner before the release. ROCm answers hipErrorContextIsDestroyed for
-// it (the API reference says hipErrorInvalidHandle), the code it also uses
-// at teardown: libhurray asks hipStreamQuery first, waits for the device,
-// frees synchronously and counts it, and HIP keeps working afterwards.
-TEST(HipLifecycle, StreamDestroyedBeforeTheReleaseFallsBackToASynchronousFree) {
+// Issue 17, HIP: the release never asks the runtime about a stream (ROCm 7
+// may crash on a destroyed handle, which the caller's next create may hand
+// out again); during a capture of the stream the free is deferred until the
+// capture has ended, and the capture stays valid.
+TEST(HipLifecycle, ReleaseNeverQueriesTheStreamAndDefersDuringACapture) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+  auto stream_create = f.fn<void *(*)(int)>("stream_create");
+  auto stream_destroy = f.fn<void (*)(void *, int)>("stream_destroy");
+  auto begin_capture = f.fn<void (*)(void *)>("stream_begin_capture");
+  auto end_capture = f.fn<int (*)(void *)>("stream_end_capture");
+  auto prohibited = f.fn<int (*)(void)>("prohibited_calls");
+  auto dead = f.fn<int (*)(void)>("dead_stream_uses");
+  ASSERT_NE(stream_create, nullptr);
+  ASSERT_NE(dead, nullptr);
+  f.reset();
+  const int64_t live_before = f.live_allocations();
+  const int prohibited_before = prohibited(), dead_before = dead();
+  void *const s1 = stream_create(1);
+  hurray_buffer a = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
+  hurray_buffer b = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
+  EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+  EXPECT_EQ(f.call_count("hipStreamQuery"), 0);
+  EXPECT_EQ(f.call_count("hipFreeAsync"), 1);
+  begin_capture(s1);
+  f.reset();
+  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&b), HURRAY_OK); }).join();
+  EXPECT_EQ(f.call_count("hipFreeAsync"), 0) << "a free queued on a capturing stream";
+  hurray_buffer out{};
+  hurray_buffer c = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  EXPECT_EQ(hurray_copy_async(&c, dev(HURRAY_DEVICE_CPU), s1, &out), HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(f.call_count("hipMemcpyAsync"), 0);
+  EXPECT_EQ(end_capture(s1), 1) << "the capture was invalidated";
+  f.reset();
+  EXPECT_EQ(hurray_buffer_release(&c), HURRAY_OK);  // also frees b, on s1
+  auto frees = f.log("hipFreeAsync");
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_EQ(frees[0].stream, s1);
+  EXPECT_EQ(f.call_count("hipStreamQuery"), 0);
+  // The owner destroys the stream; the next create gets its handle again.
+  stream_destroy(s1, 0);
+  void *const again = stream_create(1);
+  EXPECT_EQ(again, s1) << "the fake no longer reuses handles like ROCm";
+  stream_destroy(again, 0);
+  EXPECT_EQ(prohibited(), prohibited_before) << "a call prohibited during capture";
+  EXPECT_EQ(dead(), dead_before) << "a destroyed stream passed to the runtime";
+  EXPECT_EQ(f.live_allocations(), live_before);
+  f.reset();
+}
+
+// Issue 17, HIP: a caller that destroys a stream before releasing memory
+// ordered on it breaks hurray_alloc_async's contract. Should ROCm answer
+// hipErrorContextIsDestroyed (its answer for a stream it no longer knows,
+// and also its teardown code) instead of crashing, that is one failed
+// release, not the runtime's end: later HIP releases still free.
+TEST(HipLifecycle, DestroyedStreamIsNotTakenForTheRuntimesTeardown) {
   Fake &f = fake_hip();
   if (!f.loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
   auto stream_create = f.fn<void *(*)(int)>("stream_create");
@@ -538,69 +714,18 @@ TEST(HipLifecycle, StreamDestroyedBeforeTheReleaseFallsBackToASynchronousFree) {
   ASSERT_NE(stream_create, nullptr);
   f.reset();
   const int64_t live_before = f.live_allocations();
-  constexpr int kContextIsDestroyed = 709, kInvalidHandle = 400;
-  for (int error : {kContextIsDestroyed, kInvalidHandle}) {
-    SCOPED_TRACE(error);
-    void *const s1 = stream_create(1);
-    hurray_buffer live = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
-    hurray_buffer gone = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
-    const Diag before = diagnostics();
-    EXPECT_EQ(hurray_buffer_release(&live), HURRAY_OK);
-    auto async_frees = f.log("hipFreeAsync");
-    ASSERT_EQ(async_frees.size(), 1u);
-    EXPECT_EQ(async_frees[0].stream, s1);
-    EXPECT_EQ(async_frees[0].result, 0);
-    stream_destroy(s1, error);
-    f.reset();
-    std::thread([&] { EXPECT_EQ(hurray_buffer_release(&gone), HURRAY_OK); }).join();
-    EXPECT_EQ(f.call_count("hipFreeAsync"), 0) << "queued on a destroyed stream";
-    const auto log = f.log(nullptr);
-    const int query = index_of(log, "hipStreamQuery");
-    const int sync = index_of(log, "hipDeviceSynchronize");
-    const int free = index_of(log, "hipFree");
-    ASSERT_GE(query, 0);
-    EXPECT_EQ(log[static_cast<size_t>(query)].result, error);
-    ASSERT_GT(sync, query);
-    ASSERT_GT(free, sync);
-    EXPECT_EQ(log[static_cast<size_t>(sync)].device, 1);
-    EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
-    EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
-    const Diag after = diagnostics();
-    EXPECT_EQ(after.stream_fallbacks, before.stream_fallbacks + 1);
-    EXPECT_EQ(after.teardown, before.teardown) << "a destroyed stream read as the runtime's end";
-    EXPECT_EQ(after.failed, before.failed);
-    // Not taken for teardown: the next release still frees.
-    hurray_buffer next = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
-    f.reset();
-    EXPECT_EQ(hurray_buffer_release(&next), HURRAY_OK);
-    EXPECT_EQ(f.call_count("hipFree"), 1);
-  }
-
-  // A stream of device 0 that a copy into device 1's memory was queued on,
-  // destroyed before the release: device 0 is waited for, then the free.
-  void *const s0 = stream_create(0);
-  hurray_buffer src = alloc_ok(dev(HURRAY_DEVICE_ROCM, 0));
-  hurray_buffer out{};
-  ASSERT_EQ(hurray_copy_async(&src, dev(HURRAY_DEVICE_ROCM, 1), s0, &out), HURRAY_OK)
-      << hurray_last_error();
-  stream_destroy(s0, 0);
+  void *const s1 = stream_create(1);
+  hurray_buffer gone = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), s1);
+  stream_destroy(s1, 0);  // hipErrorContextIsDestroyed from now on
   const Diag before = diagnostics();
-  f.reset();
-  std::thread([&] { EXPECT_EQ(hurray_buffer_release(&out), HURRAY_OK); }).join();
-  const auto log = f.log(nullptr);
-  EXPECT_EQ(f.call_count("hipStreamSynchronize"), 0) << "waited on a destroyed stream";
-  const int sync = index_of(log, "hipDeviceSynchronize");
-  const int free = index_of(log, "hipFree");
-  ASSERT_GE(sync, 0);
-  ASSERT_GT(free, sync);
-  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "the stream's device was not waited for";
-  EXPECT_EQ(log[static_cast<size_t>(free)].device, 1);
-  EXPECT_EQ(log[static_cast<size_t>(free)].result, 0);
+  EXPECT_EQ(hurray_buffer_release(&gone), HURRAY_OK);
   const Diag after = diagnostics();
-  EXPECT_EQ(after.stream_fallbacks, before.stream_fallbacks + 1);
-  EXPECT_EQ(after.teardown, before.teardown);
-  EXPECT_EQ(after.failed, before.failed);
-  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
-  EXPECT_EQ(f.live_allocations(), live_before);
+  EXPECT_EQ(after.failed, before.failed + 1);
+  EXPECT_EQ(after.teardown, before.teardown) << "a destroyed stream read as the runtime's end";
+  hurray_buffer next = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
+  f.reset();
+  EXPECT_EQ(hurray_buffer_release(&next), HURRAY_OK);
+  EXPECT_EQ(f.call_count("hipFree"), 1);
+  EXPECT_EQ(f.live_allocations(), live_before + 1) << "only the contract breaker's memory leaked";
   f.reset();
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "support.h"
@@ -290,6 +291,37 @@ TEST_F(StridedCuda, KernelIsLoadedAgainInARenewedContext) {
   EXPECT_EQ(f().call_count("cuModuleLoadData"), 1);
   EXPECT_EQ(values(b), reference(v2));
   for (hurray_buffer *h : {&a, &b, &v, &src, &v2, &src2}) hurray_buffer_release(h);
+}
+
+// Issue 17: a kernel that the driver cannot load names the driver's error
+// (JIT and PTX load errors used to print as "CUresult").
+TEST_F(StridedCuda, KernelLoadErrorsAreNamed) {
+  auto renew = reinterpret_cast<void (*)(int)>(dlsym(f().lib, "fake_cuda_renew_context"));
+  ASSERT_NE(renew, nullptr);
+  const struct {
+    int code;
+    const char *name;
+  } errors[] = {{209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+                {218, "CUDA_ERROR_INVALID_PTX"},
+                {221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},
+                {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
+                {223, "CUDA_ERROR_JIT_COMPILATION_DISABLED"},
+                {224, "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY"}};
+  for (const auto &e : errors) {
+    SCOPED_TRACE(e.name);
+    renew(0);  // a new incarnation: the kernel is loaded again
+    hurray_buffer src = iota(dev(HURRAY_DEVICE_CUDA, 0), 16);
+    hurray_buffer v = view(src.data, dev(HURRAY_DEVICE_CUDA, 0), {4, 4}, {1, 4});
+    f().inject("cuModuleLoadData", e.code, 1);
+    hurray_buffer c{};
+    EXPECT_EQ(hurray_copy(&v, dev(HURRAY_DEVICE_CUDA, 0), &c), HURRAY_ERR_DEVICE);
+    const std::string want = std::string(e.name) + " (" + std::to_string(e.code) + ")";
+    EXPECT_NE(std::string(hurray_last_error()).find(want), std::string::npos)
+        << hurray_last_error();
+    f().reset();
+    hurray_buffer_release(&v);
+    hurray_buffer_release(&src);
+  }
 }
 
 // Defect 10: a size-1 dimension with a huge stride multiplies nothing.
