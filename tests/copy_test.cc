@@ -287,4 +287,11 @@ TEST(StreamWait, EqualStreamsNeedNoRuntime) {
   // A device type that is not a GPU's is still an error.
   EXPECT_STATUS(hurray_stream_wait(hurray_device{HURRAY_DEVICE_CPU, 0}, s, s),
                 HURRAY_ERR_UNSUPPORTED_DEVICE);
+  // ... and says so without claiming that kDLCPU is served there.
+  EXPECT_NE(std::strstr(hurray_last_error(), "kDLCPU has no streams"), nullptr)
+      << hurray_last_error();
+  EXPECT_STATUS(hurray_stream_wait(hurray_device{4 /* kDLOpenCL */, 0}, s, nullptr),
+                HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), "kDLOpenCL has no streams"), nullptr)
+      << hurray_last_error();
 }

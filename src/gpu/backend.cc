@@ -88,7 +88,8 @@ const DeviceBackend *backend_for(int32_t device_type) {
     case HURRAY_DEVICE_ROCM_HOST: return &g_hip;
     default:
       fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-           "device type %d (%s) is not served by libhurray (kDLCPU, CUDA and ROCm types are)",
+           "device type %d (%s) has no GPU back end in libhurray (the CUDA and ROCm types "
+           "have; kDLCPU memory needs none)",
            device_type, device_type_name(device_type));
       return nullptr;
   }

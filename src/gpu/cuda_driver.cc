@@ -145,9 +145,17 @@ bool load() {
   auto v2 = reinterpret_cast<GetProcV2>(dlsym(lib, "cuGetProcAddress_v2"));
   auto v1 = v2 != nullptr ? nullptr : reinterpret_cast<GetProcV1>(dlsym(lib, "cuGetProcAddress"));
   if (v2 == nullptr && v1 == nullptr) {
-    set_error("CUDA is unavailable: loaded %s, but it has no cuGetProcAddress: the driver is "
-              "older than CUDA 11.3, which libhurray needs",
-              path);
+    // A library without cuInit is no CUDA driver at all (a wrong
+    // HURRAY_CUDA_DRIVER_PATH); one with it but no cuGetProcAddress is old.
+    if (dlsym(lib, "cuInit") == nullptr) {
+      set_error("CUDA is unavailable: loaded %s (%s), but it is not a CUDA driver library (it "
+                "has neither cuInit nor cuGetProcAddress)",
+                path, overridden ? "from HURRAY_CUDA_DRIVER_PATH" : "the NVIDIA driver library");
+    } else {
+      set_error("CUDA is unavailable: loaded %s, but it has no cuGetProcAddress: the driver is "
+                "older than CUDA 11.3, which libhurray needs",
+                path);
+    }
     dlclose(lib);
     return false;
   }

@@ -26,7 +26,13 @@ HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_strea
                                       void *consumer_stream) {
   using namespace hurray;
   const int32_t type = device.device_type;
-  if (is_gpu_type(type) && producer_stream == consumer_stream) return HURRAY_OK;  // no runtime
+  if (!is_gpu_type(type)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "hurray_stream_wait orders streams of the CUDA and ROCm device types; %s has "
+                "no streams",
+                device_type_name(type));
+  }
+  if (producer_stream == consumer_stream) return HURRAY_OK;  // no runtime needed
   const DeviceBackend *b = ready_backend(type);
   if (b == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   if (device.device_id < 0) {

@@ -73,6 +73,19 @@ TEST(CudaLoading, MissingLibraryGivesDeviceUnavailable) {
   EXPECT_EQ(r.err, "");
 }
 
+TEST(CudaLoading, LibraryThatIsNoDriverIsCalledSo) {
+  SKIP_WITHOUT_VENDOR(kWithCuda, "CUDA");
+  // A wrong HURRAY_CUDA_DRIVER_PATH that loads: not an "old driver".
+  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
+                            {{"HURRAY_CUDA_DRIVER_PATH", "libm.so.6"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_CONTAINS(r.out, "loaded libm.so.6 (from HURRAY_CUDA_DRIVER_PATH)");
+  EXPECT_CONTAINS(r.out, "not a CUDA driver library");
+  EXPECT_EQ(r.out.find("older than CUDA"), std::string::npos) << r.out;
+  EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
+}
+
 TEST(CudaLoading, DefaultNameIsLibcudaSo1OnTheSearchPath) {
   SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   // No override: dlopen("libcuda.so.1") must find the fake by its soname.
