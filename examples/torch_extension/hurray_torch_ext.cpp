@@ -96,8 +96,32 @@ at::Tensor to_torch(hurray::DLPackVersionedPtr dl) {
   throw std::runtime_error(e.what());
 }
 
+// at::toDLPackVersioned exports what the tensor's storage holds, not what
+// the tensor means: a conjugate or negative view (the bits torch resolves
+// lazily) would arrive un-conjugated / un-negated, and a tensor that requires
+// grad would lose its autograd graph. Refuse them as torch's own __dlpack__
+// refuses the first and the last (BufferError), with what to call instead.
+void refuse_lazy_views(const at::Tensor &x) {
+  if (x.requires_grad()) {
+    throw pybind11::buffer_error(
+        "fan_out: the tensor requires grad; views would drop its autograd graph "
+        "(pass tensor.detach())");
+  }
+  if (x.is_conj()) {
+    throw pybind11::buffer_error(
+        "fan_out: the tensor has its conjugate bit set; the memory holds the unconjugated "
+        "values (pass tensor.resolve_conj())");
+  }
+  if (x.is_neg()) {
+    throw pybind11::buffer_error(
+        "fan_out: the tensor has its negative bit set; the memory holds the un-negated "
+        "values (pass tensor.resolve_neg())");
+  }
+}
+
 std::vector<at::Tensor> fan_out(const at::Tensor &x, int64_t n) {
   if (n < 0) throw pybind11::value_error("fan_out: n must be >= 0, got " + std::to_string(n));
+  refuse_lazy_views(x);
   try {
     hurray::DLPackVersionedPtr produced = wrap_counting(at::toDLPackVersioned(x));
     // From here on every failure path releases exactly what it holds: the

@@ -170,6 +170,29 @@ def test_negative_n_raises_before_anything_is_exported():
     assert counts.producer_deletes == 0
 
 
+@pytest.mark.parametrize("make, what", [
+    (lambda: torch.tensor([1 + 2j, 3 + 4j]).conj(), "conjugate bit"),
+    (lambda: torch.tensor([1 + 2j, 3 + 4j]).conj().imag, "negative bit"),
+    (lambda: torch._neg_view(torch.arange(4.0)), "negative bit"),
+    (lambda: torch.ones(3, requires_grad=True), "requires grad"),
+])
+def test_lazy_views_and_grad_tensors_are_refused_not_handed_on_wrong(make, what):
+    # Their storage does not hold what they mean; a view of it would read
+    # un-conjugated / un-negated values, or drop the autograd graph.
+    before = ext.release_counts()
+    with pytest.raises(BufferError, match=what):
+        ext.fan_out(make(), 2)
+    assert ext.release_counts() == before  # nothing was exported
+
+
+def test_resolved_lazy_views_fan_out_with_their_values():
+    z = torch.tensor([1 + 2j, 3 + 4j]).conj().resolve_conj()
+    a, b = ext.fan_out(z, 2)
+    assert a.tolist() == [1 - 2j, 3 - 4j] and b.tolist() == [1 - 2j, 3 - 4j]
+    del a, b
+    gc.collect()
+
+
 def test_wrong_argument_types_raise_type_error():
     with pytest.raises(TypeError):
         ext.fan_out([1, 2, 3], 2)
