@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Buffer owns one hurray_buffer handle: one reference to tensor memory. It is
@@ -24,6 +25,7 @@ type Buffer struct {
 	reuse   bool          // made by NewBuffer or filled by ShareInto: keep the finaliser armed
 	drain   chan struct{} // closed when readers drops to 0; made by a waiting release
 	blk     C.hgo_ref     // the block; 0 once released or handed on
+	own     C.hgo_ref     // ShareInto's block of one slot, kept while b lives; 0: none
 	i       C.size_t      // the slot of blk that is this Buffer's handle
 	meta    C.hgo_meta    // the handle's scalar fields (fixed while it is live)
 }
@@ -99,6 +101,10 @@ func finalize(b *Buffer) {
 	if b.take() {
 		finalizerReleases.Add(1)
 	}
+	if b.own != 0 { // unreachable: no other goroutine can use b
+		C.hgo_block_free(b.own)
+		b.own = 0
+	}
 }
 
 // lockIdle locks b.mu once no scoped view (WithBytes, ...) is running: a
@@ -123,14 +129,18 @@ func (b *Buffer) lockIdle() {
 // released.
 func (b *Buffer) take() bool {
 	b.lockIdle()
-	blk, i := b.blk, b.i
+	blk, i, own := b.blk, b.i, b.own
 	b.blk = 0
 	b.disarm()
 	b.mu.Unlock()
 	if blk == 0 {
 		return false
 	}
-	C.hgo_drop(blk, i)
+	if blk == own {
+		C.hgo_release_slot(blk, i) // ShareInto's own block stays with b
+	} else {
+		C.hgo_drop(blk, i)
+	}
 	return true
 }
 
@@ -233,23 +243,43 @@ func (b *Buffer) ShareInto(dst *Buffer) error {
 	if dst == nil || dst == b {
 		return &Error{Op: op, Status: ErrInvalidArgument, Message: "dst must be another Buffer"}
 	}
-	r, err := b.share(op, 1)
-	if err != nil {
-		return err
+	// Both locks, in address order (a.ShareInto(b) racing b.ShareInto(a)
+	// cannot deadlock).
+	first, second := b, dst
+	if uintptr(unsafe.Pointer(dst)) < uintptr(unsafe.Pointer(b)) {
+		first, second = dst, b
 	}
-	dst.mu.Lock()
+	first.mu.Lock()
+	second.mu.Lock()
+	err := b.shareIntoLocked(op, dst)
+	second.mu.Unlock()
+	first.mu.Unlock()
+	return err
+}
+
+// shareIntoLocked is ShareInto with both mutexes held.
+func (b *Buffer) shareIntoLocked(op string, dst *Buffer) error {
+	if b.blk == 0 {
+		return closedErr(op)
+	}
 	if dst.blk != 0 {
-		dst.mu.Unlock()
-		C.hgo_drop(r.blk, 1) // give the new share back: nothing changes
 		return &Error{Op: op, Status: ErrInvalidArgument, Message: "dst still holds a reference"}
 	}
-	labelSlots(r.blk, 1, 1, op, 1)
-	dst.blk, dst.i, dst.meta, dst.reuse = r.blk, 1, r.meta, true
+	if dst.own == 0 {
+		if dst.own = C.hgo_block_own(); dst.own == 0 {
+			return &Error{Op: op, Status: ErrOutOfMemory, Message: "cannot allocate the handle"}
+		}
+	}
+	r := C.hgo_share_into(b.blk, b.i, dst.own)
+	if err := result(op, r.status, r.msg); err != nil {
+		return err
+	}
+	labelSlots(dst.own, 0, 0, op, 2)
+	dst.blk, dst.i, dst.meta, dst.reuse = dst.own, 0, r.meta, true
 	if !dst.armed {
 		runtime.SetFinalizer(dst, finalize)
 		dst.armed = true
 	}
-	dst.mu.Unlock()
 	return nil
 }
 

@@ -56,7 +56,11 @@ func (b *Buffer) export(op string, versioned C.int32_t) (unsafe.Pointer, error) 
 		b.mu.Unlock()
 		return nil, closedErr(op)
 	}
-	r := C.hgo_to_dlpack(b.blk, b.i, versioned)
+	var keep C.int32_t
+	if b.blk == b.own {
+		keep = 1
+	}
+	r := C.hgo_to_dlpack(b.blk, b.i, versioned, keep)
 	if r.status == 0 {
 		b.blk = 0 // the slot was dropped: its handle is in the tensor now
 		b.disarm()

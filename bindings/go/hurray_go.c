@@ -104,7 +104,7 @@ static void hgo_unown(hgo_block *b) {
   if (atomic_fetch_sub_explicit(&b->live, 1, memory_order_acq_rel) == 1) free(b);
 }
 
-hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned) {
+hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned, int32_t keep) {
   hgo_block *b = hgo_blk(ref);
   void *t = NULL;
   int32_t s;
@@ -118,7 +118,7 @@ hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned) {
     t = l;
   }
   if (s != HURRAY_OK) return hgo_fail(s, hurray_last_error());
-  hgo_unown(b); /* the handle moved into the tensor (and was zeroed) */
+  if (!keep) hgo_unown(b); /* the handle moved into the tensor (and was zeroed) */
   hgo_ret r = {HURRAY_OK, 0, {0, 0, 0, 0, 0, 0, 0}, t, NULL};
   return r;
 }
@@ -246,3 +246,20 @@ void hgo_check_label(hgo_ref ref, size_t first, size_t last, const char *label) 
   hgo_block *b = hgo_blk(ref);
   for (size_t k = first; k <= last; k++) (void)hurray_check_label(&b->h[k], label);
 }
+
+hgo_ref hgo_block_own(void) { return (hgo_ref)hgo_block_new(1, 1); }
+
+void hgo_block_free(hgo_ref ref) { free(hgo_blk(ref)); }
+
+hgo_ret hgo_share_into(hgo_ref src, size_t i, hgo_ref dst) {
+  hgo_block *b = hgo_blk(src);
+  hgo_block *d = hgo_blk(dst);
+  hurray_buffer t[2]; /* C stack: the source's new handle, then the share */
+  int32_t s = hurray_share(&b->h[i], 2, t);
+  if (s != HURRAY_OK) return hgo_fail(s, hurray_last_error());
+  b->h[i] = t[0];
+  d->h[0] = t[1];
+  return hgo_made(d, 0);
+}
+
+void hgo_release_slot(hgo_ref ref, size_t i) { (void)hurray_buffer_release(&hgo_blk(ref)->h[i]); }

@@ -81,8 +81,20 @@ hgo_ret hgo_from_dlpack(void *t, int32_t versioned);
  * slot i keeps its reference. HURRAY_ERR_OUT_OF_MEMORY when the block cannot
  * be allocated; on any failure nothing changes. */
 hgo_ret hgo_share(hgo_ref b, size_t i, size_t n);
-/* Hands slot i of b on as a DLPack tensor; on success the slot is dropped. */
-hgo_ret hgo_to_dlpack(hgo_ref b, size_t i, int32_t versioned);
+/* Hands slot i of b on as a DLPack tensor; on success the slot is dropped
+ * (keep 0) or only emptied (keep 1: a block of its own, hgo_block_own). */
+hgo_ret hgo_to_dlpack(hgo_ref b, size_t i, int32_t versioned, int32_t keep);
+/* A block of one slot that a reusable Go Buffer keeps for itself (filled
+ * by hgo_share_into, emptied by hgo_release_slot, freed by hgo_block_free);
+ * 0 when it cannot be allocated. */
+hgo_ref hgo_block_own(void);
+void hgo_block_free(hgo_ref b);
+/* Shares slot i of src into slot 0 of dst (an hgo_block_own block whose
+ * slot is empty); src's slot keeps its reference. No allocation. On failure
+ * nothing changes. blk of the result is dst. */
+hgo_ret hgo_share_into(hgo_ref src, size_t i, hgo_ref dst);
+/* Releases slot i of b, keeping the block. */
+void hgo_release_slot(hgo_ref b, size_t i);
 /* Releases slot i of b and drops it (frees b with its last slot). */
 void hgo_drop(hgo_ref b, size_t i);
 hgo_dims hgo_get_dims(hgo_ref b, size_t i, int32_t strides);
