@@ -10,8 +10,10 @@
 # Installs the Debian toolchains when missing (golang-go, openjdk-17-jdk-headless,
 # junit5; as root with apt-get, or with password-less sudo), then builds and runs:
 #   go      go test -race ./... in bindings/go (no network: standard library only),
-#           again with HURRAY_CHECK=1, and the interop consumer loaded with dlopen
-#           by a C host (interop/dlopenhost) for the fresh-thread check
+#           again with HURRAY_CHECK=1, the interop consumer loaded with dlopen
+#           by a C host (interop/dlopenhost) for the fresh-thread check, and
+#           the Go steps of README.md and docs/impl/go.md's quick start in a
+#           new module outside the checkout (offline)
 #   java    the JNI library, the classes and JUnit 5 (console launcher), with
 #           InteropTest loading the Go consumer (go build -buildmode=c-shared);
 #           four JUnit runs: the suite, InteropTest alone, the suite in random
@@ -76,11 +78,12 @@ export CGO_LDFLAGS="-Wl,-rpath,$libdir"
 (cd "$here/go" && go vet ./...) || { log "go vet failed"; rc=1; }
 (cd "$here/go" && go test -race -count=1 ./... 2>&1) | tee "$out/go-test.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-grep -Eq '^ok[[:space:]]+hurray[[:space:]]' "$out/go-test.log" || { log "go test ran no tests of package hurray"; rc=1; }
+gomod=github.com/libhurray/libhurray/bindings/go
+grep -Eq "^ok[[:space:]]+$gomod[[:space:]]" "$out/go-test.log" || { log "go test ran no tests of package hurray"; rc=1; }
 # Once more under libhurray's checking mode (it puts handle ids in user_data).
 (cd "$here/go" && HURRAY_CHECK=1 go test -count=1 ./... 2>&1) | tee "$out/go-test-check.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { log "go test under HURRAY_CHECK=1 failed"; rc=1; }
-grep -Eq '^ok[[:space:]]+hurray[[:space:]]' "$out/go-test-check.log" \
+grep -Eq "^ok[[:space:]]+$gomod[[:space:]]" "$out/go-test-check.log" \
   || { log "go test under HURRAY_CHECK=1 ran no tests of package hurray"; rc=1; }
 (cd "$here/go" && go build -buildmode=c-shared -o "$out/libhurray_go_consumer.so" ./interop/consumer) \
   || { log "building the Go interop consumer failed"; rc=1; }
@@ -92,6 +95,35 @@ if gcc -std=c11 -O2 -Wall -Wextra -Werror "$here/go/interop/dlopenhost/host.c" -
 else
   log "building the Go dlopen host failed"; rc=1
 fi
+
+# The Go steps of README.md ("Using it from Go") and of docs/impl/go.md's
+# quick start, literally, in a new module outside the checkout (an empty
+# temporary directory) against the install, with no network (GOPROXY=off;
+# -mod=mod lets go.mod be completed from the replace): the indented shell
+# block is run with P (the prefix) and R (this checkout) set, next to the
+# section's ```go block saved as main.go. The quick start runs under
+# HURRAY_CHECK=1, where its deferred CheckReport must list nothing.
+# readme_go FILE HEADING NAME [ENV...]
+readme_go() {
+  local file=$1 heading=$2 name=$3 tmp steps
+  shift 3
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/hurray-$name.XXXXXX") || return 1
+  steps=$(awk -v h="$heading" '$0 == h {s = 1; next} s && /^## / {exit}
+               s && /^    / {sub(/^    /, ""); print}' "$file")
+  awk -v h="$heading" '$0 == h {s = 1; next} s && /^## / {exit}
+                 s && /^```go$/ {j = 1; next} j && /^```$/ {exit} j' "$file" > "$tmp/main.go"
+  [ -n "$steps" ] && [ -s "$tmp/main.go" ] || { log "$file: no Go steps or program under '$heading'"; return 1; }
+  printf '%s\n' "$steps" > "$tmp/steps.sh"
+  (cd "$tmp" && env -u LD_LIBRARY_PATH -u CGO_LDFLAGS -u PKG_CONFIG_PATH GOFLAGS=-mod=mod "$@" \
+     P="$prefix" R="$repo" bash -euo pipefail steps.sh) 2>&1 | tee "$out/$name.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'hurray Go example: sum 15' "$out/$name.log" \
+    && ! grep -q 'still live' "$out/$name.log" \
+    || { log "the Go steps of $file failed (in $tmp; log $out/$name.log)"; return 1; }
+  log "$(basename "$file") Go steps: ok (a new module in $tmp)"
+  rm -rf "$tmp"
+}
+readme_go "$repo/README.md" "## Using it from Go" readme-go || rc=1
+readme_go "$repo/docs/impl/go.md" "## Quick start" go-quickstart HURRAY_CHECK=1 || rc=1
 
 # --- Java -------------------------------------------------------------------
 jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$prefix/include")

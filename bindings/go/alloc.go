@@ -7,7 +7,8 @@ import "C"
 // type and shape (compact row-major, 64-byte aligned), as one Buffer whose
 // release frees it. readOnly sets the READ_ONLY flag. Errors are *Error
 // values with libhurray's status (ErrInvalidArgument for a negative extent,
-// ErrUnsupportedDType, ErrOverflow, ErrOutOfMemory).
+// ErrUnsupportedDType, ErrOverflow, ErrOutOfMemory). In checking mode the
+// handle is labelled with the caller's file:line (CheckLive).
 func Alloc(dtype DType, shape []int64, readOnly bool) (*Buffer, error) {
 	var p *C.int64_t
 	if len(shape) > 0 {
@@ -22,5 +23,6 @@ func Alloc(dtype DType, shape []int64, readOnly bool) (*Buffer, error) {
 	if err := result("hurray.Alloc", r.status, r.msg); err != nil {
 		return nil, err
 	}
+	labelSlots(r.blk, 0, 0, "hurray.Alloc", 1)
 	return wrap(&r, 0), nil
 }

@@ -11,9 +11,21 @@ import (
 	"time"
 	"unsafe"
 
-	"hurray"
-	"hurray/internal/testprod"
+	hurray "github.com/libhurray/libhurray/bindings/go"
+	"github.com/libhurray/libhurray/bindings/go/internal/testprod"
 )
+
+// must returns a function that fails t on a non-nil error and returns the
+// value otherwise.
+func must(t *testing.T) func([]int64, error) []int64 {
+	return func(v []int64, err error) []int64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
 
 func floats(t *testing.T, b *hurray.Buffer) []float32 {
 	t.Helper()
@@ -98,14 +110,16 @@ func TestTensorFromCReleasedThroughGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Shape(); len(got) != 2 || got[0] != 2 || got[1] != 3 {
+	if got := must(t)(b.Shape()); len(got) != 2 || got[0] != 2 || got[1] != 3 {
 		t.Fatalf("Shape = %v", got)
 	}
-	if got := b.Strides(); len(got) != 2 || got[0] != 3 || got[1] != 1 {
+	if got := must(t)(b.Strides()); len(got) != 2 || got[0] != 3 || got[1] != 1 {
 		t.Fatalf("Strides = %v", got)
 	}
-	if b.DType() != hurray.Float32 || b.Device() != (hurray.Device{Type: hurray.DeviceCPU}) || b.ReadOnly() {
-		t.Fatalf("DType %v Device %v ReadOnly %v", b.DType(), b.Device(), b.ReadOnly())
+	dt, _ := b.DType()
+	dev, _ := b.Device()
+	if dt != hurray.Float32 || dev != (hurray.Device{Type: hurray.DeviceCPU}) || b.ReadOnly() {
+		t.Fatalf("DType %v Device %v ReadOnly %v", dt, dev, b.ReadOnly())
 	}
 	if got := floats(t, b); len(got) != 6 || got[0] != 10 || got[5] != 15 {
 		t.Fatalf("contents %v", got)
@@ -118,15 +132,25 @@ func TestTensorFromCReleasedThroughGo(t *testing.T) {
 	if n := testprod.DeleterCalls(); n != 1 {
 		t.Fatalf("deleter ran %d times", n)
 	}
-	if b.Shape() != nil || b.DType() != (hurray.DType{}) {
-		t.Fatal("a released Buffer still describes memory")
+	// Every accessor of a released Buffer says so with ErrClosed.
+	if shape, err := b.Shape(); shape != nil || !errors.Is(err, hurray.ErrClosed) {
+		t.Fatalf("Shape of a released Buffer: %v, %v", shape, err)
+	}
+	if st, err := b.Strides(); st != nil || !errors.Is(err, hurray.ErrClosed) {
+		t.Fatalf("Strides of a released Buffer: %v, %v", st, err)
+	}
+	if dt, err := b.DType(); dt != (hurray.DType{}) || !errors.Is(err, hurray.ErrClosed) || !errors.Is(err, hurray.ErrReleased) {
+		t.Fatalf("DType of a released Buffer: %v, %v", dt, err)
+	}
+	if dev, err := b.Device(); dev != (hurray.Device{}) || !errors.Is(err, hurray.ErrClosed) {
+		t.Fatalf("Device of a released Buffer: %v, %v", dev, err)
 	}
 
 	legacy, err := hurray.FromDLPack(testprod.MakeLegacy([]int64{5}, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := legacy.Strides(); len(got) != 1 || got[0] != 1 {
+	if got := must(t)(legacy.Strides()); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("legacy strides %v (NULL strides read as compact)", got)
 	}
 	legacy.Release()
@@ -176,7 +200,7 @@ func TestExportFromGoReleasedInC(t *testing.T) {
 	if !a.Released() {
 		t.Fatal("ToDLPackVersioned left the Buffer live")
 	}
-	if _, err := a.ToDLPackVersioned(); !errors.Is(err, hurray.ErrInvalidArgument) {
+	if _, err := a.ToDLPackVersioned(); !errors.Is(err, hurray.ErrClosed) {
 		t.Fatalf("second export: %v", err)
 	}
 	if sum, ok := testprod.ConsumeVersioned(tensor); !ok || sum != 21 {
@@ -297,11 +321,11 @@ func TestErrorsCarryExactCodes(t *testing.T) {
 	}
 	b.Release()
 	_, err = b.Share(1)
-	wantStatus(t, "Share after Release", err, hurray.ErrInvalidArgument)
+	wantStatus(t, "Share after Release", err, hurray.ErrClosed)
 	_, err = b.Bytes()
-	wantStatus(t, "Bytes after Release", err, hurray.ErrInvalidArgument)
+	wantStatus(t, "Bytes after Release", err, hurray.ErrClosed)
 	_, err = b.ToDLPack()
-	wantStatus(t, "ToDLPack after Release", err, hurray.ErrInvalidArgument)
+	wantStatus(t, "ToDLPack after Release", err, hurray.ErrClosed)
 }
 
 func TestBytesOfEmptyTensor(t *testing.T) {

@@ -4,7 +4,6 @@ package hurray
 import "C"
 
 import (
-	"runtime"
 	"unsafe"
 )
 
@@ -28,6 +27,7 @@ func importTensor(op string, t unsafe.Pointer, versioned C.int32_t) (*Buffer, er
 	if err := result(op, r.status, r.msg); err != nil {
 		return nil, err
 	}
+	labelSlots(r.blk, 0, 0, op, 2)
 	return wrap(&r, 0), nil
 }
 
@@ -35,7 +35,9 @@ func importTensor(op string, t unsafe.Pointer, versioned C.int32_t) (*Buffer, er
 // DLManagedTensorVersioned for another runtime: on success b is released
 // (its handle moved into the tensor) and the caller owns the tensor, whose
 // deleter must be called once. To keep using the memory in Go, Share first
-// and export one of the shares. On error b is unchanged.
+// and export one of the shares. It waits for scoped views (WithBytes, ...)
+// running on other goroutines. Errors: ErrClosed once released or handed
+// on; libhurray's statuses. On error b is unchanged.
 func (b *Buffer) ToDLPackVersioned() (unsafe.Pointer, error) {
 	return b.export("hurray.Buffer.ToDLPackVersioned", 1)
 }
@@ -46,20 +48,26 @@ func (b *Buffer) ToDLPack() (unsafe.Pointer, error) {
 	return b.export("hurray.Buffer.ToDLPack", 0)
 }
 
+// export waits for running scoped views (the tensor's consumer may free the
+// memory at once), then moves the handle into a tensor.
 func (b *Buffer) export(op string, versioned C.int32_t) (unsafe.Pointer, error) {
-	b.mu.Lock()
+	b.lockIdle()
 	if b.blk == 0 {
 		b.mu.Unlock()
-		return nil, released(op)
+		return nil, closedErr(op)
 	}
-	r := C.hgo_to_dlpack(b.blk, b.i, versioned)
+	var keep C.int32_t
+	if b.blk == b.own {
+		keep = 1
+	}
+	r := C.hgo_to_dlpack(b.blk, b.i, versioned, keep)
 	if r.status == 0 {
 		b.blk = 0 // the slot was dropped: its handle is in the tensor now
+		b.disarm()
 	}
 	b.mu.Unlock()
 	if err := result(op, r.status, r.msg); err != nil {
 		return nil, err
 	}
-	runtime.SetFinalizer(b, nil)
 	return r.tensor, nil
 }

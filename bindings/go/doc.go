@@ -2,14 +2,25 @@
 // on tensor memory described by a hurray_buffer handle, whose release
 // callback runs exactly once, from any thread (ADR-009).
 //
-// A *Buffer owns one handle. Release gives it back (idempotent: only the
-// first call releases). Share hands out more Buffers of the same memory; the
+// Import it as
+//
+//	import hurray "github.com/libhurray/libhurray/bindings/go"
+//
+// A *Buffer owns one handle. Close (io.Closer; prefer it, defer b.Close())
+// or Release gives it back; only the first call releases, and every use
+// after it returns an error for which errors.Is(err, ErrClosed) is true. Share hands out more Buffers of the same memory; the
 // memory's own release (the producer's DLPack deleter, the allocation's free)
 // runs once, after the last of them is released, on the goroutine that
 // releases last. FromDLPack and FromDLPackVersioned take a C DLPack tensor
 // from another runtime; ToDLPack and ToDLPackVersioned hand a Buffer on as
 // one. A finaliser releases a Buffer that was dropped without Release: it is
 // a safety net only (FinalizerReleases counts how often it was needed).
+//
+// WithBytes and the typed views (WithFloat32s, ...) lend the memory to a
+// callback during which the Buffer cannot be released; Bytes is the
+// unchecked, unsafe form. CheckLive and CheckReport (defer
+// hurray.CheckReport() in main) show the handles libhurray's checking mode
+// (HURRAY_CHECK=1) still sees live, which Go's exit never reports.
 //
 // Errors from libhurray are *Error values carrying the Status code and
 // libhurray's message; errors.Is(err, hurray.ErrInvalidArgument) matches a

@@ -13,9 +13,9 @@ import (
 // so errors.Is(err, ErrOverflow) tests the code of an *Error.
 type Status int32
 
-// The status codes of hurray.h (c-ffi §2).
+// The failure codes of hurray.h (c-ffi §2). HURRAY_OK (0) has no constant:
+// a nil error is success, and no non-nil error value means "no error".
 const (
-	OK                    Status = 0
 	ErrInvalidArgument    Status = 1
 	ErrUnsupportedVersion Status = 2
 	ErrUnsupportedDType   Status = 3
@@ -24,9 +24,14 @@ const (
 	ErrOverflow           Status = 6
 	ErrDevice             Status = 7
 	ErrInternal           Status = 8
-	ErrReleased           Status = 9  // checking mode: the handle was already released
+	ErrReleased           Status = 9  // the Buffer (or, in checking mode, the handle) was already released
 	ErrLeaked             Status = 10 // checking mode: reported for a handle live at exit
 )
+
+// ErrClosed is the status of every operation on a Buffer already released,
+// closed or handed on (ToDLPack*): errors.Is(err, hurray.ErrClosed) is true
+// for it. It is ErrReleased (HURRAY_ERR_RELEASED) under the io.Closer name.
+const ErrClosed = ErrReleased
 
 // String returns libhurray's name of the code ("HURRAY_ERR_OVERFLOW").
 func (s Status) String() string { return C.GoString(C.hgo_status_name(C.int32_t(s))) }
@@ -71,7 +76,8 @@ func result(op string, status C.int32_t, msg *C.char) error {
 	return e
 }
 
-// released is the error of an operation on a Buffer already released.
-func released(op string) error {
-	return &Error{Op: op, Status: ErrInvalidArgument, Message: "the Buffer is released"}
+// closedErr is the error of an operation on a Buffer already released,
+// closed or handed on.
+func closedErr(op string) error {
+	return &Error{Op: op, Status: ErrClosed, Message: "the Buffer is released"}
 }

@@ -1,11 +1,12 @@
 package hurray_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 
-	"hurray"
+	hurray "github.com/libhurray/libhurray/bindings/go"
 )
 
 // Allocate CPU memory, fill it, share it with two workers that release on
@@ -41,6 +42,7 @@ func Example() {
 	}
 	buf.Release()
 	wg.Wait()
-	fmt.Println(buf.Released(), workers[0].Shape(), sums)
-	// Output: true [] [28 28]
+	_, err = workers[0].Shape()
+	fmt.Println(buf.Released(), errors.Is(err, hurray.ErrClosed), sums)
+	// Output: true true [28 28]
 }

@@ -1,3 +1,3 @@
-module hurray
+module github.com/libhurray/libhurray/bindings/go
 
 go 1.19

@@ -104,7 +104,7 @@ static void hgo_unown(hgo_block *b) {
   if (atomic_fetch_sub_explicit(&b->live, 1, memory_order_acq_rel) == 1) free(b);
 }
 
-hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned) {
+hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned, int32_t keep) {
   hgo_block *b = hgo_blk(ref);
   void *t = NULL;
   int32_t s;
@@ -118,7 +118,7 @@ hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned) {
     t = l;
   }
   if (s != HURRAY_OK) return hgo_fail(s, hurray_last_error());
-  hgo_unown(b); /* the handle moved into the tensor (and was zeroed) */
+  if (!keep) hgo_unown(b); /* the handle moved into the tensor (and was zeroed) */
   hgo_ret r = {HURRAY_OK, 0, {0, 0, 0, 0, 0, 0, 0}, t, NULL};
   return r;
 }
@@ -168,3 +168,98 @@ hgo_bytes_ret hgo_bytes(hgo_ref ref, size_t i) {
 }
 
 const char *hgo_status_name(int32_t status) { return hurray_status_name(status); }
+
+void hgo_noop(void) {}
+
+int32_t hgo_check_on(void) {
+  hurray_check_state st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  if (hurray_check_get_state(&st) != HURRAY_OK) return 0;
+  return st.options != 0;
+}
+
+typedef struct hgo_check_acc {
+  hgo_check_item *items;
+  size_t n, cap;
+  int failed;
+} hgo_check_acc;
+
+static char *hgo_strdup_or_empty(const char *s, int *failed) {
+  char *p = hgo_strdup(s != NULL ? s : "");
+  if (p == NULL) *failed = 1;
+  return p;
+}
+
+static void hgo_check_visit(const hurray_check_entry *e, void *user) {
+  hgo_check_acc *a = user;
+  if (a->failed) return;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 16;
+    hgo_check_item *p = realloc(a->items, cap * sizeof *p);
+    if (p == NULL) {
+      a->failed = 1;
+      return;
+    }
+    a->items = p;
+    a->cap = cap;
+  }
+  hgo_check_item *it = &a->items[a->n++];
+  it->id = e->id;
+  it->made_by = hgo_strdup_or_empty(e->made_by, &a->failed);
+  it->label = hgo_strdup_or_empty(e->label, &a->failed);
+  it->origin = hgo_strdup_or_empty(e->origin, &a->failed);
+  it->data = (uintptr_t)e->data;
+  it->device_type = e->device.device_type;
+  it->device_id = e->device.device_id;
+  it->ndim = e->ndim;
+  it->code = e->dtype.code;
+  it->bits = e->dtype.bits;
+  it->lanes = e->dtype.lanes;
+}
+
+void hgo_check_free(hgo_check_item *items, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    free(items[k].made_by);
+    free(items[k].label);
+    free(items[k].origin);
+  }
+  free(items);
+}
+
+hgo_check_ret hgo_check_live(uint64_t since) {
+  hgo_check_ret r = {HURRAY_OK, 0, NULL, NULL};
+  hgo_check_acc a = {NULL, 0, 0, 0};
+  int32_t s = hurray_check_live(since, hgo_check_visit, &a, NULL);
+  if (s != HURRAY_OK || a.failed) {
+    hgo_check_free(a.items, a.n);
+    r.status = s != HURRAY_OK ? s : HURRAY_ERR_OUT_OF_MEMORY;
+    r.msg = hgo_strdup(s != HURRAY_OK ? hurray_last_error() : "cannot copy the live-handle list");
+    return r;
+  }
+  r.n = a.n;
+  r.items = a.items;
+  return r;
+}
+
+void hgo_check_label(hgo_ref ref, size_t first, size_t last, const char *label) {
+  hgo_block *b = hgo_blk(ref);
+  for (size_t k = first; k <= last; k++) (void)hurray_check_label(&b->h[k], label);
+}
+
+hgo_ref hgo_block_own(void) { return (hgo_ref)hgo_block_new(1, 1); }
+
+void hgo_block_free(hgo_ref ref) { free(hgo_blk(ref)); }
+
+hgo_ret hgo_share_into(hgo_ref src, size_t i, hgo_ref dst) {
+  hgo_block *b = hgo_blk(src);
+  hgo_block *d = hgo_blk(dst);
+  hurray_buffer t[2]; /* C stack: the source's new handle, then the share */
+  int32_t s = hurray_share(&b->h[i], 2, t);
+  if (s != HURRAY_OK) return hgo_fail(s, hurray_last_error());
+  b->h[i] = t[0];
+  d->h[0] = t[1];
+  return hgo_made(d, 0);
+}
+
+void hgo_release_slot(hgo_ref ref, size_t i) { (void)hurray_buffer_release(&hgo_blk(ref)->h[i]); }

@@ -81,13 +81,61 @@ hgo_ret hgo_from_dlpack(void *t, int32_t versioned);
  * slot i keeps its reference. HURRAY_ERR_OUT_OF_MEMORY when the block cannot
  * be allocated; on any failure nothing changes. */
 hgo_ret hgo_share(hgo_ref b, size_t i, size_t n);
-/* Hands slot i of b on as a DLPack tensor; on success the slot is dropped. */
-hgo_ret hgo_to_dlpack(hgo_ref b, size_t i, int32_t versioned);
+/* Hands slot i of b on as a DLPack tensor; on success the slot is dropped
+ * (keep 0) or only emptied (keep 1: a block of its own, hgo_block_own). */
+hgo_ret hgo_to_dlpack(hgo_ref b, size_t i, int32_t versioned, int32_t keep);
+/* A block of one slot that a reusable Go Buffer keeps for itself (filled
+ * by hgo_share_into, emptied by hgo_release_slot, freed by hgo_block_free);
+ * 0 when it cannot be allocated. */
+hgo_ref hgo_block_own(void);
+void hgo_block_free(hgo_ref b);
+/* Shares slot i of src into slot 0 of dst (an hgo_block_own block whose
+ * slot is empty); src's slot keeps its reference. No allocation. On failure
+ * nothing changes. blk of the result is dst. */
+hgo_ret hgo_share_into(hgo_ref src, size_t i, hgo_ref dst);
+/* Releases slot i of b, keeping the block. */
+void hgo_release_slot(hgo_ref b, size_t i);
 /* Releases slot i of b and drops it (frees b with its last slot). */
 void hgo_drop(hgo_ref b, size_t i);
 hgo_dims hgo_get_dims(hgo_ref b, size_t i, int32_t strides);
 /* Host memory only: HURRAY_ERR_UNSUPPORTED_DEVICE for other devices. */
 hgo_bytes_ret hgo_bytes(hgo_ref b, size_t i);
 const char *hgo_status_name(int32_t status);
+/* One live tracked handle (hurray_check_entry) with its strings copied
+ * (malloc'ed; freed by hgo_check_free) and its data address as an integer. */
+typedef struct hgo_check_item {
+  uint64_t id;
+  char *made_by;
+  char *label;
+  char *origin;
+  uintptr_t data;
+  int32_t device_type;
+  int32_t device_id;
+  int32_t ndim;
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} hgo_check_item;
+
+/* hgo_check_live's result: n items (items NULL when n is 0). */
+typedef struct hgo_check_ret {
+  int32_t status;
+  size_t n;
+  hgo_check_item *items;
+  char *msg;
+} hgo_check_ret;
+
+/* 1 when the checking mode tracks handles made now, 0 when not. */
+int32_t hgo_check_on(void);
+/* The live tracked handles with id >= since (hurray_check_live), copied;
+ * HURRAY_ERR_OUT_OF_MEMORY when a copy cannot be allocated. */
+hgo_check_ret hgo_check_live(uint64_t since);
+void hgo_check_free(hgo_check_item *items, size_t n);
+/* Labels slots first..last of b (hurray_check_label); errors ignored (an
+ * untracked handle has no record to label). */
+void hgo_check_label(hgo_ref b, size_t first, size_t last, const char *label);
+
+/* Does nothing: the benchmarks' measure of one cgo call. */
+void hgo_noop(void);
 
 #endif /* HURRAY_BINDINGS_GO_H_ */

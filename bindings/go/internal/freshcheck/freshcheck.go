@@ -15,8 +15,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"hurray"
-	"hurray/internal/testprod"
+	hurray "github.com/libhurray/libhurray/bindings/go"
+	"github.com/libhurray/libhurray/bindings/go/internal/testprod"
 )
 
 // Run imports `threads` float32 [2, 3] READ_ONLY tensors on a goroutine of
@@ -130,16 +130,16 @@ func Run(threads, shares int) error {
 
 // checkBuffer compares every field of b with the tensor testprod made.
 func checkBuffer(b *hurray.Buffer, data uintptr, start float32) error {
-	if got := b.Shape(); len(got) != 2 || got[0] != 2 || got[1] != 3 {
+	if got, err := b.Shape(); err != nil || len(got) != 2 || got[0] != 2 || got[1] != 3 {
 		return fmt.Errorf("shape %v, want [2 3]", got)
 	}
-	if got := b.Strides(); len(got) != 2 || got[0] != 3 || got[1] != 1 {
+	if got, err := b.Strides(); err != nil || len(got) != 2 || got[0] != 3 || got[1] != 1 {
 		return fmt.Errorf("strides %v, want [3 1]", got)
 	}
-	if got := b.DType(); got != hurray.Float32 {
+	if got, err := b.DType(); err != nil || got != hurray.Float32 {
 		return fmt.Errorf("dtype %+v, want float32", got)
 	}
-	if got := b.Device(); got != (hurray.Device{Type: hurray.DeviceCPU, ID: 0}) {
+	if got, err := b.Device(); err != nil || got != (hurray.Device{Type: hurray.DeviceCPU, ID: 0}) {
 		return fmt.Errorf("device %+v, want CPU 0", got)
 	}
 	if !b.ReadOnly() {

@@ -24,7 +24,7 @@ static void tpg_odd_release(void *user_data) {
 }
 
 DLManagedTensorVersioned *tpg_make_odd(int32_t kind) {
-  if (kind < 0 || kind > 2) return NULL;
+  if (kind < 0 || kind > 4) return NULL;
   int k = atomic_fetch_add(&g_used, 1);
   if (k >= TPG_ODD_MAX) return NULL;
   tpg_odd *o = &g_pool[k];
@@ -58,6 +58,21 @@ DLManagedTensorVersioned *tpg_make_odd(int32_t kind) {
       h.ndim = 0;
       h.shape = (const int64_t *)(uintptr_t)0x8;
       h.strides = (const int64_t *)(uintptr_t)0x10;
+      break;
+    case 3:
+      o->shape[0] = 4, o->strides[0] = 1;
+      h.device.device_type = HURRAY_DEVICE_CUDA;
+      h.data = o->data; /* never read: device memory to the consumer */
+      h.ndim = 1;
+      h.shape = o->shape;
+      h.strides = o->strides;
+      break;
+    case 4:
+      o->shape[0] = 2, o->strides[0] = 1;
+      h.data = (char *)o->data + 1; /* 8 bytes inside data[], not 4-aligned */
+      h.ndim = 1;
+      h.shape = o->shape;
+      h.strides = o->strides;
       break;
     default:
       return NULL;

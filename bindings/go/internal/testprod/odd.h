@@ -20,6 +20,8 @@
  *   1  float32 [4], real data (values 0..3), user_data still 0x40
  *   2  float32 0-d, real data (value 7), shape 0x8 and strides 0x10 (ndim 0:
  *      never read)
+ *   3  float32 [4] on device CUDA:0 (data never read)
+ *   4  float32 [2] whose data is 1 byte past a 4-aligned address (misaligned)
  * Its release counts one call (tpg_odd_releases) and checks that user_data
  * is TPG_ODD_USER_DATA (tpg_odd_bad_user_data counts mismatches). NULL on
  * failure (at most 4096 per process). */

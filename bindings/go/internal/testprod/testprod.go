@@ -72,6 +72,14 @@ func ptr(s []int64) *C.int64_t {
 // 0x10). nil on failure. Its release is counted by OddReleases.
 func MakeOdd(kind int) unsafe.Pointer { return unsafe.Pointer(C.tpg_make_odd(C.int32_t(kind))) }
 
+// MakeDevice returns a MakeOdd tensor of float32 [4] on CUDA:0 (data never
+// read); nil on failure.
+func MakeDevice() unsafe.Pointer { return MakeOdd(3) }
+
+// MakeMisaligned returns a MakeOdd float32 [2] tensor on the CPU whose data
+// is not 4-byte aligned; nil on failure.
+func MakeMisaligned() unsafe.Pointer { return MakeOdd(4) }
+
 // OddReleases counts the releases of MakeOdd handles since ResetOdd.
 func OddReleases() int64 { return int64(C.tpg_odd_releases()) }
 

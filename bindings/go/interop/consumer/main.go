@@ -19,8 +19,8 @@ import (
 	"time"
 	"unsafe"
 
-	"hurray"
-	"hurray/internal/freshcheck"
+	hurray "github.com/libhurray/libhurray/bindings/go"
+	"github.com/libhurray/libhurray/bindings/go/internal/freshcheck"
 )
 
 var pending sync.WaitGroup

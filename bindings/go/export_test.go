@@ -1,0 +1,4 @@
+package hurray
+
+// CgoNoop is one empty cgo call, for BenchmarkCgoNoop.
+var CgoNoop = cgoNoop
