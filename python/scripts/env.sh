@@ -45,10 +45,12 @@ hurray_py_env() {
   export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 }
 
-# hurray_py_install_module REPO: builds libhurray and the extension and
-# installs the `hurray` package into the venv (pip + scikit-build-core).
+# hurray_py_install_module REPO [WHEEL]: installs the `hurray` package into
+# the venv: the given wheel file (as made by scripts/build_wheel.sh), or else
+# built from REPO/python by pip (scikit-build-core builds libhurray and the
+# extension).
 hurray_py_install_module() {
-  local repo="$1"
+  local repo="$1" wheel="${2:-}"
   # The distribution is "libhurray" (the import name stays `hurray`); it was
   # once built as "hurray", a name that belongs to an unrelated project on
   # PyPI. A local build under the old name (the one whose files include
@@ -59,6 +61,11 @@ sys.exit(0 if any(str(f).endswith("hurray/_native.pyi") for f in (d.files or [])
       >/dev/null 2>&1; then
     hurray_py_log "removing the old local build named hurray (now libhurray)"
     "$HURRAY_PY" -m pip uninstall -q -y hurray >&2 || return 1
+  fi
+  if [ -n "$wheel" ]; then
+    hurray_py_log "installing ${wheel##*/}"
+    "$HURRAY_PY" -m pip install -q --force-reinstall --no-deps "$wheel" >&2
+    return
   fi
   hurray_py_log "building libhurray and hurray._native (pip install ./python)"
   "$HURRAY_PY" -m pip install -q --force-reinstall --no-deps "$repo/python" >&2

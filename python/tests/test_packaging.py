@@ -167,8 +167,12 @@ def test_mypy_strict_on_the_examples_and_tests(tmp_path: pathlib.Path) -> None:
 @pytest.mark.skipif(not _have("build"), reason="the `build` package is not installed")
 def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> None:
     dist = tmp_path / "dist"
-    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist),
-         os.path.join(REPO, "python")])
+    r = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist),
+                        os.path.join(REPO, "python")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # No deprecated scikit-build-core setting (issue 22: tool.scikit-build.metadata).
+    assert "scikit-build-core" in r.stdout
+    assert "deprecat" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
     (sdist,) = dist.glob("libhurray-*.tar.gz")
     with tarfile.open(sdist) as t:
         names = t.getnames()
