@@ -1,8 +1,11 @@
 # Run by `cmake --install` (install(CODE) in CMakeLists.txt): writes hurray.pc
 # with the prefix being installed into, normalised (no `..`, `.` or trailing
-# slash), into $DESTDIR<prefix>/HURRAY_PC_DIR. HURRAY_PC_TEMPLATE is the
+# slash, absolute), into $DESTDIR<prefix>/HURRAY_PC_DIR. HURRAY_PC_TEMPLATE is the
 # configured hurray.pc.in with @HURRAY_PC_INSTALL_PREFIX@ still open.
+# A relative --prefix installs below the working directory, which is what
+# CMAKE_CURRENT_SOURCE_DIR is while an install script runs.
 cmake_path(SET _hurray_prefix NORMALIZE "${CMAKE_INSTALL_PREFIX}")
+cmake_path(ABSOLUTE_PATH _hurray_prefix BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE)
 string(REGEX REPLACE "(.)/+$" "\\1" _hurray_prefix "${_hurray_prefix}")
 if(IS_ABSOLUTE "${HURRAY_PC_DIR}")
   set(_hurray_pc_dir "${HURRAY_PC_DIR}")

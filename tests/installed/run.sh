@@ -25,6 +25,6 @@ grep -q -- '-O3' build/lib/compile_commands.json 2>/dev/null ||
   { echo "build/lib is not an -O3 Release build" >&2; exit 1; }
 echo "--- tests/installed against $prefix"
 cmake -S tests/installed -B build/installed -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DHURRAY_PREFIX="$prefix"
+  -DHURRAY_PREFIX="$prefix" -DHURRAY_LIB_BUILD_DIR="$repo/build/lib"
 cmake --build build/installed -j "$jobs"
 ctest --test-dir build/installed -j "$jobs" --output-on-failure --no-tests=error
