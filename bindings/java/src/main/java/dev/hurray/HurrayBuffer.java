@@ -48,9 +48,17 @@ public final class HurrayBuffer implements AutoCloseable {
     private Thread[] scopeThreads = new Thread[0]; // their threads, one entry per call
     private boolean releaseAtScopeEnd; // close() was called inside this thread's own scope
     private ByteBuffer view; // the checked accessors' view, made on first use
+    // Set (under the monitor) when close() took the handle itself; read by
+    // run() without the lock only to skip it: close() calls run() on its own
+    // thread (through clean()), which sees the write in program order; on
+    // the Cleaner's thread a stale false just takes the locked path below.
+    private boolean takenByClose;
 
     @Override
     public void run() {
+      if (takenByClose) {
+        return;
+      }
       long h;
       boolean explicit;
       synchronized (this) {
@@ -623,17 +631,25 @@ public final class HurrayBuffer implements AutoCloseable {
    */
   @Override
   public void close() {
-    synchronized (state) {
-      if (state.closed) {
+    State st = state;
+    long h;
+    synchronized (st) {
+      if (st.closed) {
         return;
       }
-      state.closed = true; // no new scope starts from here on
+      st.closed = true; // no new scope starts from here on
       if (!awaitScopesOrOwn()) {
-        state.releaseAtScopeEnd = true;
+        st.releaseAtScopeEnd = true;
         return;
       }
+      h = st.handle; // taken here, so that clean() below needs no second lock
+      st.handle = 0;
+      st.view = null;
+      st.takenByClose = true;
     }
-    cleanable.clean();
+    cleanable.clean(); // unregisters; its action does nothing now
+    Native.release(h); // h != 0: only an export empties the handle, and it sets closed
+    Reference.reachabilityFence(this);
   }
 
   /** @return how many buffers the Cleaner released because they were never closed */

@@ -1,5 +1,6 @@
 package dev.hurray;
 
+import java.lang.ref.Cleaner;
 import java.util.Arrays;
 
 /**
@@ -32,7 +33,7 @@ public final class ShareCloseBench {
       ns[b] = (System.nanoTime() - t0) / (double) batch;
     }
     Arrays.sort(ns);
-    System.out.printf("ShareCloseBench %-28s median %7.1f ns/op  min %7.1f ns/op  (%d x %d)%n",
+    System.out.printf("ShareCloseBench %-26s median %7.1f ns/op  min %7.1f ns/op  (%d x %d)%n",
         name, ns[batches / 2], ns[0], batches, batch);
   }
 
@@ -56,6 +57,22 @@ public final class ShareCloseBench {
       measure("share(1)+close", n -> {
         for (int i = 0; i < n; i++) {
           buf.share(1)[0].close();
+        }
+      }, batch, batches);
+      // Its parts, for docs/performance.md: the JNI calls alone, and a
+      // Cleaner registration with its clean().
+      long h = Native.alloc(2, 32, 1, new long[] {2, 3}, false);
+      measure("  JNI share1+release only", n -> {
+        for (int i = 0; i < n; i++) {
+          Native.release(Native.share1(h));
+        }
+      }, batch, batches);
+      Native.release(h);
+      Cleaner cleaner = Cleaner.create();
+      Runnable nothing = () -> {};
+      measure("  Cleaner register+clean", n -> {
+        for (int i = 0; i < n; i++) {
+          cleaner.register(new Object(), nothing).clean();
         }
       }, batch, batches);
       measure("shape()", n -> {
