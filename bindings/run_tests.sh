@@ -8,7 +8,8 @@
 # no library yet, the script makes one as the README tells users to: a
 # Release build with the tests off in build/lib, installed into prefix.
 # Installs the Debian toolchains when missing (golang-go, openjdk-17-jdk-headless,
-# junit5; as root with apt-get, or with password-less sudo), then builds and runs:
+# junit5, maven and its compiler, surefire, jar and resources plugins; as root
+# with apt-get, or with password-less sudo), then builds and runs:
 #   go      go test -race ./... in bindings/go (no network: standard library only),
 #           again with HURRAY_CHECK=1, the interop consumer loaded with dlopen
 #           by a C host (interop/dlopenhost) for the fresh-thread check, and
@@ -18,8 +19,12 @@
 #           InteropTest loading the Go consumer (go build -buildmode=c-shared);
 #           four JUnit runs: the suite, InteropTest alone, the suite in random
 #           class and method order (HURRAY_JAVA_SEED=n repeats one), the suite
-#           with HURRAY_CHECK=1; then the README's Java steps, as written, from
-#           a temporary directory against the prefix
+#           with HURRAY_CHECK=1; the Maven build (bindings/java/pom.xml,
+#           offline from /usr/share/maven-repo: jar and the suite under
+#           Surefire); ShareCloseBench short (prints ns/op, no threshold);
+#           then the README's Java steps and docs/impl/java.md's quick
+#           start, as written, each from a temporary directory against the
+#           prefix
 # Everything it builds goes under build/bindings/. Exits non-zero on any
 # failure and when a suite ran no test.
 set -uo pipefail
@@ -37,6 +42,14 @@ need=()
 command -v go >/dev/null || need+=(golang-go)
 { command -v javac >/dev/null && javac -version 2>&1 | grep -q ' 17\.'; } || need+=(openjdk-17-jdk-headless)
 [ -f /usr/share/java/junit-platform-console-standalone.jar ] || need+=(junit5)
+# Maven and the plugins bindings/java/pom.xml names, for its offline build.
+command -v mvn >/dev/null || need+=(maven)
+for p in maven-compiler-plugin/3.10.1 maven-surefire-plugin/2.22.3 maven-jar-plugin/3.3.0 \
+         maven-resources-plugin/3.3.0; do
+  [ -d "/usr/share/maven-repo/org/apache/maven/plugins/$p" ] || {
+    need+=(libmaven-compiler-plugin-java libsurefire-java libmaven-jar-plugin-java
+           libmaven-resources-plugin-java); break; }
+done
 if [ ${#need[@]} -gt 0 ]; then
   sudo=()
   if [ "$(id -u)" -ne 0 ]; then
@@ -129,8 +142,10 @@ readme_go "$repo/docs/impl/go.md" "## Quick start" go-quickstart HURRAY_CHECK=1 
 jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$prefix/include")
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -shared)
 java_ok=1
+# RUNPATH $ORIGIN:$ORIGIN/../lib: libhurray next to the JNI library, or in
+# the lib/ of the prefix it is installed in, is found without a property.
 gcc "${cflags[@]}" "${jinc[@]}" "$here/java/src/main/c/hurray_jni.c" -L"$libdir" -lhurray \
-  -o "$out/libhurray_jni.so" || java_ok=0
+  -Wl,-rpath,'$ORIGIN:$ORIGIN/../lib' -o "$out/libhurray_jni.so" || java_ok=0
 gcc "${cflags[@]}" "${jinc[@]}" -I"$here/testprod" "$here/java/src/test/c/testprod_jni.c" \
   "$here/testprod/testprod.c" -ldl -o "$out/libhurray_testprod_jni.so" || java_ok=0
 rm -rf "$out/java/classes" "$out/java/test-classes"
@@ -190,32 +205,63 @@ if [ "$java_ok" = 1 ]; then
   HURRAY_CHECK=1 junit java-test-check --select-package dev.hurray || rc=1
   grep -q 'javaHandlesAreTrackedAndReleasedOnce() ✔' "$out/java-test-check.log" \
     || { log "CheckingModeTest did not pass under HURRAY_CHECK=1"; rc=1; }
+  # 5. The Maven build (bindings/java/pom.xml), offline from Debian's
+  # packaged plugins: the jar (its manifest must name the module) and the
+  # same JUnit suite under Surefire.
+  if command -v mvn >/dev/null; then
+    (cd "$here/java" && mvn -B -o -Dmaven.repo.local=/usr/share/maven-repo package \
+      -Dhurray.library="$lib" -Dhurray.jni.library="$out/libhurray_jni.so" \
+      -Dhurray.testprod.library="$out/libhurray_testprod_jni.so" \
+      -Dhurray.go.consumer="${HURRAY_GO_CONSUMER-$go_consumer}" \
+      -Dhurray.test.preload="$JAVA_HOME/lib/libjsig.so" 2>&1) > "$out/java-maven.log"
+    mvn_st=$?
+    grep -E '^\[(INFO|WARNING|ERROR)\] (Tests run:|BUILD)' "$out/java-maven.log"
+    if [ "$mvn_st" -ne 0 ] || ! grep -q '^\[INFO\] BUILD SUCCESS' "$out/java-maven.log"; then
+      log "the Maven build failed (log $out/java-maven.log)"; rc=1
+    # Named by the manifest's Automatic-Module-Name (from the file name it
+    # would be "hurray").
+    elif ! "$JAVA_HOME/bin/jar" --describe-module --file "$out/maven/hurray-0.1.0.jar" \
+        | grep -q '^dev\.hurray@0\.1\.0 automatic$'; then
+      log "the Maven jar's module is not dev.hurray (Automatic-Module-Name)"; rc=1
+    else
+      log "Maven build: $(grep -E '^\[(INFO|WARNING)\] Tests run:' "$out/java-maven.log" | tail -n 1 | sed 's/^\[[A-Z]*\] //')"
+    fi
+  else
+    log "no mvn: the Maven build not run"; rc=1
+  fi
+  # 6. The share(1)+close benchmark, short (numbers only, no threshold).
+  "$JAVA_HOME/bin/java" -Dhurray.library="$lib" -Dhurray.jni.library="$out/libhurray_jni.so" \
+    -cp "$out/java/classes:$out/java/test-classes" dev.hurray.ShareCloseBench short \
+    || { log "ShareCloseBench failed"; rc=1; }
 else
   log "building the Java binding or its tests failed"; rc=1
 fi
 
-# 5. The README's Java steps ("Using it from Java"), literally, from an empty
-# temporary directory against the install: its indented shell block is run
-# with P (the prefix) and R (this checkout) set, on App.java, which is
-# src/test/readme/App.java.in with the README's ```java block put in.
+# 7. The README's Java steps ("Using it from Java") and docs/impl/java.md's
+# "Quick start", literally, each from an empty temporary directory against
+# the install: the section's indented shell block (up to the next heading)
+# is run with P (the prefix) and R (this checkout) set, on App.java, which
+# is src/test/readme/App.java.in with the section's ```java block put in.
+# readme_java NAME FILE HEADING
 readme_java() {
-  local tmp steps snippet
-  tmp=$(mktemp -d "$out/readme-java.XXXXXX") || return 1
-  steps=$(awk '/^## Using it from Java/ {s = 1; next} s && /^## / {exit}
-               s && /^    / {sub(/^    /, ""); print}' "$repo/README.md")
-  snippet=$(awk '/^## Using it from Java/ {s = 1; next} s && /^## / {exit}
-                 s && /^```java$/ {j = 1; next} j && /^```$/ {exit} j' "$repo/README.md")
-  [ -n "$steps" ] && [ -n "$snippet" ] || { log "README: no Java steps or snippet found"; return 1; }
+  local name=$1 file=$2 heading=$3 tmp steps snippet
+  tmp=$(mktemp -d "$out/$name.XXXXXX") || return 1
+  steps=$(awk -v h="$heading" '$0 == h {s = 1; next} s && /^#/ {exit}
+               s && /^    / {sub(/^    /, ""); print}' "$file")
+  snippet=$(awk -v h="$heading" '$0 == h {s = 1; next} s && /^#/ {exit}
+                 s && /^```java$/ {j = 1; next} j && /^```$/ {exit} j' "$file")
+  [ -n "$steps" ] && [ -n "$snippet" ] || { log "$file: no Java steps or snippet under '$heading'"; return 1; }
   printf '%s\n' "$steps" > "$tmp/steps.sh"
   printf '%s\n' "$snippet" > "$tmp/snippet.java"
   awk -v f="$tmp/snippet.java" '/^@README_SNIPPET@$/ {while ((getline l < f) > 0) print "    " l; next} {print}' \
     "$here/java/src/test/readme/App.java.in" > "$tmp/App.java"
   (cd "$tmp" && env -u LD_LIBRARY_PATH P="$prefix" R="$repo" bash -euo pipefail steps.sh) 2>&1 \
-    | tee "$out/readme-java.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'README Java example: ok' "$out/readme-java.log" \
-    || { log "the README's Java steps failed (in $tmp; log $out/readme-java.log)"; return 1; }
-  log "README Java steps: ok (in $tmp)"
+    | tee "$out/$name.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'README Java example: ok' "$out/$name.log" \
+    || { log "the Java steps of $file '$heading' failed (in $tmp; log $out/$name.log)"; return 1; }
+  log "Java steps of $(basename "$file") '$heading': ok (in $tmp)"
   rm -rf "$tmp"
 }
-readme_java || rc=1
+readme_java readme-java "$repo/README.md" '## Using it from Java' || rc=1
+readme_java quickstart-java "$repo/docs/impl/java.md" '## Quick start' || rc=1
 exit "$rc"

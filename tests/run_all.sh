@@ -328,7 +328,8 @@ stage_extensions() {
 
 # --------------------------------------------------------------------------
 # bindings: the Go (go test -race) and Java (JUnit 5) bindings and their
-# interop test; the script installs golang-go, openjdk-17 and junit5 itself.
+# interop test; the script installs golang-go, openjdk-17, junit5, maven and
+# the Maven plugins bindings/java/pom.xml needs itself.
 # --------------------------------------------------------------------------
 stage_bindings() {
   local rc go_ok junit_ok junit_failed

@@ -150,6 +150,24 @@ JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_share(JNIEnv *env, jclass c,
   return result;
 }
 
+/* share(h, 1) in one allocation and no Java array: the common case's fast
+ * path (HurrayBuffer.share(1)). */
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_share1(JNIEnv *env, jclass c, jlong handle) {
+  (void)c;
+  const char *op = "HurrayBuffer.share";
+  hurray_buffer *h = new_handle(env, op);
+  if (h == NULL) return 0;
+  hurray_buffer out[2];
+  hurray_buffer *src = H(handle);
+  if (check(env, hurray_share(src, 2, out), op) != HURRAY_OK) {
+    free(h);
+    return 0;
+  }
+  *src = out[0]; /* this buffer keeps one */
+  *h = out[1];
+  return J(h);
+}
+
 JNIEXPORT jlong JNICALL Java_dev_hurray_Native_toDLPackVersioned(JNIEnv *env, jclass c,
                                                                   jlong handle) {
   (void)c;
@@ -168,13 +186,17 @@ JNIEXPORT jlong JNICALL Java_dev_hurray_Native_toDLPack(JNIEnv *env, jclass c, j
   return J(t);
 }
 
-JNIEXPORT void JNICALL Java_dev_hurray_Native_release(JNIEnv *env, jclass c, jlong handle) {
+/* Returns whether the handle was live, so that the Cleaner's count needs no
+ * second JNI call. */
+JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_release(JNIEnv *env, jclass c, jlong handle) {
   (void)env;
   (void)c;
   hurray_buffer *h = H(handle);
-  if (h == NULL) return;
+  if (h == NULL) return JNI_FALSE;
+  jboolean live = h->release_fn != NULL;
   (void)hurray_buffer_release(h);
   free(h);
+  return live;
 }
 
 JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_isLive(JNIEnv *env, jclass c, jlong handle) {

@@ -1,9 +1,13 @@
 package dev.hurray;
 
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import java.util.function.Function;
 
 /**
  * One reference to tensor memory: a libhurray {@code hurray_buffer} handle.
@@ -16,35 +20,59 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@link Cleaner} releases a buffer that became unreachable without being
  * closed: a safety net only, counted by {@link #cleanerReleases()}.
  *
- * <p>Every method is thread-safe. Methods other than {@code close} throw
- * {@link HurrayException} (INVALID_ARGUMENT) once the buffer is closed or
- * handed on. See docs/impl/java.md.
+ * <p>Memory access: {@link #withBytes} and {@link #mapBytes} run code on a
+ * view while the buffer is kept open (a concurrent {@code close} waits);
+ * the checked accessors ({@link #getFloat(long)}, {@link #putFloat(long,
+ * float)}, ...) check liveness and bounds on every call. {@link
+ * #asByteBuffer()} is the raw, unchecked view (see its rule).
+ *
+ * <p>Every method is thread-safe. Once the buffer is closed or handed on,
+ * methods other than {@code close} and {@code isOpen} throw
+ * {@link IllegalStateException}; bad arguments throw
+ * {@link IllegalArgumentException}; {@link HurrayException} is a status
+ * libhurray returned. See docs/impl/java.md.
  */
 public final class HurrayBuffer implements AutoCloseable {
   private static final Cleaner CLEANER = Cleaner.create();
   private static final AtomicLong CLEANER_RELEASES = new AtomicLong();
   private static final long FLAG_READ_ONLY = 1L;
 
-  /** The native handle; also the Cleaner's action, so it must not refer to the HurrayBuffer. */
+  /**
+   * The native handle and the scopes using it; also the Cleaner's action, so
+   * it must not refer to the HurrayBuffer. Its monitor guards every field.
+   */
   private static final class State implements Runnable {
-    private long handle; // guarded by this; 0 once freed
-    private boolean closed; // guarded by this; true once close() began
+    private long handle; // 0 once freed
+    private boolean closed; // true once close() or an export began
+    private int scopes; // withBytes/mapBytes calls running
+    private Thread[] scopeThreads = new Thread[0]; // their threads, one entry per call
+    private boolean releaseAtScopeEnd; // close() was called inside this thread's own scope
+    private ByteBuffer view; // the checked accessors' view, made on first use
+    // Set (under the monitor) when close() took the handle itself; read by
+    // run() without the lock only to skip it: close() calls run() on its own
+    // thread (through clean()), which sees the write in program order; on
+    // the Cleaner's thread a stale false just takes the locked path below.
+    private boolean takenByClose;
 
     @Override
     public void run() {
+      if (takenByClose) {
+        return;
+      }
       long h;
       boolean explicit;
       synchronized (this) {
         h = handle;
         handle = 0;
+        view = null;
         explicit = closed;
         closed = true;
       }
       if (h != 0) {
-        if (!explicit && Native.isLive(h)) {
+        // outside the lock: the release may run foreign code
+        if (Native.release(h) && !explicit) {
           CLEANER_RELEASES.incrementAndGet();
         }
-        Native.release(h); // outside the lock: the release may run foreign code
       }
     }
   }
@@ -66,8 +94,11 @@ public final class HurrayBuffer implements AutoCloseable {
    * @param address the tensor's address
    * @return the buffer
    * @throws HurrayException with libhurray's status, e.g. UNSUPPORTED_VERSION
+   * @throws UnsatisfiedLinkError the native libraries failed to load (the
+   *     first load error is the cause, on every call)
    */
   public static HurrayBuffer fromDLPackVersioned(long address) {
+    Native.ensureLoaded();
     return new HurrayBuffer(Native.fromDLPackVersioned(address));
   }
 
@@ -76,43 +107,47 @@ public final class HurrayBuffer implements AutoCloseable {
    *
    * @param address the tensor's address
    * @return the buffer
+   * @throws HurrayException with libhurray's status
+   * @throws UnsatisfiedLinkError the native libraries failed to load
    */
   public static HurrayBuffer fromDLPack(long address) {
+    Native.ensureLoaded();
     return new HurrayBuffer(Native.fromDLPack(address));
   }
 
   /**
    * Allocates uninitialised CPU memory (compact row-major, 64-byte aligned).
    *
-   * @param dtype element type
-   * @param shape extents, each &gt;= 0 (copied)
+   * @param dtype element type; code and bits 0..255, lanes 0..65535
+   * @param shape extents (copied), at most 64 of them, each &gt;= 0
    * @param readOnly sets the READ_ONLY flag
    * @return the buffer; closing it (and its shares) frees the memory
+   * @throws IllegalArgumentException dtype fields out of range, more than 64 extents
+   * @throws HurrayException libhurray's status, e.g. INVALID_ARGUMENT for a
+   *     negative extent, OVERFLOW, OUT_OF_MEMORY
+   * @throws UnsatisfiedLinkError the native libraries failed to load
    */
   public static HurrayBuffer allocate(DType dtype, long[] shape, boolean readOnly) {
+    Native.ensureLoaded();
+    if (dtype.code() < 0 || dtype.code() > 255 || dtype.bits() < 0 || dtype.bits() > 255
+        || dtype.lanes() < 0 || dtype.lanes() > 65535) {
+      throw new IllegalArgumentException(
+          "HurrayBuffer.allocate: dtype " + dtype + " out of range (code and bits 0..255, lanes 0..65535)");
+    }
+    if (shape.length > 64) {
+      throw new IllegalArgumentException(
+          "HurrayBuffer.allocate: " + shape.length + " extents (HURRAY_MAX_NDIM is 64)");
+    }
     return new HurrayBuffer(
         Native.alloc(dtype.code(), dtype.bits(), dtype.lanes(), shape.clone(), readOnly));
   }
 
-  /** Runs a read of the live handle under the lock. */
-  private interface Read<T> {
-    T apply(long handle);
-  }
-
-  private <T> T read(String op, Read<T> f) {
-    synchronized (state) {
-      if (state.handle == 0 || state.closed) {
-        throw closed(op);
-      }
-      return f.apply(state.handle);
+  /** The live handle; the caller holds the monitor of state. */
+  private long live(String op) {
+    if (state.handle == 0 || state.closed) {
+      throw new IllegalStateException("HurrayBuffer." + op + ": the buffer is closed");
     }
-  }
-
-  private static HurrayException closed(String op) {
-    return new HurrayException(
-        HurrayException.INVALID_ARGUMENT,
-        "HURRAY_ERR_INVALID_ARGUMENT",
-        "HurrayBuffer." + op + ": the buffer is closed");
+    return state.handle;
   }
 
   /**
@@ -123,20 +158,26 @@ public final class HurrayBuffer implements AutoCloseable {
    *
    * @param n 1 .. Integer.MAX_VALUE - 1
    * @return the new buffers, each to be closed
-   * @throws HurrayException INVALID_ARGUMENT for n out of range or a closed
-   *     buffer; OUT_OF_MEMORY when the C handles cannot be allocated
+   * @throws IllegalArgumentException n out of range
+   * @throws IllegalStateException this buffer is closed
+   * @throws HurrayException OUT_OF_MEMORY when the C handles cannot be
+   *     allocated, or another libhurray status
    * @throws OutOfMemoryError when the JVM cannot hold n buffers
    */
   public HurrayBuffer[] share(int n) {
     if (n < 1 || n == Integer.MAX_VALUE) {
-      throw new HurrayException(
-          HurrayException.INVALID_ARGUMENT,
-          "HURRAY_ERR_INVALID_ARGUMENT",
+      throw new IllegalArgumentException(
           "HurrayBuffer.share: n is " + n + " (must be 1 .. 2147483646)");
+    }
+    if (n == 1) {
+      return new HurrayBuffer[] {share()};
     }
     // The JNI side allocates the long[] first: an n the JVM cannot hold
     // fails there, before anything is shared.
-    long[] handles = read("share", h -> Native.share(h, n));
+    long[] handles;
+    synchronized (state) {
+      handles = Native.share(live("share"), n);
+    }
     HurrayBuffer[] out = null;
     int made = 0;
     try {
@@ -158,23 +199,41 @@ public final class HurrayBuffer implements AutoCloseable {
     return out;
   }
 
-  /** Exports the live handle ({@code Native::toDLPack[Versioned]}); returns the tensor. */
-  private interface Export {
-    long apply(long handle);
+  /**
+   * One new buffer of the same memory ({@code share(1)[0]} without the
+   * array; the fast path); this one keeps its own reference. On failure
+   * nothing changes.
+   *
+   * @return the new buffer, to be closed
+   * @throws IllegalStateException this buffer is closed
+   * @throws HurrayException OUT_OF_MEMORY, or another libhurray status
+   */
+  public HurrayBuffer share() {
+    long h;
+    synchronized (state) {
+      h = Native.share1(live("share"));
+    }
+    try {
+      return new HurrayBuffer(h);
+    } catch (Throwable t) {
+      Native.release(h); // could not wrap it: give the reference back
+      throw t;
+    }
   }
 
   /**
    * Moves the handle into a tensor and marks this buffer closed in one
    * critical section, so that no other thread sees it open with the empty
-   * handle left behind; then frees the handle's struct.
+   * handle left behind; then frees the handle's struct. Waits, like close,
+   * for running scopes of other threads; refused inside this thread's own.
    */
-  private long handOn(String op, Export f) {
+  private long handOn(String op, boolean versioned) {
     long t;
     synchronized (state) {
-      if (state.handle == 0 || state.closed) {
-        throw closed(op);
-      }
-      t = f.apply(state.handle); // throws (and changes nothing) on failure
+      live(op);
+      awaitScopes(op);
+      long h = live(op); // may have been closed while waiting
+      t = versioned ? Native.toDLPackVersioned(h) : Native.toDLPack(h); // throws, changing nothing
       state.closed = true;
     }
     cleanable.clean(); // the handle is empty now: this only frees its struct
@@ -186,12 +245,15 @@ public final class HurrayBuffer implements AutoCloseable {
    * for another runtime: on success this buffer is closed (atomically: no
    * thread sees it open afterwards) and the caller owns the tensor (call its
    * deleter once). To keep using the memory here, share first and export a
-   * share. On failure nothing changes.
+   * share. On failure nothing changes. Waits for other threads' running
+   * {@link #withBytes} scopes to end.
    *
    * @return the tensor's address
+   * @throws IllegalStateException closed, or called inside this thread's own scope
+   * @throws HurrayException libhurray's status
    */
   public long toDLPackVersioned() {
-    return handOn("toDLPackVersioned", Native::toDLPackVersioned);
+    return handOn("toDLPackVersioned", true);
   }
 
   /**
@@ -199,36 +261,65 @@ public final class HurrayBuffer implements AutoCloseable {
    * READ_ONLY included, are dropped: prefer the versioned form).
    *
    * @return the tensor's address
+   * @throws IllegalStateException closed, or called inside this thread's own scope
+   * @throws HurrayException libhurray's status
    */
   public long toDLPack() {
-    return handOn("toDLPack", Native::toDLPack);
+    return handOn("toDLPack", false);
   }
 
-  /** @return a copy of the extents */
+  /**
+   * @return a copy of the extents
+   * @throws IllegalStateException closed
+   */
   public long[] shape() {
-    return read("shape", Native::shape);
+    synchronized (state) {
+      return Native.shape(live("shape"));
+    }
   }
 
-  /** @return a copy of the strides, in elements */
+  /**
+   * @return a copy of the strides, in elements
+   * @throws IllegalStateException closed
+   */
   public long[] strides() {
-    return read("strides", Native::strides);
+    synchronized (state) {
+      return Native.strides(live("strides"));
+    }
   }
 
-  /** @return the element type */
+  /**
+   * @return the element type
+   * @throws IllegalStateException closed
+   */
   public DType dtype() {
-    int d = read("dtype", Native::dtype);
+    int d;
+    synchronized (state) {
+      d = Native.dtype(live("dtype"));
+    }
     return new DType(d & 0xff, (d >>> 8) & 0xff, (d >>> 16) & 0xffff);
   }
 
-  /** @return where the memory is */
+  /**
+   * @return where the memory is
+   * @throws IllegalStateException closed
+   */
   public Device device() {
-    long d = read("device", Native::device);
+    long d;
+    synchronized (state) {
+      d = Native.device(live("device"));
+    }
     return new Device((int) (d >> 32), (int) d);
   }
 
-  /** @return whether the memory must not be written (flag READ_ONLY) */
+  /**
+   * @return whether the memory must not be written (flag READ_ONLY)
+   * @throws IllegalStateException closed
+   */
   public boolean readOnly() {
-    return (read("readOnly", Native::flags) & FLAG_READ_ONLY) != 0;
+    synchronized (state) {
+      return (Native.flags(live("readOnly")) & FLAG_READ_ONLY) != 0;
+    }
   }
 
   /** @return whether this buffer still holds its reference */
@@ -238,43 +329,327 @@ public final class HurrayBuffer implements AutoCloseable {
     }
   }
 
+  /** A new view of the live handle h, read-only when the buffer is; the caller holds the monitor. */
+  private static ByteBuffer view(long h) {
+    ByteBuffer b = Native.byteBuffer(h);
+    if ((Native.flags(h) & FLAG_READ_ONLY) != 0) {
+      b = b.asReadOnlyBuffer();
+    }
+    return b.order(ByteOrder.nativeOrder());
+  }
+
   /**
-   * A direct ByteBuffer over the bytes the tensor spans, in native byte
-   * order, without a copy; read-only when the buffer is. Host memory only
-   * (CPU and pinned host). It is valid only while this buffer is open: do
-   * not use it after {@code close} or after handing the buffer on, and keep
-   * the HurrayBuffer reachable while the view is in use (try-with-resources,
-   * or {@link java.lang.ref.Reference#reachabilityFence}), since the Cleaner
-   * would otherwise release the memory under it.
+   * The raw view: a direct ByteBuffer over the bytes the tensor spans, in
+   * native byte order, without a copy; read-only when the buffer is. Host
+   * memory only (CPU and pinned host).
+   *
+   * <p><b>Unchecked.</b> The JVM does not know who owns these bytes: the
+   * view stays readable and writable after {@code close()}, after handing
+   * the buffer on, and after the Cleaner released an unreachable buffer,
+   * and then reads and writes freed memory (or crashes the JVM). The rule
+   * that makes it safe: use the view only while this buffer is open and
+   * reachable, on threads that cannot race a close (try-with-resources
+   * around every use, or {@link java.lang.ref.Reference#reachabilityFence}
+   * after the last one). Prefer {@link #withBytes} or the checked
+   * accessors, which enforce that.
    *
    * @return the view
-   * @throws HurrayException UNSUPPORTED_DEVICE for device memory
+   * @throws IllegalStateException closed
+   * @throws HurrayException UNSUPPORTED_DEVICE for device memory, OVERFLOW
+   *     for a span over 2^31 - 1 bytes
    */
   public ByteBuffer asByteBuffer() {
-    return read(
-        "asByteBuffer",
-        h -> {
-          ByteBuffer b = Native.byteBuffer(h);
-          if ((Native.flags(h) & FLAG_READ_ONLY) != 0) {
-            b = b.asReadOnlyBuffer();
-          }
-          return b.order(ByteOrder.nativeOrder());
+    synchronized (state) {
+      return view(live("asByteBuffer"));
+    }
+  }
+
+  /**
+   * Runs {@code action} on a view of the memory (as {@link #asByteBuffer})
+   * while keeping this buffer open: a {@code close()} or export by another
+   * thread waits until the action returns, and the Cleaner cannot run
+   * meanwhile. Several scopes may run at once, on any threads. A
+   * {@code close()} inside the action (same thread) is not refused: the
+   * release runs when the last running scope (of any thread) ends. An
+   * export inside the action is refused. Do not keep the view past the
+   * action: afterwards it is as unchecked as {@link #asByteBuffer}'s.
+   *
+   * @param action what to do with the bytes; runs on this thread
+   * @throws IllegalStateException closed
+   * @throws HurrayException UNSUPPORTED_DEVICE, OVERFLOW (as asByteBuffer)
+   */
+  public void withBytes(Consumer<? super ByteBuffer> action) {
+    mapBytes(
+        b -> {
+          action.accept(b);
+          return null;
         });
   }
 
   /**
+   * {@link #withBytes} with a result.
+   *
+   * @param <T> the result type
+   * @param f what to compute from the bytes; runs on this thread
+   * @return f's result
+   * @throws IllegalStateException closed
+   * @throws HurrayException UNSUPPORTED_DEVICE, OVERFLOW (as asByteBuffer)
+   */
+  public <T> T mapBytes(Function<? super ByteBuffer, ? extends T> f) {
+    ByteBuffer b;
+    Thread me = Thread.currentThread();
+    synchronized (state) {
+      b = view(live("withBytes"));
+      Thread[] ts = Arrays.copyOf(state.scopeThreads, state.scopes + 1);
+      ts[state.scopes] = me;
+      state.scopeThreads = ts;
+      state.scopes++;
+    }
+    boolean releaseNow = false;
+    try {
+      return f.apply(b);
+    } finally {
+      synchronized (state) {
+        Thread[] ts = state.scopeThreads;
+        for (int i = ts.length - 1; i >= 0; i--) {
+          if (ts[i] == me) {
+            ts[i] = ts[ts.length - 1];
+            state.scopeThreads = Arrays.copyOf(ts, ts.length - 1);
+            break;
+          }
+        }
+        state.scopes--;
+        if (state.releaseAtScopeEnd && state.scopes == 0) { // the last scope of all threads
+          state.releaseAtScopeEnd = false;
+          releaseNow = true;
+        }
+        state.notifyAll();
+      }
+      if (releaseNow) {
+        cleanable.clean();
+      }
+      Reference.reachabilityFence(this);
+    }
+  }
+
+  /** Whether the current thread runs a scope of this buffer; the caller holds the monitor. */
+  private boolean inOwnScope(Thread me) {
+    for (Thread t : state.scopeThreads) {
+      if (t == me) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Waits until no other thread runs a scope of this buffer (uninterruptibly;
+   * an interrupt is kept for later); the caller holds the monitor.
+   *
+   * @return false when the current thread runs one itself (then nothing is waited for)
+   */
+  private boolean awaitScopesOrOwn() {
+    Thread me = Thread.currentThread();
+    boolean interrupted = false;
+    try {
+      while (state.scopes > 0) {
+        if (inOwnScope(me)) {
+          return false;
+        }
+        try {
+          state.wait();
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
+      return true;
+    } finally {
+      if (interrupted) {
+        me.interrupt();
+      }
+    }
+  }
+
+  private void awaitScopes(String op) {
+    if (!awaitScopesOrOwn()) {
+      throw new IllegalStateException(
+          "HurrayBuffer." + op + ": called inside this thread's own withBytes scope");
+    }
+  }
+
+  /** The checked accessors' view after the checks; the caller holds the monitor. */
+  private ByteBuffer checked(String op, long index, int size) {
+    long h = live(op);
+    ByteBuffer v = state.view;
+    if (v == null) {
+      v = view(h);
+      state.view = v;
+    }
+    if (index < 0 || index >= v.capacity() / size) {
+      throw new IndexOutOfBoundsException(
+          "HurrayBuffer." + op + ": index " + index + " out of 0 .. " + (v.capacity() / size - 1));
+    }
+    return v;
+  }
+
+  /**
+   * The {@code index}-th byte of the span (as {@link #asByteBuffer}), checked:
+   * open, in bounds. Holds the buffer open for the access.
+   *
+   * @param index 0 .. span bytes - 1
+   * @return the byte
+   * @throws IllegalStateException closed
+   * @throws IndexOutOfBoundsException index out of range
+   * @throws HurrayException UNSUPPORTED_DEVICE, OVERFLOW (as asByteBuffer)
+   */
+  public byte getByte(long index) {
+    synchronized (state) {
+      return checked("getByte", index, 1).get((int) index);
+    }
+  }
+
+  /**
+   * Writes the {@code index}-th byte of the span, checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes - 1
+   * @param v the value
+   * @throws java.nio.ReadOnlyBufferException the buffer is READ_ONLY
+   */
+  public void putByte(long index, byte v) {
+    synchronized (state) {
+      checked("putByte", index, 1).put((int) index, v);
+    }
+  }
+
+  /**
+   * The {@code index}-th int (4 bytes at 4 * index, native order), checked
+   * like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 4 - 1
+   * @return the value
+   */
+  public int getInt(long index) {
+    synchronized (state) {
+      return checked("getInt", index, 4).getInt((int) index * 4);
+    }
+  }
+
+  /**
+   * Writes the {@code index}-th int, checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 4 - 1
+   * @param v the value
+   * @throws java.nio.ReadOnlyBufferException the buffer is READ_ONLY
+   */
+  public void putInt(long index, int v) {
+    synchronized (state) {
+      checked("putInt", index, 4).putInt((int) index * 4, v);
+    }
+  }
+
+  /**
+   * The {@code index}-th long (8 bytes at 8 * index), checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 8 - 1
+   * @return the value
+   */
+  public long getLong(long index) {
+    synchronized (state) {
+      return checked("getLong", index, 8).getLong((int) index * 8);
+    }
+  }
+
+  /**
+   * Writes the {@code index}-th long, checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 8 - 1
+   * @param v the value
+   * @throws java.nio.ReadOnlyBufferException the buffer is READ_ONLY
+   */
+  public void putLong(long index, long v) {
+    synchronized (state) {
+      checked("putLong", index, 8).putLong((int) index * 8, v);
+    }
+  }
+
+  /**
+   * The {@code index}-th float (4 bytes at 4 * index), checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 4 - 1
+   * @return the value
+   */
+  public float getFloat(long index) {
+    synchronized (state) {
+      return checked("getFloat", index, 4).getFloat((int) index * 4);
+    }
+  }
+
+  /**
+   * Writes the {@code index}-th float, checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 4 - 1
+   * @param v the value
+   * @throws java.nio.ReadOnlyBufferException the buffer is READ_ONLY
+   */
+  public void putFloat(long index, float v) {
+    synchronized (state) {
+      checked("putFloat", index, 4).putFloat((int) index * 4, v);
+    }
+  }
+
+  /**
+   * The {@code index}-th double (8 bytes at 8 * index), checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 8 - 1
+   * @return the value
+   */
+  public double getDouble(long index) {
+    synchronized (state) {
+      return checked("getDouble", index, 8).getDouble((int) index * 8);
+    }
+  }
+
+  /**
+   * Writes the {@code index}-th double, checked like {@link #getByte}.
+   *
+   * @param index 0 .. span bytes / 8 - 1
+   * @param v the value
+   * @throws java.nio.ReadOnlyBufferException the buffer is READ_ONLY
+   */
+  public void putDouble(long index, double v) {
+    synchronized (state) {
+      checked("putDouble", index, 8).putDouble((int) index * 8, v);
+    }
+  }
+
+  /**
    * Gives the reference back. The first call releases (on this thread);
-   * later calls do nothing.
+   * later calls do nothing. When other threads run {@link #withBytes} scopes
+   * of this buffer, it waits until they end (uninterruptibly); called inside
+   * this thread's own scope, it returns at once and the release runs when
+   * the last running scope ends. Never throws.
    */
   @Override
   public void close() {
-    synchronized (state) {
-      if (state.closed) {
+    State st = state;
+    long h;
+    synchronized (st) {
+      if (st.closed) {
         return;
       }
-      state.closed = true;
+      st.closed = true; // no new scope starts from here on
+      if (!awaitScopesOrOwn()) {
+        st.releaseAtScopeEnd = true;
+        return;
+      }
+      h = st.handle; // taken here, so that clean() below needs no second lock
+      st.handle = 0;
+      st.view = null;
+      st.takenByClose = true;
     }
-    cleanable.clean();
+    cleanable.clean(); // unregisters; its action does nothing now
+    Native.release(h); // h != 0: only an export empties the handle, and it sets closed
+    Reference.reachabilityFence(this);
   }
 
   /** @return how many buffers the Cleaner released because they were never closed */

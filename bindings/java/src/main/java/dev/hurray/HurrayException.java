@@ -30,7 +30,9 @@ public final class HurrayException extends RuntimeException {
   /** HURRAY_ERR_LEAKED: checking mode, a handle still live at exit (hook only). */
   public static final int LEAKED = 10;
 
+  /** The hurray_status code, never 0 (part of the serial form). */
   private final int status;
+  /** The status code's name (part of the serial form). */
   private final String statusName;
 
   /**
