@@ -5,6 +5,7 @@ import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
+import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -122,12 +123,17 @@ public final class HurrayBuffer implements AutoCloseable {
    * @param shape extents (copied), at most 64 of them, each &gt;= 0
    * @param readOnly sets the READ_ONLY flag
    * @return the buffer; closing it (and its shares) frees the memory
+   * @throws NullPointerException dtype or shape is null (a 0-d tensor's shape is
+   *     {@code new long[0]})
    * @throws IllegalArgumentException dtype fields out of range, more than 64 extents
    * @throws HurrayException libhurray's status, e.g. INVALID_ARGUMENT for a
    *     negative extent, OVERFLOW, OUT_OF_MEMORY
    * @throws UnsatisfiedLinkError the native libraries failed to load
    */
   public static HurrayBuffer allocate(DType dtype, long[] shape, boolean readOnly) {
+    Objects.requireNonNull(dtype, "HurrayBuffer.allocate: dtype is null");
+    Objects.requireNonNull(shape,
+        "HurrayBuffer.allocate: shape is null (a 0-d tensor's shape is new long[0])");
     Native.ensureLoaded();
     if (dtype.code() < 0 || dtype.code() > 255 || dtype.bits() < 0 || dtype.bits() > 255
         || dtype.lanes() < 0 || dtype.lanes() > 65535) {

@@ -201,6 +201,11 @@ class HurrayBufferTest {
             HurrayBuffer.allocate(
                 HurrayBuffer.DType.INT64, new long[] {1L << 40, 1L << 40}, false));
     assertStatus(HurrayException.INVALID_ARGUMENT, () -> HurrayBuffer.fromDLPackVersioned(0));
+    NullPointerException npe =
+        assertThrows(
+            NullPointerException.class,
+            () -> HurrayBuffer.allocate(HurrayBuffer.DType.FLOAT32, null, false));
+    assertTrue(npe.getMessage().contains("shape is null"), npe.getMessage());
 
     long bad = TestProducer.makeVersionedMajor(2);
     assertStatus(HurrayException.UNSUPPORTED_VERSION, () -> HurrayBuffer.fromDLPackVersioned(bad));
