@@ -16,6 +16,7 @@
 #include "../copy/device.h"
 #include "../error.h"
 #include "backend.h"
+#include "deferred_frees.h"
 #include "cuda_driver.h"
 #include "diagnostics.h"
 
@@ -512,38 +513,15 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
   return d.mem_free(dptr(mem.ptr));
 }
 
-// Releases whose stream was being captured (docs/impl/gpu.md §3, graph
-// capture): kept here and tried again by later CUDA allocations and
-// releases of any thread until the capture has ended. g_deferred_count lets
-// the hot paths skip the mutex when there are none.
-struct DeferredFree {
-  hurray_device device;
-  DeviceMemory mem;
-};
-std::mutex g_deferred_mutex;
-std::vector<DeferredFree> *g_deferred = nullptr;  // under g_deferred_mutex; never freed
-std::atomic<size_t> g_deferred_count{0};
-
-void defer_free(hurray_device device, const DeviceMemory &mem) {
-  std::lock_guard<std::mutex> lock(g_deferred_mutex);
-  if (g_deferred == nullptr) g_deferred = new std::vector<DeferredFree>;
-  g_deferred->push_back(DeferredFree{device, mem});
-  g_deferred_count.store(g_deferred->size(), std::memory_order_release);
-}
+// Releases whose stream was being captured (docs/impl/gpu.md §3).
+DeferredFrees g_deferred;
 
 void release_now(hurray_device device, const DeviceMemory &mem);
 
 // Tries the deferred frees again (each may be deferred once more).
 void retry_deferred_frees() {
-  if (g_deferred_count.load(std::memory_order_acquire) == 0 || cuda_forked_child()) return;
-  std::vector<DeferredFree> todo;
-  {
-    std::lock_guard<std::mutex> lock(g_deferred_mutex);
-    if (g_deferred == nullptr) return;
-    todo.swap(*g_deferred);
-    g_deferred_count.store(0, std::memory_order_release);
-  }
-  for (const DeferredFree &f : todo) release_now(f.device, f.mem);
+  if (g_deferred.empty() || cuda_forked_child()) return;
+  g_deferred.retry(release_now);
 }
 
 // Release path: never sets the thread's message, never prints.
@@ -580,7 +558,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
     if (r == CUDA_SUCCESS) r = free_in_context(*d, type, mem, &call, &deferred);
     pop = scope.leave();
   }
-  if (r == CUDA_SUCCESS && deferred) defer_free(device, mem);
+  if (r == CUDA_SUCCESS && deferred) g_deferred.add(device, mem);
   if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;
   if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {
     g_torn_down.store(true, std::memory_order_relaxed);

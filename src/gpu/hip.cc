@@ -10,12 +10,11 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstring>
-#include <mutex>
-#include <vector>
 
 #include "../copy/device.h"
 #include "../error.h"
 #include "backend.h"
+#include "deferred_frees.h"
 #include "diagnostics.h"
 #include "hip_runtime.h"
 
@@ -279,36 +278,15 @@ hipError_t free_on_device(const HipRuntime &r, int owner, const DeviceMemory &me
   return r.device_free(ptr);
 }
 
-// Releases whose stream was being captured: kept here and tried again by
-// later HIP allocations and releases of any thread until the capture has
-// ended (docs/impl/gpu.md §3, graph capture).
-struct DeferredFree {
-  hurray_device device;
-  DeviceMemory mem;
-};
-std::mutex g_deferred_mutex;
-std::vector<DeferredFree> *g_deferred = nullptr;  // under g_deferred_mutex; never freed
-std::atomic<size_t> g_deferred_count{0};
-
-void defer_free(hurray_device device, const DeviceMemory &mem) {
-  std::lock_guard<std::mutex> lock(g_deferred_mutex);
-  if (g_deferred == nullptr) g_deferred = new std::vector<DeferredFree>;
-  g_deferred->push_back(DeferredFree{device, mem});
-  g_deferred_count.store(g_deferred->size(), std::memory_order_release);
-}
+// Releases whose stream was being captured (docs/impl/gpu.md §3).
+DeferredFrees g_deferred;
 
 void release_now(hurray_device device, const DeviceMemory &mem);
 
+// Tries the deferred frees again (each may be deferred once more).
 void retry_deferred_frees() {
-  if (g_deferred_count.load(std::memory_order_acquire) == 0 || hip_forked_child()) return;
-  std::vector<DeferredFree> todo;
-  {
-    std::lock_guard<std::mutex> lock(g_deferred_mutex);
-    if (g_deferred == nullptr) return;
-    todo.swap(*g_deferred);
-    g_deferred_count.store(0, std::memory_order_release);
-  }
-  for (const DeferredFree &f : todo) release_now(f.device, f.mem);
+  if (g_deferred.empty() || hip_forked_child()) return;
+  g_deferred.retry(release_now);
 }
 
 // Release path: never sets the thread's message, never prints.
@@ -331,7 +309,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
     if (e == hipSuccess) e = free_on_device(*r, device.device_id, mem, &call, &deferred);
     restore = scope.leave();
     saved = scope.saved();
-    if (e == hipSuccess && deferred) defer_free(device, mem);
+    if (e == hipSuccess && deferred) g_deferred.add(device, mem);
   }
   if (e == hipSuccess && restore == hipSuccess) return;
   // hipErrorContextIsDestroyed from hipStreamIsCapturing is about the stream
