@@ -132,6 +132,15 @@ def counting_producer() -> Type["CountingProducer"]:
     return CountingProducer
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test module is imported now, and torch, JAX and TensorFlow with
+    them: freeze what exists, so that the collection after each test scans
+    only what the tests made (a full scan with all three loaded took about
+    1.3 s, most of the suite's time)."""
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _collect() -> Iterator[None]:
     yield
