@@ -589,16 +589,40 @@ TEST_F(Check, ThreadsMakingSharingAndReleasingStayConsistent) {
   EXPECT_EQ(hook_.count(HURRAY_ERR_RELEASED), 0u);
 }
 
+// GCC 12's ASan allocator has no fork handler: the child of a fork taken
+// while another thread holds one of its locks (inside malloc) blocks on it
+// forever (seen in 2 of 30 runs). Under ASan the worker therefore parks,
+// outside any allocation, across each fork; elsewhere it works through it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kParkAcrossFork = true;
+#else
+constexpr bool kParkAcrossFork = false;
+#endif
+
 TEST_F(Check, AForkedChildTracksAndReleasesWhileParentThreadsWork) {
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, hold{false}, parked{false};
   std::thread worker([&] {
     while (!stop.load()) {
+      if (hold.load()) {
+        parked.store(true);
+        while (hold.load()) std::this_thread::yield();
+        parked.store(false);
+        continue;
+      }
       hurray_buffer h;
       if (check_test_make_leak(&h) == HURRAY_OK) (void)hurray_buffer_release(&h);
     }
   });
   for (int i = 0; i < 20; ++i) {
+    if (kParkAcrossFork) {
+      hold.store(true);
+      while (!parked.load()) std::this_thread::yield();
+    }
     const pid_t pid = fork();
+    if (kParkAcrossFork && pid != 0) {
+      hold.store(false);
+      while (parked.load()) std::this_thread::yield();
+    }
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       hurray_buffer h;
