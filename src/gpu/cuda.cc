@@ -414,56 +414,32 @@ CUresult capturing(const CudaDriver &d, CUstream stream, bool *out, const char *
 
 const CUstream kLegacy = reinterpret_cast<CUstream>(kLegacyStream);
 
-// Waits for every stream of the primary context of device `ordinal`, the
-// per-thread ones of every thread included, with that context pushed (and
-// popped again). A context reset since then took its work with it: nothing
-// to wait for. *deferred: a blocking stream of that context is being
-// captured, so nothing was waited for (the caller defers the free).
-CUresult synchronize_other_context(const CudaDriver &d, int ordinal, const char **call,
-                                   bool *deferred) {
+// Waits in device `ordinal`'s primary context, with it pushed (and popped
+// again): for the whole context (whole_context: cuCtxSynchronize, the
+// per-thread streams of every thread included; `stream` is then kLegacy, the
+// one whose capture shows it), or for `stream` alone, the
+// stream's device having been recorded at allocation. The stream is the
+// caller's to keep alive until the release (hurray.h); nothing else about it
+// is asked of the driver. A context reset since then took its work with it:
+// nothing to wait for. *deferred: the stream waited for (for the whole
+// context: its legacy stream) is being captured, so nothing was waited for
+// (the caller defers the free).
+CUresult synchronize_in_primary(const CudaDriver &d, int ordinal, bool whole_context,
+                                CUstream stream, const char **call, bool *deferred) {
   const PrimarySlot &slot = d.primary[ordinal];
   CUcontext ctx = slot.ctx.load(std::memory_order_acquire);
   bool alive = false;
   CUresult r = context_alive(d, ordinal, slot.id.load(std::memory_order_acquire), &alive);
   if (r != CUDA_SUCCESS || !alive) return r;
-  ContextScope in_other(d);
-  r = in_other.enter(ctx, call);
-  if (r != CUDA_SUCCESS) return r;
-  r = capturing(d, kLegacy, deferred, call);
-  if (r == CUDA_SUCCESS && !*deferred) {
-    *call = "cuCtxSynchronize";
-    r = d.ctx_synchronize();
-  }
-  const CUresult pop = in_other.leave();
-  if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
-    *call = "cuCtxPopCurrent";
-    r = pop;
-  }
-  return r;
-}
-
-// Waits for `stream` of device `ordinal`'s primary context (the stream's
-// device, recorded at allocation) with that context pushed. The stream is
-// the caller's to keep alive until the release (hurray.h); nothing else
-// about it is asked of the driver. A reset of that context took the
-// stream's work with it: nothing to wait for. *deferred as above, for the
-// stream itself.
-CUresult synchronize_stream_of(const CudaDriver &d, int ordinal, CUstream stream,
-                               const char **call, bool *deferred) {
-  const PrimarySlot &slot = d.primary[ordinal];
-  CUcontext ctx = slot.ctx.load(std::memory_order_acquire);
-  bool alive = false;
-  CUresult r = context_alive(d, ordinal, slot.id.load(std::memory_order_acquire), &alive);
-  if (r != CUDA_SUCCESS || !alive) return r;
-  ContextScope in_stream_ctx(d);
-  r = in_stream_ctx.enter(ctx, call);
+  ContextScope in_ctx(d);
+  r = in_ctx.enter(ctx, call);
   if (r != CUDA_SUCCESS) return r;
   r = capturing(d, stream, deferred, call);
   if (r == CUDA_SUCCESS && !*deferred) {
-    *call = "cuStreamSynchronize";
-    r = d.stream_synchronize(stream);
+    *call = whole_context ? "cuCtxSynchronize" : "cuStreamSynchronize";
+    r = whole_context ? d.ctx_synchronize() : d.stream_synchronize(stream);
   }
-  const CUresult pop = in_stream_ctx.leave();
+  const CUresult pop = in_ctx.leave();
   if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
     *call = "cuCtxPopCurrent";
     r = pop;
@@ -500,10 +476,10 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
       r = d.ctx_synchronize();
       break;
     case kFreeAfterOtherContext:
-      r = synchronize_other_context(d, mem.stream_device, call, deferred);
+      r = synchronize_in_primary(d, mem.stream_device, true, kLegacy, call, deferred);
       break;
     case kFreeAfterStream:
-      r = synchronize_stream_of(d, mem.stream_device, stream, call, deferred);
+      r = synchronize_in_primary(d, mem.stream_device, false, stream, call, deferred);
       break;
     default:
       break;
