@@ -168,6 +168,22 @@ JNIEXPORT jlong JNICALL Java_dev_hurray_Native_share1(JNIEnv *env, jclass c, jlo
   return J(h);
 }
 
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_newEmpty(JNIEnv *env, jclass c) {
+  (void)c;
+  return J(new_handle(env, "HurrayBuffer.reusable"));
+}
+
+/* One more reference of src written into dst, an allocated empty handle
+ * (a reusable buffer's): no allocation. On failure dst stays empty. */
+JNIEXPORT void JNICALL Java_dev_hurray_Native_shareInto(JNIEnv *env, jclass c, jlong src,
+                                                        jlong dst) {
+  (void)c;
+  hurray_buffer out[2];
+  if (check(env, hurray_share(H(src), 2, out), "HurrayBuffer.shareInto") != HURRAY_OK) return;
+  *H(src) = out[0]; /* the source keeps one */
+  *H(dst) = out[1];
+}
+
 JNIEXPORT jlong JNICALL Java_dev_hurray_Native_toDLPackVersioned(JNIEnv *env, jclass c,
                                                                   jlong handle) {
   (void)c;
@@ -196,6 +212,18 @@ JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_release(JNIEnv *env, jclass c,
   jboolean live = h->release_fn != NULL;
   (void)hurray_buffer_release(h);
   free(h);
+  return live;
+}
+
+/* Releases the handle (if live) and keeps its struct, empty, for the next
+ * shareInto of a reusable buffer. Returns whether it was live. */
+JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_releaseKeep(JNIEnv *env, jclass c,
+                                                              jlong handle) {
+  (void)env;
+  (void)c;
+  hurray_buffer moved = hurray_buffer_move(H(handle)); /* empty before the release runs */
+  jboolean live = moved.release_fn != NULL;
+  (void)hurray_buffer_release(&moved);
   return live;
 }
 

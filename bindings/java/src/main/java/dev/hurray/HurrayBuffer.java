@@ -36,6 +36,7 @@ import java.util.function.Function;
 public final class HurrayBuffer implements AutoCloseable {
   private static final Cleaner CLEANER = Cleaner.create();
   private static final AtomicLong CLEANER_RELEASES = new AtomicLong();
+  private static final AtomicLong REUSABLE_ORDER = new AtomicLong(); // lock order of reusable buffers
   private static final long FLAG_READ_ONLY = 1L;
 
   /**
@@ -54,6 +55,17 @@ public final class HurrayBuffer implements AutoCloseable {
     // thread (through clean()), which sees the write in program order; on
     // the Cleaner's thread a stale false just takes the locked path below.
     private boolean takenByClose;
+    // A reusable buffer (reusable()): handle is its C struct for its whole
+    // life, empty while closed, filled by shareInto; close() releases into
+    // it and keeps it. order > 0 ranks its monitor for shareInto's two
+    // locks (every other buffer is 0 and never the second of two).
+    private final boolean reusable;
+    private final long order;
+
+    State(boolean reusable) {
+      this.reusable = reusable;
+      this.order = reusable ? REUSABLE_ORDER.incrementAndGet() : 0;
+    }
 
     @Override
     public void run() {
@@ -82,9 +94,68 @@ public final class HurrayBuffer implements AutoCloseable {
   private final Cleaner.Cleanable cleanable;
 
   private HurrayBuffer(long handle) {
-    state = new State();
+    this(handle, false);
+  }
+
+  private HurrayBuffer(long handle, boolean reusable) {
+    state = new State(reusable);
     state.handle = handle;
+    state.closed = reusable; // a reusable buffer starts empty
     cleanable = CLEANER.register(this, state);
+  }
+
+  /**
+   * A buffer that holds nothing yet ({@link #isOpen()} is false) for
+   * {@link #shareInto} to fill again and again: its C handle and its
+   * Cleaner registration are made once, here, so a {@code shareInto} +
+   * {@code close} pair allocates nothing and registers nothing (the fast
+   * path for loops; docs/performance.md, Java). Closing it releases the
+   * reference it holds and leaves it reusable; the Cleaner releases what it
+   * holds when it becomes unreachable.
+   *
+   * @return the empty buffer
+   * @throws HurrayException OUT_OF_MEMORY when the C handle cannot be allocated
+   * @throws UnsatisfiedLinkError the native libraries failed to load
+   */
+  public static HurrayBuffer reusable() {
+    Native.ensureLoaded();
+    return new HurrayBuffer(Native.newEmpty(), true);
+  }
+
+  /**
+   * {@link #share()} into {@code dst}, a {@link #reusable()} buffer that
+   * holds nothing (new, closed, or handed on): {@code dst} gets a new
+   * reference to this memory, to be closed as any buffer, and stays
+   * reusable. No allocation. On failure nothing changes.
+   *
+   * @param dst an empty reusable buffer other than this one
+   * @throws NullPointerException dst is null
+   * @throws IllegalArgumentException dst is not from {@link #reusable()}, is
+   *     this buffer, or still holds a reference
+   * @throws IllegalStateException this buffer is closed
+   * @throws HurrayException libhurray's status
+   */
+  public void shareInto(HurrayBuffer dst) {
+    Objects.requireNonNull(dst, "HurrayBuffer.shareInto: dst is null");
+    State d = dst.state;
+    if (!d.reusable || d == state) {
+      throw new IllegalArgumentException(
+          "HurrayBuffer.shareInto: dst must be another buffer made by HurrayBuffer.reusable()");
+    }
+    State first = state.order < d.order ? state : d;
+    State second = first == state ? d : state;
+    synchronized (first) {
+      synchronized (second) {
+        long h = live("shareInto");
+        if (!d.closed || d.releaseAtScopeEnd) {
+          throw new IllegalArgumentException("HurrayBuffer.shareInto: dst still holds a reference");
+        }
+        Native.shareInto(h, d.handle); // throws, changing nothing
+        d.view = null;
+        d.closed = false;
+      }
+    }
+    Reference.reachabilityFence(dst);
   }
 
   /**
@@ -242,7 +313,9 @@ public final class HurrayBuffer implements AutoCloseable {
       t = versioned ? Native.toDLPackVersioned(h) : Native.toDLPack(h); // throws, changing nothing
       state.closed = true;
     }
-    cleanable.clean(); // the handle is empty now: this only frees its struct
+    if (!state.reusable) {
+      cleanable.clean(); // the handle is empty now: this only frees its struct
+    }
     return t;
   }
 
@@ -427,7 +500,12 @@ public final class HurrayBuffer implements AutoCloseable {
         state.scopes--;
         if (state.releaseAtScopeEnd && state.scopes == 0) { // the last scope of all threads
           state.releaseAtScopeEnd = false;
-          releaseNow = true;
+          if (state.reusable) {
+            state.view = null;
+            Native.releaseKeep(state.handle);
+          } else {
+            releaseNow = true;
+          }
         }
         state.notifyAll();
       }
@@ -646,6 +724,14 @@ public final class HurrayBuffer implements AutoCloseable {
       st.closed = true; // no new scope starts from here on
       if (!awaitScopesOrOwn()) {
         st.releaseAtScopeEnd = true;
+        return;
+      }
+      if (st.reusable) {
+        // Released under the monitor, so that no shareInto refills the
+        // struct meanwhile; the JNI side empties it before the release
+        // runs, so a release callback may refill it on this thread.
+        st.view = null;
+        Native.releaseKeep(st.handle);
         return;
       }
       h = st.handle; // taken here, so that clean() below needs no second lock

@@ -71,6 +71,12 @@ final class Native {
   /** One new handle (share(h, 1) without the array); h keeps its own reference. */
   static native long share1(long h);
 
+  /** A new empty (all-zero) handle struct, for a reusable buffer. */
+  static native long newEmpty();
+
+  /** One more reference of src written into dst, an allocated empty handle. */
+  static native void shareInto(long src, long dst);
+
   /** Moves the handle into a new tensor; h is left empty (still allocated). */
   static native long toDLPackVersioned(long h);
 
@@ -82,6 +88,13 @@ final class Native {
    * @return whether it was live (a release ran)
    */
   static native boolean release(long h);
+
+  /**
+   * Releases the handle (if live) and keeps its struct allocated, empty.
+   *
+   * @return whether it was live (a release ran)
+   */
+  static native boolean releaseKeep(long h);
 
   static native boolean isLive(long h);
 

@@ -59,6 +59,13 @@ public final class ShareCloseBench {
           buf.share(1)[0].close();
         }
       }, batch, batches);
+      HurrayBuffer dst = HurrayBuffer.reusable();
+      measure("shareInto+close (reusable)", n -> {
+        for (int i = 0; i < n; i++) {
+          buf.shareInto(dst);
+          dst.close();
+        }
+      }, batch, batches);
       // Its parts, for docs/performance.md: the JNI calls alone, and a
       // Cleaner registration with its clean().
       long h = Native.alloc(2, 32, 1, new long[] {2, 3}, false);
