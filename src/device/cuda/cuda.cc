@@ -1,10 +1,9 @@
 // CUDA memory: device (kDLCUDA), pinned host (kDLCUDAHost) and managed
-// (kDLCUDAManaged) allocators, stream-ordered allocation, and the copy,
-// stream and pointer operations of the CUDA vendor (docs/impl/gpu.md).
-//
-// Every driver call runs with the primary context of the owning device
-// current: pushed when the calling thread has another context (or none) and
-// popped afterwards, so the thread ends as it began.
+// (kDLCUDAManaged) allocators, stream-ordered allocation, the release, the
+// pointer check and the capture check of the CUDA vendor, and its primary
+// contexts (docs/impl/gpu.md). What it shares with HIP (running a call with
+// the owning context current, copy, synchronize, stream wait, the deferred
+// frees, the table) is device/vendor.h over CudaTraits (vendor.h).
 #if defined(HURRAY_WITH_CUDA)
 
 #include <atomic>
@@ -26,11 +25,6 @@ namespace {
 // releases leak without calling into the driver at all.
 std::atomic<bool> g_torn_down{false};
 std::mutex g_retain_mutex;
-
-inline CUdeviceptr dptr(const void *p) {
-  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
-}
-inline void *hptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
 
 // The identity of the incarnation of `ctx`: cuCtxGetId where the driver has
 // it (12.0+), else libhurray's generation `fallback`.

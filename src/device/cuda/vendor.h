@@ -18,6 +18,12 @@
 
 namespace hurray::detail {
 
+// Host pointers and the driver's device addresses (same bits).
+inline CUdeviceptr dptr(const void *p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+inline void *hptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
+
 // Makes a context current unless it already is, and restores what the
 // thread had (possibly no context) in leave(). Every path calls leave() and
 // looks at its result; the destructor only catches a path that forgot.
@@ -109,9 +115,6 @@ struct CudaTraits {
   static bool forked_child() { return cuda_forked_child(); }
   static const char *error_name(Result r) { return cuda_error_name(r); }
 
-  static CUdeviceptr dptr(const void *p) {
-    return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
-  }
   static Result memcpy_async(const Api &d, void *dst, const void *src, size_t n, void *stream) {
     return d.memcpy_async(dptr(dst), dptr(src), n, static_cast<CUstream>(stream));
   }

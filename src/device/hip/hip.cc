@@ -1,10 +1,9 @@
 // HIP memory: device (kDLROCM) and pinned host (kDLROCMHost) allocators,
-// stream-ordered allocation, and the copy, stream and pointer operations of
-// the HIP vendor (docs/impl/gpu.md).
-//
-// Device work runs with the owning device current: hipSetDevice when the
-// calling thread has another current device, and the thread's own device
-// set back afterwards.
+// stream-ordered allocation, the release, the pointer check and the capture
+// check of the HIP vendor (docs/impl/gpu.md). What it shares with CUDA
+// (running a call with the owning device current, copy, synchronize, stream
+// wait, the deferred frees, the table) is device/vendor.h over HipTraits
+// (vendor.h).
 #if defined(HURRAY_WITH_HIP)
 
 #include <atomic>
