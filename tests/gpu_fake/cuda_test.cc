@@ -568,38 +568,6 @@ TEST_F(CudaFake, FailedCopyReturnsDeviceErrorAndLeaksNothing) {
   hurray_buffer_release(&cpu);
 }
 
-TEST_F(CudaFake, StreamWaitRecordsOnTheProducerAndWaitsOnTheConsumer) {
-  void *producer = reinterpret_cast<void *>(0x1000);
-  void *consumer = reinterpret_cast<void *>(0x2000);
-  std::thread([&] {
-    EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 1), producer, consumer), HURRAY_OK)
-        << hurray_last_error();
-    EXPECT_EQ(f().current_device(), -1);
-  }).join();
-  auto records = f().log("cuEventRecord");
-  ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].stream, producer);
-  EXPECT_EQ(records[0].device, 1);
-  auto waits = f().log("cuStreamWaitEvent");
-  ASSERT_EQ(waits.size(), 1u);
-  EXPECT_EQ(waits[0].stream, consumer);
-  EXPECT_EQ(waits[0].other, producer);
-  EXPECT_EQ(f().call_count("cuEventDestroy"), 1);
-  // Same stream: nothing to do.
-  f().reset();
-  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 0), producer, producer), HURRAY_OK);
-  EXPECT_EQ(f().call_count("cuEventRecord"), 0);
-  // Errors.
-  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CPU), producer, consumer),
-            HURRAY_ERR_UNSUPPORTED_DEVICE);
-  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 5), producer, consumer),
-            HURRAY_ERR_UNSUPPORTED_DEVICE);
-  f().inject("cuStreamWaitEvent", 400, 1);
-  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CUDA, 0), producer, consumer), HURRAY_ERR_DEVICE);
-  EXPECT_NE(std::strstr(hurray_last_error(), "cuStreamWaitEvent"), nullptr) << hurray_last_error();
-  EXPECT_EQ(f().call_count("cuEventDestroy"), 1) << "the event is destroyed on failure too";
-}
-
 TEST_F(CudaFake, ConcurrentAllocationsAndCrossThreadReleases) {
   constexpr int kThreads = 4;
   constexpr int kEach = 200;

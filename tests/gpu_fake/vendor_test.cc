@@ -24,6 +24,9 @@ struct Kind {
 };
 
 struct CudaVendor {
+  static constexpr const char *kEventRecord = "cuEventRecord";
+  static constexpr const char *kStreamWaitEvent = "cuStreamWaitEvent";
+  static constexpr const char *kEventDestroy = "cuEventDestroy";
   static Fake &fake() { return fake_cuda(); }
   static constexpr int kCurrentBefore = -1;  // no context on the test thread
   static constexpr int32_t kDevice = HURRAY_DEVICE_CUDA;
@@ -37,6 +40,7 @@ struct CudaVendor {
   static constexpr const char *kOutOfMemoryName = "CUDA_ERROR_OUT_OF_MEMORY";
   static constexpr int kNotSupported = 801;
   static constexpr const char *kNotSupportedName = "CUDA_ERROR_NOT_SUPPORTED";
+  static constexpr int kInvalidHandle = 400;
   static constexpr const char *kNoDevice2 = "CUDA device 2 does not exist";
   static std::vector<Kind> kinds() {
     return {{HURRAY_DEVICE_CUDA, 0, "cuMemFree"},
@@ -47,6 +51,9 @@ struct CudaVendor {
 };
 
 struct HipVendor {
+  static constexpr const char *kEventRecord = "hipEventRecord";
+  static constexpr const char *kStreamWaitEvent = "hipStreamWaitEvent";
+  static constexpr const char *kEventDestroy = "hipEventDestroy";
   static Fake &fake() { return fake_hip(); }
   static constexpr int kCurrentBefore = 0;
   static constexpr int32_t kDevice = HURRAY_DEVICE_ROCM;
@@ -60,6 +67,7 @@ struct HipVendor {
   static constexpr const char *kOutOfMemoryName = "hipErrorOutOfMemory";
   static constexpr int kNotSupported = 801;
   static constexpr const char *kNotSupportedName = "hipErrorNotSupported";
+  static constexpr int kInvalidHandle = 400;
   static constexpr const char *kNoDevice2 = "HIP device 2 does not exist";
   static std::vector<Kind> kinds() {
     return {{HURRAY_DEVICE_ROCM, 0, "hipFree"},
@@ -239,4 +247,40 @@ TYPED_TEST(VendorFake, NoStreamOrderedAllocatorIsUnsupportedDevice) {
             HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(hurray_buffer_release(&cpu), HURRAY_OK);
   EXPECT_EQ(this->f().live_allocations(), this->live_before_);
+}
+
+TYPED_TEST(VendorFake, StreamWaitRecordsOnTheProducerAndWaitsOnTheConsumer) {
+  using V = TypeParam;
+  void *producer = reinterpret_cast<void *>(0x1000);
+  void *consumer = reinterpret_cast<void *>(0x2000);
+  std::thread([&] {
+    EXPECT_EQ(hurray_stream_wait(dev(V::kDevice, 1), producer, consumer), HURRAY_OK)
+        << hurray_last_error();
+    EXPECT_EQ(this->f().current_device(), V::kCurrentBefore);
+  }).join();
+  auto records = this->f().log(V::kEventRecord);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].stream, producer);
+  EXPECT_EQ(records[0].device, 1);
+  auto waits = this->f().log(V::kStreamWaitEvent);
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].stream, consumer);
+  EXPECT_EQ(waits[0].other, producer);
+  EXPECT_EQ(waits[0].device, 1);
+  EXPECT_EQ(this->f().call_count(V::kEventDestroy), 1);
+  // Same stream: nothing to do.
+  this->f().reset();
+  EXPECT_EQ(hurray_stream_wait(dev(V::kDevice, 0), producer, producer), HURRAY_OK);
+  EXPECT_EQ(this->f().call_count(V::kEventRecord), 0);
+  // Errors.
+  EXPECT_EQ(hurray_stream_wait(dev(HURRAY_DEVICE_CPU), producer, consumer),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(hurray_stream_wait(dev(V::kDevice, 5), producer, consumer),
+            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  this->f().inject(V::kStreamWaitEvent, V::kInvalidHandle, 1);
+  EXPECT_EQ(hurray_stream_wait(dev(V::kDevice, 0), producer, consumer), HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::strstr(hurray_last_error(), V::kStreamWaitEvent), nullptr)
+      << hurray_last_error();
+  EXPECT_EQ(this->f().call_count(V::kEventDestroy), 1) << "the event is destroyed on failure too";
+  EXPECT_EQ(this->f().current_device(), V::kCurrentBefore);
 }
