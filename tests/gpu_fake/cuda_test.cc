@@ -283,44 +283,6 @@ TEST_F(CudaFake, DiagnosticsHonourTheCallersStructSize) {
   EXPECT_EQ(hurray_get_diagnostics(nullptr), HURRAY_ERR_INVALID_ARGUMENT);
 }
 
-TEST_F(CudaFake, ForkedChildSkipsGpuReleasesAndCountsThem) {
-  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
-  hurray_buffer h2 = h;  // the child's view of the same handle
-  const Diag before = diagnostics();
-  const int frees_before = f().call_count("cuMemFree");
-  fflush(nullptr);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    int code = 0;
-    hurray_buffer_release(&h2);
-    hurray_diagnostics d{};
-    d.struct_size = sizeof d;
-    if (hurray_get_diagnostics(&d) != HURRAY_OK) code |= 1;
-    if (d.fork_skipped_releases != before.fork + 1) code |= 2;
-    if (fake_cuda().call_count("cuMemFree") != frees_before) code |= 4;
-    const int64_t shape[1] = {4};
-    hurray_buffer x;
-    if (hurray_alloc(dev(HURRAY_DEVICE_CUDA, 0), kFloat32, 1, shape, 0, &x) !=
-        HURRAY_ERR_UNSUPPORTED_DEVICE) {
-      code |= 8;
-    }
-    if (std::strstr(hurray_last_error(), "fork") == nullptr) code |= 16;
-    // CPU memory still works in the child.
-    if (hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &x) != HURRAY_OK) code |= 32;
-    hurray_buffer_release(&x);
-    _exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "bit set = failed check in the child";
-  // The parent still owns and frees its memory.
-  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
-  EXPECT_EQ(f().call_count("cuMemFree"), frees_before + 1);
-  EXPECT_EQ(diagnostics().fork, before.fork);
-}
-
 TEST_F(CudaFake, DeviceTypeAndIdSurviveEveryConversion) {
   for (const Kind &k : kKinds) {
     SCOPED_TRACE(k.alloc_fn + std::string(" device ") + std::to_string(k.id));

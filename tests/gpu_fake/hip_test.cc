@@ -109,31 +109,6 @@ TEST_F(HipFake, FailedFreeIsCountedAndSentToTheHook) {
   ASSERT_EQ(hurray_set_diagnostic_hook(nullptr, nullptr), HURRAY_OK);
 }
 
-TEST_F(HipFake, ForkedChildSkipsGpuReleases) {
-  hurray_buffer h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
-  hurray_buffer h2 = h;
-  const Diag before = diagnostics();
-  fflush(nullptr);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    int code = 0;
-    hurray_buffer_release(&h2);
-    hurray_diagnostics d{};
-    d.struct_size = sizeof d;
-    if (hurray_get_diagnostics(&d) != HURRAY_OK || d.fork_skipped_releases != before.fork + 1) {
-      code |= 1;
-    }
-    if (fake_hip().call_count("hipFree") != 0) code |= 2;
-    _exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  hurray_buffer_release(&h);
-  EXPECT_EQ(f().call_count("hipFree"), 1);
-}
-
 TEST_F(HipFake, ImportPointerCheckUnderRocm6Encoding) {
   hurray_buffer d1 = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1));
   hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_ROCM_HOST));

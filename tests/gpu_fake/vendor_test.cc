@@ -5,6 +5,8 @@
 // hip_test.cc.
 #include <hurray/dlpack.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -283,4 +285,43 @@ TYPED_TEST(VendorFake, StreamWaitRecordsOnTheProducerAndWaitsOnTheConsumer) {
       << hurray_last_error();
   EXPECT_EQ(this->f().call_count(V::kEventDestroy), 1) << "the event is destroyed on failure too";
   EXPECT_EQ(this->f().current_device(), V::kCurrentBefore);
+}
+
+TYPED_TEST(VendorFake, ForkedChildSkipsGpuReleasesAndCountsThem) {
+  using V = TypeParam;
+  hurray_buffer h = alloc_ok(dev(V::kDevice, 1));
+  hurray_buffer h2 = h;  // the child's view of the same handle
+  const Diag before = diagnostics();
+  const int frees_before = this->f().call_count(V::kFree);
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int code = 0;
+    hurray_buffer_release(&h2);
+    hurray_diagnostics d{};
+    d.struct_size = sizeof d;
+    if (hurray_get_diagnostics(&d) != HURRAY_OK) code |= 1;
+    if (d.fork_skipped_releases != before.fork + 1) code |= 2;
+    if (V::fake().call_count(V::kFree) != frees_before) code |= 4;
+    const int64_t shape[1] = {4};
+    hurray_buffer x;
+    if (hurray_alloc(dev(V::kDevice, 0), kFloat32, 1, shape, 0, &x) !=
+        HURRAY_ERR_UNSUPPORTED_DEVICE) {
+      code |= 8;
+    }
+    if (std::strstr(hurray_last_error(), "fork") == nullptr) code |= 16;
+    // CPU memory still works in the child.
+    if (hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &x) != HURRAY_OK) code |= 32;
+    hurray_buffer_release(&x);
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bit set = failed check in the child";
+  // The parent still owns and frees its memory.
+  EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
+  EXPECT_EQ(this->f().call_count(V::kFree), frees_before + 1);
+  EXPECT_EQ(diagnostics().fork, before.fork);
 }
