@@ -1,5 +1,5 @@
-// hurray_alloc: checks the request, then the CPU fast path or the GPU backend
-// table (gpu/backend.h); and compact_handle, which both use.
+// hurray_alloc: checks the request, then allocates through the device type's
+// backend table (device/backend.h, the CPU's included); and compact_handle.
 #include "alloc.h"
 
 #include <cinttypes>
@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "error.h"
-#include "gpu/backend.h"
+#include "device/backend.h"
 #include "layout.h"
 
 namespace hurray {
@@ -16,9 +16,9 @@ namespace {
 
 // Host bookkeeping of device memory: what to free, where, and the dims.
 struct DeviceBlock {
-  const DeviceBackend *backend;
+  const detail::DeviceBackend *backend;
   hurray_device device;
-  DeviceMemory mem;
+  detail::DeviceMemory mem;
   int64_t dims[1];  // shape then strides, 2 * ndim entries (flexible tail)
 };
 
@@ -49,22 +49,14 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   if (st != HURRAY_OK) return st;
   const uint64_t nbytes = static_cast<uint64_t>(e.highest);
 
-  if (device.device_type == HURRAY_DEVICE_CPU) {
-    if (device.device_id != 0) {
-      return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "CPU memory has device_id 0, not %" PRId32,
-                  device.device_id);
-    }
-    return cpu_alloc(dtype, ndim, shape, flags, nbytes, out);
-  }
-
-  const DeviceBackend *a = backend_for(device.device_type);
+  const detail::DeviceBackend *a = detail::backend_for(device.device_type);
   if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   const size_t meta = sizeof(DeviceBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(ndim));
   auto *b = static_cast<DeviceBlock *>(std::malloc(meta));
   if (b == nullptr) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
-  DeviceMemory mem;  // ptr stays NULL for zero bytes (the backend checks the device only)
+  detail::DeviceMemory mem;  // ptr stays NULL for zero bytes (the backend checks the device only)
   mem.stream = stream;
   st = a->allocate(device, nbytes, stream, stream_device, &mem);
   if (st != HURRAY_OK) {
@@ -108,7 +100,7 @@ HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_
                                 const int64_t *shape, uint64_t flags, hurray_buffer *out) {
   using namespace hurray;
   return check::produced(
-      alloc_on(device, dtype, ndim, shape, flags, nullptr, kStreamOfThisDevice, out), out, 1,
+      alloc_on(device, dtype, ndim, shape, flags, nullptr, detail::kStreamOfThisDevice, out), out, 1,
       "hurray_alloc");
 }
 

@@ -1,6 +1,7 @@
 // Allocation (spec §7): the entry point shared by hurray_alloc,
 // hurray_alloc_async and hurray_copy, and the compact handles it builds
-// (alloc.cc; CPU memory in alloc_cpu.cc, GPU memory through gpu/backend.h).
+// (alloc.cc; the memory comes from the device type's backend table,
+// device/backend.h).
 #ifndef HURRAY_SRC_ALLOC_H_
 #define HURRAY_SRC_ALLOC_H_
 
@@ -24,12 +25,6 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
 hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *data,
                              hurray_device device, hurray_dtype dtype, int32_t ndim,
                              const int64_t *shape, int64_t *dims, uint64_t flags);
-
-// CPU: allocates a compact (dtype, shape) tensor of `nbytes` data bytes with
-// metadata and data in one HURRAY_CPU_ALIGNMENT-aligned block
-// (alloc_cpu.cc). Same contract as hurray_alloc.
-int32_t cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64_t flags,
-                  uint64_t nbytes, hurray_buffer *out);
 
 }  // namespace hurray
 

@@ -9,7 +9,7 @@
 
 #include "check_registry.h"
 #include "error.h"
-#include "gpu/diagnostics.h"
+#include "diagnostics.h"
 #include "handle.h"
 
 namespace hurray {

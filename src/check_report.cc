@@ -19,7 +19,7 @@
 #include "check.h"
 #include "check_registry.h"
 #include "error.h"
-#include "gpu/diagnostics.h"
+#include "diagnostics.h"
 
 namespace hurray {
 namespace check {
@@ -40,7 +40,7 @@ bool stderr_wanted() {
 
 // Sends one finding to the hook, and to stderr when asked.
 void emit(int32_t status, const Text &message, bool double_release) {
-  report_check_finding(status, message.c_str(), double_release);
+  detail::report_check_finding(status, message.c_str(), double_release);
   if (stderr_wanted()) {
     std::fputs(message.c_str(), stderr);
     std::fflush(stderr);
@@ -250,7 +250,7 @@ void exit_report() {
     describe(&m, s.ids[i], s.records[i]);
     m.add(" still live at exit.\n  made at:\n");
     frames_text(&m, s.records[i].made, "    ");
-    report_check_finding(HURRAY_ERR_LEAKED, m.c_str(), false);
+    detail::report_check_finding(HURRAY_ERR_LEAKED, m.c_str(), false);
     if (g_exit_stderr.load(std::memory_order_relaxed)) std::fputs(m.c_str(), stderr);
   }
   if (g_exit_stderr.load(std::memory_order_relaxed)) {

@@ -7,7 +7,7 @@
 #include "dlpack_wrappers.h"
 #include "check.h"
 #include "error.h"
-#include "gpu/backend.h"
+#include "device/backend.h"
 #include "handle.h"
 
 namespace hurray {
@@ -61,7 +61,7 @@ int32_t check_import_pointer(const DLTensor &t) {
   for (int32_t i = 0; i < t.ndim; ++i) {
     if (t.shape[i] == 0) return HURRAY_OK;  // no elements, nothing to check
   }
-  return check_device_pointer(
+  return detail::check_device_pointer(
       hurray_device{static_cast<int32_t>(t.device.device_type), t.device.device_id}, t.data);
 }
 

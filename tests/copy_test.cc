@@ -1,4 +1,4 @@
-// hurray_copy on host memory (src/copy.cc, spec §7.2, c-ffi §6).
+// hurray_copy on host memory (src/hurray_copy.cc, spec §7.2, c-ffi §6).
 #include <cstdint>
 #include <cstring>
 #include <vector>

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-namespace hurray {
+namespace hurray::detail {
 
 void copy_plan_host(const CopyPlan &p, const void *src, void *dst) {
   const uint64_t eb = static_cast<uint64_t>(p.elem_bytes);
@@ -47,4 +47,4 @@ void copy_plan_host(const CopyPlan &p, const void *src, void *dst) {
   }
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

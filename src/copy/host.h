@@ -5,7 +5,7 @@
 
 #include "plan.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // Copies the elements of `p` from `src` to `dst`, each the address of
 // element (0, ..., 0) of its side. Offsets are computed in unsigned 64-bit
@@ -13,6 +13,6 @@ namespace hurray {
 // are ever formed.
 void copy_plan_host(const CopyPlan &p, const void *src, void *dst);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_COPY_HOST_H_

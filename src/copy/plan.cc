@@ -3,7 +3,7 @@
 
 #include "../error.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 int32_t overflow(const char *what) {
@@ -155,4 +155,4 @@ bool plan_rect(const CopyPlan &p, int32_t first_dim, CopyRect *out) {
   return true;
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

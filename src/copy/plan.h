@@ -11,7 +11,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 struct CopyPlan {
   int64_t elem_bytes;  // bytes per element, >= 1
@@ -69,6 +69,6 @@ constexpr uint64_t kMaxCopyPitch = (uint64_t{1} << 31) - 1;
 // strides left, rows that overlap, more than three levels).
 bool plan_rect(const CopyPlan &p, int32_t first_dim, CopyRect *out);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_COPY_PLAN_H_

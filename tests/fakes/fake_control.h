@@ -106,7 +106,7 @@ void fake_cuda_renew_context(int d);
    refuse (CUDA_ERROR_INVALID_VALUE) pitches below the width or above 2^31-1
    and host/device memory types that do not match the memory; the module API
    accepts only libhurray's PTX, and cuLaunchKernel runs a CPU reference of
-   its kernel on the launch's parameters (src/copy/kernel_params.h), failing
+   its kernel on the launch's parameters (src/device/cuda/kernel_params.h), failing
    with CUDA_ERROR_ILLEGAL_ADDRESS when an access would leave memory the
    device can reach (its own, managed, pinned) and with
    CUDA_ERROR_MISALIGNED_ADDRESS for unaligned units. Each is logged (ptr:

@@ -528,7 +528,7 @@ bool device_can_touch(int device, uint64_t p, uint64_t n) {
   return a.kind != fake::Kind::kDevice || a.device == device;
 }
 
-// The CPU reference of src/copy/strided_kernel.ptx, run on the launch's
+// The CPU reference of src/device/cuda/strided_kernel.ptx, run on the launch's
 // parameters. First checks every access like the GPU would fault on it.
 CUresult run_strided_kernel(const hurray_strided_kernel_params &p, int device) {
   if (p.unit != 1 && p.unit != 2 && p.unit != 4 && p.unit != 8) return CUDA_ERROR_INVALID_VALUE;

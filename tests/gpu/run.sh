@@ -99,13 +99,13 @@ else
       -e "s/@PROJECT_VERSION_PATCH@/$vpat/g" -e "s/@PROJECT_VERSION@/$version/g" \
       "$ROOT/cmake/version.h.in" >"$GEN_INCLUDE/hurray/version.h" || exit 2
   # The PTX kernel as a string (CMake's configure_file of the same template).
-  awk -v ptx="$ROOT/src/copy/strided_kernel.ptx" '{
+  awk -v ptx="$ROOT/src/device/cuda/strided_kernel.ptx" '{
       m = "@HURRAY_STRIDED_KERNEL_PTX@"; i = index($0, m)
       if (i == 0) { print; next }
       printf "%s", substr($0, 1, i - 1)
       while ((getline line < ptx) > 0) print line
       print substr($0, i + length(m))
-    }' "$ROOT/cmake/strided_kernel_ptx.cc.in" >"$LIBDIR/generated/strided_kernel_ptx.cc" || exit 2
+    }' "$ROOT/src/device/cuda/strided_kernel_ptx.cc.in" >"$LIBDIR/generated/strided_kernel_ptx.cc" || exit 2
   sources="$sources $LIBDIR/generated/strided_kernel_ptx.cc"
   flags=(-O2 -DNDEBUG -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden
          -Wall -Wextra -Wpedantic -fno-exceptions -fno-rtti

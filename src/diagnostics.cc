@@ -11,11 +11,10 @@
 #include <cstring>
 #include <mutex>
 
-#include "../check.h"
-#include "../error.h"
+#include "error.h"
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 std::atomic<uint64_t> g_failed_releases{0};
@@ -45,33 +44,6 @@ thread_local bool t_in_hook = false;
 // fork from inside the hook itself (this thread already holds it) takes
 // nothing and the child's hook returns and unlocks as usual.
 thread_local bool t_locked_for_fork = false;
-
-// The checking mode's registry lock is taken after the hook mutex (a hook
-// may release tracked handles, never the other way round: the checker calls
-// the hook without its lock), and given back before it.
-void hook_prepare_fork() {
-  if (!t_in_hook) {
-    g_hook_mutex.lock();
-    t_locked_for_fork = true;
-  }
-  check::prepare_fork();
-}
-
-void hook_after_fork() {
-  check::after_fork();
-  if (!t_locked_for_fork) return;
-  t_locked_for_fork = false;
-  g_hook_mutex.unlock();
-}
-
-void hook_after_fork_child() {
-  hook_after_fork();
-  check::after_fork_child();
-}
-
-// Registered when libhurray is loaded: before any hook can run.
-const int g_hook_atfork =
-    pthread_atfork(&hook_prepare_fork, &hook_after_fork, &hook_after_fork_child);
 
 void send_to_hook(int32_t status, const char *fmt, va_list args) {
   if (t_in_hook) return;
@@ -117,6 +89,18 @@ void report_check_finding(int32_t status, const char *message, bool double_relea
   send_to_hook_text(status, message);
 }
 
+void lock_hook_for_fork() {
+  if (t_in_hook) return;
+  g_hook_mutex.lock();
+  t_locked_for_fork = true;
+}
+
+void unlock_hook_after_fork() {
+  if (!t_locked_for_fork) return;
+  t_locked_for_fork = false;
+  g_hook_mutex.unlock();
+}
+
 void count_teardown_leak() { g_teardown_leaks.fetch_add(1, std::memory_order_relaxed); }
 
 void count_fork_skip() { g_fork_skips.fetch_add(1, std::memory_order_relaxed); }
@@ -127,12 +111,13 @@ void register_fork_child_handler(void (*child_handler)(void)) {
   (void)pthread_atfork(nullptr, nullptr, child_handler);
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   using namespace hurray;
+  using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   const size_t size = out->struct_size;
   if (size < offsetof(hurray_diagnostics, failed_releases) + sizeof(uint64_t)) {
@@ -168,7 +153,7 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
 
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user) {
   using namespace hurray;
-  (void)g_hook_atfork;
+  using namespace hurray::detail;
   if (t_in_hook) {
     // Called by the running hook: this thread already holds the mutex. The
     // new hook serves the next failure; the caller is the one still running.

@@ -3,8 +3,8 @@
 // them again from its later allocations and releases, on any thread, until
 // the capture has ended. count() lets those hot paths skip the mutex when
 // the list is empty.
-#ifndef HURRAY_SRC_GPU_DEFERRED_FREES_H_
-#define HURRAY_SRC_GPU_DEFERRED_FREES_H_
+#ifndef HURRAY_SRC_DEVICE_DEFERRED_FREES_H_
+#define HURRAY_SRC_DEVICE_DEFERRED_FREES_H_
 
 #include <atomic>
 #include <cstddef>
@@ -14,7 +14,7 @@
 
 #include "backend.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 class DeferredFrees {
  public:
@@ -59,6 +59,6 @@ class DeferredFrees {
   std::atomic<size_t> count_{0};
 };
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
-#endif  // HURRAY_SRC_GPU_DEFERRED_FREES_H_
+#endif  // HURRAY_SRC_DEVICE_DEFERRED_FREES_H_

@@ -1,4 +1,4 @@
-// Strided copies on a HIP device (copy/device.h): hipMemcpy2DAsync /
+// Strided copies on a HIP device (HipTraits::copy_strided, vendor.h): hipMemcpy2DAsync /
 // hipMemcpy3DAsync, one call when the layout is 2-D or 3-D, else one call
 // per index of the outer dimensions (at most kHipMaxPieces calls). libhurray
 // ships no AMD GPU code object (hipModuleLoadData needs one built for the
@@ -8,10 +8,11 @@
 
 #include <cstring>
 
-#include "../gpu/hip_runtime.h"
-#include "device.h"
+#include "runtime.h"
+#include "../strided_copy.h"
+#include "vendor.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 hipError_t copy_rect(const HipRuntime &rt, const CopyRect &r, uint64_t src, uint64_t dst,
@@ -85,11 +86,10 @@ hipError_t run(const HipRuntime &rt, void *arg) {
 
 }  // namespace
 
-int32_t hip_copy_on_device(int32_t ordinal, const DeviceCopy &c, void *stream, bool *done) {
-  *done = false;
+int32_t HipTraits::copy_strided(int32_t ordinal, const DeviceCopy &c, void *stream) {
   const HipRuntime *rt = hip_runtime();
   if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  if (rt->memcpy_2d_async == nullptr || rt->memcpy_3d_async == nullptr) return HURRAY_OK;
+  if (rt->memcpy_2d_async == nullptr || rt->memcpy_3d_async == nullptr) return kStageThroughHost;
   const CopyPlan &p = c.plan;
   Job j{&c, 0, CopyRect{}, static_cast<hipStream_t>(stream), "hipMemcpy2DAsync"};
   // The fewest outer dimensions that leave a 2-D / 3-D copy inside.
@@ -97,16 +97,15 @@ int32_t hip_copy_on_device(int32_t ordinal, const DeviceCopy &c, void *stream, b
   for (j.outer = 0; j.outer <= p.ndim; ++j.outer) {
     if (j.outer > 0) {
       const uint64_t n = static_cast<uint64_t>(p.shape[j.outer - 1]);
-      if (n > kHipMaxPieces / pieces) return HURRAY_OK;  // more calls than that: stage
+      if (n > kHipMaxPieces / pieces) return kStageThroughHost;  // more calls than that
       pieces *= n;
     }
     if (plan_rect(p, j.outer, &j.rect)) break;
   }
-  if (j.outer > p.ndim) return HURRAY_OK;
-  *done = true;
-  return hip_in_device(ordinal, &j.call, &run, &j);
+  if (j.outer > p.ndim) return kStageThroughHost;
+  return Hip::with_device(ordinal, &j.call, [&](const HipRuntime &r) { return run(r, &j); });
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_WITH_HIP

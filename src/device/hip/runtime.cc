@@ -3,7 +3,7 @@
 // of each entry point (docs/impl/gpu.md §1).
 #if defined(HURRAY_WITH_HIP)
 
-#include "hip_runtime.h"
+#include "runtime.h"
 
 #include <dlfcn.h>
 
@@ -12,11 +12,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../error.h"
-#include "diagnostics.h"
-#include "loader_once.h"
+#include "../../error.h"
+#include "../../diagnostics.h"
+#include "../loader_once.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 constexpr const char *kCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6",
@@ -179,6 +179,6 @@ const char *hip_error_name(hipError_t e) {
   }
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_WITH_HIP

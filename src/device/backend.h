@@ -1,19 +1,22 @@
-// The one table of operations per GPU device type (allocate, free, copy,
-// synchronise, stream wait, pointer check, strided copy on the device),
-// resolved in one place (gpu/backend.cc). A vendor left out of the build is
-// served by a stub table whose every operation answers
+// SPDX-License-Identifier: Apache-2.0
+// The one table of operations per device type (allocate, free, copy,
+// synchronise, stream wait, pointer check, strided copy), the CPU's
+// (device/cpu/cpu.cc) like the GPU vendors' (device/cuda/, device/hip/),
+// resolved in one place (device/backend.cc). A vendor left out of the build
+// is served by a stub table whose every operation answers
 // HURRAY_ERR_UNSUPPORTED_DEVICE with one message, so no caller needs an
 // #ifdef. See docs/impl/gpu.md, "The backend table".
-#ifndef HURRAY_SRC_GPU_BACKEND_H_
-#define HURRAY_SRC_GPU_BACKEND_H_
+#ifndef HURRAY_SRC_DEVICE_BACKEND_H_
+#define HURRAY_SRC_DEVICE_BACKEND_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
-struct DeviceCopy;  // copy/device.h
+struct DeviceCopy;  // device/strided_copy.h
 
 // What a backend's allocate hands back and needs again to free: the pointer
 // and how the release must be ordered and checked. Kept by hurray_alloc in
@@ -36,12 +39,18 @@ struct DeviceMemory {
   int32_t stream_device = -1;
 };
 
-// One vendor's operations. Every function but `deallocate` returns a
+// What `copy_strided` answers when this backend cannot do the layout itself
+// (nothing was queued): the caller stages the bytes through the host. Never
+// a public status (those are >= 0).
+constexpr int32_t kStageThroughHost = -1;
+
+// One device type's operations. Every function but `deallocate` returns a
 // hurray_status and sets the thread's message on failure. Streams are the
 // vendor's own handles (CUstream / hipStream_t); NULL is the default stream.
-// Every operation loads the vendor's library on first use.
+// Every GPU operation loads the vendor's library on first use. Filled by
+// name (never by position) in each backend's file.
 struct DeviceBackend {
-  const char *name;  // "CUDA" or "HIP" (the stub of a vendor too)
+  const char *name;  // "CPU", "CUDA" or "HIP" (the stub of a vendor too)
   // HURRAY_OK when the library is loaded and works here; else
   // HURRAY_ERR_UNSUPPORTED_DEVICE with the message saying why.
   int32_t (*load)();
@@ -58,11 +67,11 @@ struct DeviceBackend {
                       int32_t stream_device, DeviceMemory *mem);
   // Frees what `allocate` returned (mem.ptr non-NULL), with the same
   // device. Called from any thread, including during process exit; never
-  // fails loudly (gpu/diagnostics.h counts what goes wrong).
+  // fails loudly (src/diagnostics.h counts what goes wrong).
   void (*deallocate)(hurray_device device, const DeviceMemory &mem);
   // Enqueues a copy of `nbytes` between any two addresses the runtime can
   // reach (device, pinned, managed or pageable host memory) on `stream`, with
-  // device `device_id` current around the call.
+  // device `device_id` current around the call (the CPU: copies now).
   int32_t (*copy)(int32_t device_id, void *dst, const void *src, uint64_t nbytes, void *stream);
   // Waits on the host until all work on `stream` is done.
   int32_t (*synchronize)(int32_t device_id, void *stream);
@@ -71,10 +80,10 @@ struct DeviceBackend {
   // HURRAY_OK when `ptr` is memory of `device` (type and ordinal) according
   // to the runtime's pointer attributes; HURRAY_ERR_INVALID_ARGUMENT if not.
   int32_t (*check_pointer)(hurray_device device, const void *ptr);
-  // Queues the strided copy `c` on the device (copy/device.h) with `ordinal`
-  // current. *done is false (nothing queued, HURRAY_OK) when this vendor
-  // cannot do the layout on the device: the caller stages through the host.
-  int32_t (*copy_on_device)(int32_t ordinal, const DeviceCopy &c, void *stream, bool *done);
+  // Queues the strided copy `c` (device/strided_copy.h) with `ordinal`
+  // current; kStageThroughHost (nothing queued) when this backend cannot do
+  // the layout itself: the caller stages through the host.
+  int32_t (*copy_strided)(int32_t ordinal, const DeviceCopy &c, void *stream);
   // HURRAY_OK when the host may wait for `stream` of device `device_id`
   // (NULL: the legacy default stream) now; HURRAY_ERR_INVALID_ARGUMENT with
   // the message set while the stream is being captured into a graph, when
@@ -84,16 +93,31 @@ struct DeviceBackend {
   int32_t (*host_wait_allowed)(int32_t device_id, void *stream);
 };
 
+// The layout is pinned: a member added, dropped or moved shows up here, and
+// each backend fills its table by name.
+static_assert(sizeof(void *) == 8, "libhurray's backend table assumes LP64");
+static_assert(offsetof(DeviceBackend, name) == 0 && offsetof(DeviceBackend, load) == 8 &&
+                  offsetof(DeviceBackend, allocate) == 16 &&
+                  offsetof(DeviceBackend, deallocate) == 24 &&
+                  offsetof(DeviceBackend, copy) == 32 &&
+                  offsetof(DeviceBackend, synchronize) == 40 &&
+                  offsetof(DeviceBackend, stream_wait) == 48 &&
+                  offsetof(DeviceBackend, check_pointer) == 56 &&
+                  offsetof(DeviceBackend, copy_strided) == 64 &&
+                  offsetof(DeviceBackend, host_wait_allowed) == 72 &&
+                  sizeof(DeviceBackend) == 80,
+              "DeviceBackend's layout changed: update every backend and this check");
+
 // kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost.
 bool is_gpu_type(int32_t device_type);
 
-// The table serving `device_type`: the vendor's, or its stub when the build
-// leaves the vendor out. Loads nothing. nullptr with
-// HURRAY_ERR_UNSUPPORTED_DEVICE set when the type is not a GPU type.
+// The table serving `device_type` (kDLCPU included): the vendor's, or its
+// stub when the build leaves the vendor out. Loads nothing. nullptr with
+// HURRAY_ERR_UNSUPPORTED_DEVICE set when no backend serves the type.
 const DeviceBackend *backend_for(int32_t device_type);
 
 // backend_for, then `load`: nullptr with HURRAY_ERR_UNSUPPORTED_DEVICE set
-// when the type is not a GPU type, the build leaves its vendor out, or the
+// when no backend serves the type, the build leaves its vendor out, or the
 // library cannot work here.
 const DeviceBackend *ready_backend(int32_t device_type);
 
@@ -117,17 +141,10 @@ inline bool is_per_thread_stream(const void *stream) {
   return reinterpret_cast<uintptr_t>(stream) == 2;
 }
 
-// The stream to hand the allocator when the caller names `stream`: the
-// stream itself. The allocators serve the per-thread default stream (2)
-// synchronously and order its release after every stream of the device
-// (docs/impl/gpu.md §2), and a stream of another device likewise
-// synchronously, its release ordered after that stream.
-inline void *allocation_stream(void *stream) { return stream; }
-
 // `stream_device` for an allocator when the stream is the memory's own
 // device's (or the allocator is to find out).
 constexpr int32_t kStreamOfThisDevice = -1;
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
-#endif  // HURRAY_SRC_GPU_BACKEND_H_
+#endif  // HURRAY_SRC_DEVICE_BACKEND_H_

@@ -1,24 +1,22 @@
 // HIP memory: device (kDLROCM) and pinned host (kDLROCMHost) allocators,
-// stream-ordered allocation, and the copy, stream and pointer operations of
-// the HIP vendor (docs/impl/gpu.md).
-//
-// Device work runs with the owning device current: hipSetDevice when the
-// calling thread has another current device, and the thread's own device
-// set back afterwards.
+// stream-ordered allocation, the release, the pointer check and the capture
+// check of the HIP vendor (docs/impl/gpu.md). What it shares with CUDA
+// (running a call with the owning device current, copy, synchronize, stream
+// wait, the deferred frees, the table) is device/vendor.h over HipTraits
+// (vendor.h).
 #if defined(HURRAY_WITH_HIP)
 
 #include <atomic>
 #include <cinttypes>
 #include <cstring>
 
-#include "../copy/device.h"
-#include "../error.h"
-#include "backend.h"
-#include "deferred_frees.h"
-#include "diagnostics.h"
-#include "hip_runtime.h"
+#include "../../error.h"
+#include "../backend.h"
+#include "../../diagnostics.h"
+#include "runtime.h"
+#include "vendor.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 // DeviceMemory::order for HIP: 0 free at once (or on the stream), 1
@@ -35,78 +33,13 @@ bool is_teardown(hipError_t e) {
   return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
 }
 
-// Makes a device current unless it already is, and sets the thread's
-// previous device back in leave(). Every path calls leave() and looks at its
-// result; the destructor only catches a path that forgot.
-class DeviceScope {
- public:
-  explicit DeviceScope(const HipRuntime &r) : r_(r) {}
-  DeviceScope(const DeviceScope &) = delete;
-  DeviceScope &operator=(const DeviceScope &) = delete;
-  ~DeviceScope() { (void)leave(); }
-  // On failure *failed names the runtime call that failed.
-  hipError_t enter(int device, const char **failed) {
-    hipError_t e = r_.get_device(&saved_);
-    if (e != hipSuccess) {
-      *failed = "hipGetDevice";
-      return e;
-    }
-    if (saved_ == device) return hipSuccess;
-    e = r_.set_device(device);
-    if (e != hipSuccess) {
-      *failed = "hipSetDevice";
-      return e;
-    }
-    switched_ = true;
-    return hipSuccess;
-  }
-  // Sets the saved device back; hipSuccess when nothing was switched. A
-  // failure leaves the owner's device current on this thread.
-  hipError_t leave() {
-    if (!switched_) return hipSuccess;
-    switched_ = false;
-    return r_.set_device(saved_);
-  }
-  int saved() const { return saved_; }
-
- private:
-  const HipRuntime &r_;
-  int saved_ = 0;
-  bool switched_ = false;
-};
-
-// Every HIP type names a device ordinal (pinned memory: the device current
-// while it was allocated).
-int32_t check_ordinal(const HipRuntime &r, int32_t device_type, int32_t device_id) {
-  (void)device_type;
-  if (device_id < 0 || device_id >= r.device_count) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "HIP device %" PRId32 " does not exist (the runtime sees %d device%s)", device_id,
-                r.device_count, r.device_count == 1 ? "" : "s");
-  }
-  return HURRAY_OK;
-}
-
-// The status for a failed runtime call: out of memory, stream-ordered
-// allocation unsupported on this device (hipErrorNotSupported from
-// hipMallocAsync), or any other device error.
-int32_t status_of(hipError_t e, const char *call) {
-  if (e == hipErrorOutOfMemory) return HURRAY_ERR_OUT_OF_MEMORY;
-  if (e == hipErrorNotSupported && std::strcmp(call, "hipMallocAsync") == 0) {
-    return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  }
-  return HURRAY_ERR_DEVICE;
-}
-
-int32_t runtime_failure(hipError_t e, const char *call, int32_t device_id) {
-  return fail(status_of(e, call), "%s failed with %s (%d) on HIP device %" PRId32, call,
-              hip_error_name(e), static_cast<int>(e), device_id);
-}
+}  // namespace
 
 // Setting the thread's own device back after `call` failed: the thread is
 // left on `device_id`, which the caller must hear about.
-int32_t restore_failure(hipError_t restore, int saved, hipError_t e, const char *call,
-                        int32_t device_id) {
+int32_t HipTraits::restore_failure(const Scope &scope, hipError_t restore, hipError_t e,
+                                   const char *call, int32_t device_id) {
+  const int saved = scope.saved();
   if (e != hipSuccess) {
     return fail(HURRAY_ERR_DEVICE,
                 "%s failed with %s (%d) on HIP device %" PRId32
@@ -121,33 +54,9 @@ int32_t restore_failure(hipError_t restore, int saved, hipError_t e, const char 
               saved, hip_error_name(restore), static_cast<int>(restore), call, device_id);
 }
 
-// Runs `op(runtime)` with device `device_id` current, after loading the
-// runtime and checking the ordinal. *call names the operation for messages;
-// `op` may update it as it goes. A failure to set the thread's device back
-// afterwards fails the call (HURRAY_ERR_DEVICE) even when `op` succeeded:
-// the caller undoes what `op` did.
-template <typename Op>
-int32_t with_device(int32_t device_type, int32_t device_id, const char **call, Op op) {
-  const HipRuntime *r = hip_runtime();
-  if (r == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  int32_t st = check_ordinal(*r, device_type, device_id);
-  if (st != HURRAY_OK) return st;
-  DeviceScope scope(*r);
-  const char *failed = nullptr;
-  hipError_t e = scope.enter(device_id, &failed);
-  if (e != hipSuccess) return runtime_failure(e, failed, device_id);
-  e = op(*r);
-  const hipError_t restore = scope.leave();
-  if (restore != hipSuccess) return restore_failure(restore, scope.saved(), e, *call, device_id);
-  if (e != hipSuccess) return runtime_failure(e, *call, device_id);
-  return HURRAY_OK;
-}
 
-void hip_deallocate(hurray_device device, const DeviceMemory &mem);
-void retry_deferred_frees();
-
-int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int32_t stream_device,
-                     DeviceMemory *mem) {
+int32_t HipTraits::allocate(hurray_device device, uint64_t nbytes, void *stream_in,
+                            int32_t stream_device, DeviceMemory *mem) {
   const bool other_device = stream_device >= 0 && stream_device != device.device_id;
   const int32_t type = device.device_type;
   const size_t n = static_cast<size_t>(nbytes);
@@ -173,9 +82,9 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int
   if (nbytes == 0) {
     // No memory to allocate, but the same answer as a one-element request
     // for a missing runtime or device.
-    return check_ordinal(*rt, type, device.device_id);
+    return Hip::check_ordinal(*rt, device.device_id);
   }
-  retry_deferred_frees();
+  Hip::retry_deferred_frees();
   DeviceMemory m;
   m.stream = after_stream ? stream_in : stream;
   m.order = per_thread && other_device ? kFreeAfterOtherDevice
@@ -184,7 +93,7 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int
                                        : 0;
   if (other_device) m.stream_device = stream_device;
   void *&p = m.ptr;
-  int32_t st = with_device(type, device.device_id, &call, [&](const HipRuntime &r) {
+  int32_t st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
     void *q = nullptr;
     hipError_t e;
     if (type == HURRAY_DEVICE_ROCM_HOST) {
@@ -201,12 +110,14 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int
     // Allocated, but the thread's device could not be set back: give the
     // memory back through the release path (which reports its own
     // failures) and keep the allocation's error.
-    if (p != nullptr) hip_deallocate(device, m);
+    if (p != nullptr) Hip::deallocate(device, m);
     return st;
   }
   *mem = m;
   return HURRAY_OK;
 }
+
+namespace {
 
 // Whether `stream` is being captured into a graph (false when the runtime
 // has no hipStreamIsCapturing). Asked before a release queues a free on the
@@ -278,19 +189,10 @@ hipError_t free_on_device(const HipRuntime &r, int owner, const DeviceMemory &me
   return r.device_free(ptr);
 }
 
-// Releases whose stream was being captured (docs/impl/gpu.md §3).
-DeferredFrees g_deferred;
-
-void release_now(hurray_device device, const DeviceMemory &mem);
-
-// Tries the deferred frees again (each may be deferred once more).
-void retry_deferred_frees() {
-  if (g_deferred.empty() || hip_forked_child()) return;
-  g_deferred.retry(release_now);
-}
+}  // namespace
 
 // Release path: never sets the thread's message, never prints.
-void release_now(hurray_device device, const DeviceMemory &mem) {
+void HipTraits::release_now(hurray_device device, const DeviceMemory &mem) {
   void *const ptr = mem.ptr;
   if (hip_forked_child()) return count_fork_skip();
   if (hip_torn_down()) return count_teardown_leak();
@@ -309,7 +211,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
     if (e == hipSuccess) e = free_on_device(*r, device.device_id, mem, &call, &deferred);
     restore = scope.leave();
     saved = scope.saved();
-    if (e == hipSuccess && deferred) g_deferred.add(device, mem);
+    if (e == hipSuccess && deferred) Hip::defer(device, mem);
   }
   if (e == hipSuccess && restore == hipSuccess) return;
   // hipErrorContextIsDestroyed from hipStreamIsCapturing is about the stream
@@ -344,18 +246,14 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
                         device.device_id);
 }
 
-void hip_deallocate(hurray_device device, const DeviceMemory &mem) {
-  retry_deferred_frees();
-  release_now(device, mem);
-}
 
-int32_t hip_host_wait_allowed(int32_t device_id, void *stream) {
+int32_t HipTraits::host_wait_allowed(int32_t device_id, void *stream) {
   // The default stream is not asked: what HIP answers for it while another
   // stream captures is not documented.
   if (stream == nullptr) return HURRAY_OK;
   bool captured = false;
   const char *call = "hipStreamIsCapturing";
-  int32_t st = with_device(HURRAY_DEVICE_ROCM, device_id, &call, [&](const HipRuntime &r) {
+  int32_t st = Hip::with_device(device_id, &call, [&](const HipRuntime &r) {
     return capturing(r, static_cast<hipStream_t>(stream), &captured, &call);
   });
   if (st != HURRAY_OK || !captured) return st;
@@ -367,39 +265,7 @@ int32_t hip_host_wait_allowed(int32_t device_id, void *stream) {
               stream, device_id);
 }
 
-// --- vendor operations -----------------------------------------------------
-
-int32_t hip_copy(int32_t device_id, void *dst, const void *src, uint64_t nbytes, void *stream) {
-  const char *call = "hipMemcpyAsync";
-  return with_device(HURRAY_DEVICE_ROCM, device_id, &call, [&](const HipRuntime &r) {
-    return r.memcpy_async(dst, src, static_cast<size_t>(nbytes), hipMemcpyDefault,
-                          static_cast<hipStream_t>(stream));
-  });
-}
-
-int32_t hip_synchronize(int32_t device_id, void *stream) {
-  const char *call = "hipStreamSynchronize";
-  return with_device(HURRAY_DEVICE_ROCM, device_id, &call, [&](const HipRuntime &r) {
-    return r.stream_synchronize(static_cast<hipStream_t>(stream));
-  });
-}
-
-int32_t hip_stream_wait(int32_t device_id, void *producer, void *consumer) {
-  const char *call = "hipEventCreateWithFlags";
-  return with_device(HURRAY_DEVICE_ROCM, device_id, &call, [&](const HipRuntime &r) {
-    hipEvent_t ev;
-    hipError_t e = r.event_create_with_flags(&ev, hipEventDisableTiming);
-    if (e != hipSuccess) return e;
-    call = "hipEventRecord";
-    e = r.event_record(ev, static_cast<hipStream_t>(producer));
-    if (e == hipSuccess) {
-      call = "hipStreamWaitEvent";
-      e = r.stream_wait_event(static_cast<hipStream_t>(consumer), ev, 0);
-    }
-    (void)r.event_destroy(ev);
-    return e;
-  });
-}
+namespace {
 
 // Where the runtime says memory is, whatever the ROCm version's encoding.
 enum class Where { kUnregistered, kHost, kDevice, kManaged, kOther };
@@ -435,10 +301,12 @@ const char *where_name(Where w) {
   }
 }
 
-int32_t hip_check_pointer(hurray_device device, const void *ptr) {
+}  // namespace
+
+int32_t HipTraits::check_pointer(hurray_device device, const void *ptr) {
   const HipRuntime *r = hip_runtime();
   if (r == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  int32_t st = check_ordinal(*r, device.device_type, device.device_id);
+  int32_t st = Hip::check_ordinal(*r, device.device_id);
   if (st != HURRAY_OK) return st;
   HipPointerAttributes a{};
   a.device = -1;
@@ -452,7 +320,7 @@ int32_t hip_check_pointer(hurray_device device, const void *ptr) {
     where = Where::kUnregistered;
     a.device = -1;
   } else {
-    return runtime_failure(e, "hipPointerGetAttributes", device.device_id);
+    return Hip::failure(e, "hipPointerGetAttributes", device.device_id);
   }
   const bool ok = device.device_type == HURRAY_DEVICE_ROCM
                       ? where == Where::kDevice && a.device == device.device_id
@@ -465,24 +333,12 @@ int32_t hip_check_pointer(hurray_device device, const void *ptr) {
               a.device);
 }
 
-int32_t hip_load() { return hip_runtime() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
 
-}  // namespace
-
-// The table for kDLROCM and kDLROCMHost (gpu/backend.cc). Strided layouts
+// The table for kDLROCM and kDLROCMHost (device/backend.cc). Strided layouts
 // HIP's 2-D / 3-D copies cannot do are staged through the host by the caller.
 extern const DeviceBackend kHipBackend;
-const DeviceBackend kHipBackend = {"HIP",           &hip_load,          &hip_allocate,
-                                   &hip_deallocate,  &hip_copy,          &hip_synchronize,
-                                   &hip_stream_wait, &hip_check_pointer, &hip_copy_on_device,
-                                   &hip_host_wait_allowed};
+const DeviceBackend kHipBackend = Hip::table();
 
-int32_t hip_in_device(int32_t device_id, const char **call,
-                      hipError_t (*op)(const HipRuntime &r, void *arg), void *arg) {
-  return with_device(HURRAY_DEVICE_ROCM, device_id, call,
-                     [&](const HipRuntime &r) { return op(r, arg); });
-}
-
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_WITH_HIP

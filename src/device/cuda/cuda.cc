@@ -1,10 +1,9 @@
 // CUDA memory: device (kDLCUDA), pinned host (kDLCUDAHost) and managed
-// (kDLCUDAManaged) allocators, stream-ordered allocation, and the copy,
-// stream and pointer operations of the CUDA vendor (docs/impl/gpu.md).
-//
-// Every driver call runs with the primary context of the owning device
-// current: pushed when the calling thread has another context (or none) and
-// popped afterwards, so the thread ends as it began.
+// (kDLCUDAManaged) allocators, stream-ordered allocation, the release, the
+// pointer check and the capture check of the CUDA vendor, and its primary
+// contexts (docs/impl/gpu.md). What it shares with HIP (running a call with
+// the owning context current, copy, synchronize, stream wait, the deferred
+// frees, the table) is device/vendor.h over CudaTraits (vendor.h).
 #if defined(HURRAY_WITH_CUDA)
 
 #include <atomic>
@@ -13,90 +12,19 @@
 #include <mutex>
 #include <vector>
 
-#include "../copy/device.h"
-#include "../error.h"
-#include "backend.h"
-#include "deferred_frees.h"
-#include "cuda_driver.h"
-#include "diagnostics.h"
+#include "../../error.h"
+#include "../backend.h"
+#include "driver.h"
+#include "vendor.h"
+#include "../../diagnostics.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 // Set once a call reports CUDA_ERROR_DEINITIALIZED (process exit): later
 // releases leak without calling into the driver at all.
 std::atomic<bool> g_torn_down{false};
 std::mutex g_retain_mutex;
-
-inline CUdeviceptr dptr(const void *p) {
-  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
-}
-inline void *hptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
-
-// Makes a context current unless it already is, and restores what the
-// thread had (possibly no context) in leave(). Every path calls leave() and
-// looks at its result; the destructor only catches a path that forgot.
-class ContextScope {
- public:
-  explicit ContextScope(const CudaDriver &d) : d_(d) {}
-  ContextScope(const ContextScope &) = delete;
-  ContextScope &operator=(const ContextScope &) = delete;
-  ~ContextScope() { (void)leave(); }
-  // On failure *failed names the driver call that failed.
-  CUresult enter(CUcontext ctx, const char **failed) {
-    CUcontext current = nullptr;
-    CUresult r = d_.ctx_get_current(&current);
-    if (r != CUDA_SUCCESS) {
-      *failed = "cuCtxGetCurrent";
-      return r;
-    }
-    if (current == ctx) return CUDA_SUCCESS;
-    r = d_.ctx_push_current(ctx);
-    if (r != CUDA_SUCCESS) {
-      *failed = "cuCtxPushCurrent";
-      return r;
-    }
-    pushed_ = true;
-    return CUDA_SUCCESS;
-  }
-  // Pops what enter() pushed; CUDA_SUCCESS when nothing was pushed. A
-  // failure leaves the owner's context current on this thread.
-  CUresult leave() {
-    if (!pushed_) return CUDA_SUCCESS;
-    pushed_ = false;
-    CUcontext popped;
-    return d_.ctx_pop_current(&popped);
-  }
-
- private:
-  const CudaDriver &d_;
-  bool pushed_ = false;
-};
-
-// Sets this thread's stream-capture mode to CU_STREAM_CAPTURE_MODE_RELAXED
-// for libhurray's own driver calls and gives the thread its mode back
-// afterwards: in the default global mode an allocation, free or synchronous
-// copy made while *another* thread captures a graph would invalidate that
-// capture. Best effort: should the exchange itself fail, the calls run in the
-// thread's own mode.
-class RelaxedCaptureMode {
- public:
-  explicit RelaxedCaptureMode(const CudaDriver &d) : d_(d) {
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    exchanged_ = d_.exchange_capture_mode(&mode) == CUDA_SUCCESS;
-    saved_ = mode;
-  }
-  RelaxedCaptureMode(const RelaxedCaptureMode &) = delete;
-  RelaxedCaptureMode &operator=(const RelaxedCaptureMode &) = delete;
-  ~RelaxedCaptureMode() {
-    if (exchanged_) (void)d_.exchange_capture_mode(&saved_);
-  }
-
- private:
-  const CudaDriver &d_;
-  CUstreamCaptureMode saved_ = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  bool exchanged_ = false;
-};
 
 // The identity of the incarnation of `ctx`: cuCtxGetId where the driver has
 // it (12.0+), else libhurray's generation `fallback`.
@@ -140,6 +68,8 @@ CUresult context_alive(const CudaDriver &d, int ordinal, uint64_t id, bool *aliv
 // of its incarnation, retaining it on first use and again after it was
 // reset. Each reference is kept for the life of the process, so the context
 // outlives every allocation made in it (short of a reset).
+}  // namespace
+
 CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out, uint64_t *out_id) {
   PrimarySlot &slot = d.primary[ordinal];
   CUcontext c = slot.ctx.load(std::memory_order_acquire);
@@ -183,38 +113,11 @@ CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out, uint6
   return CUDA_SUCCESS;
 }
 
-// Checks the ordinal of `device` (any CUDA type: pinned and managed memory
-// name the device whose context they are allocated in); message set on
-// failure.
-int32_t check_ordinal(const CudaDriver &d, int32_t device_type, int32_t device_id) {
-  (void)device_type;
-  if (device_id < 0 || device_id >= d.device_count) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "CUDA device %" PRId32 " does not exist (the driver sees %d device%s)",
-                device_id, d.device_count, d.device_count == 1 ? "" : "s");
-  }
-  return HURRAY_OK;
-}
-
-// The status for a failed driver call: out of memory, the stream-ordered
-// allocator missing on this device (CUDA_ERROR_NOT_SUPPORTED from
-// cuMemAllocAsync), or any other device error.
-int32_t status_of(CUresult r, const char *call) {
-  if (r == CUDA_ERROR_OUT_OF_MEMORY) return HURRAY_ERR_OUT_OF_MEMORY;
-  if (r == CUDA_ERROR_NOT_SUPPORTED && std::strcmp(call, "cuMemAllocAsync") == 0) {
-    return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  }
-  return HURRAY_ERR_DEVICE;
-}
-
-int32_t driver_failure(CUresult r, const char *call, int32_t device_id) {
-  return fail(status_of(r, call), "%s failed with %s (%d) on CUDA device %" PRId32, call,
-              cuda_error_name(r), static_cast<int>(r), device_id);
-}
 
 // Restoring the caller's context after `call` failed: the thread keeps the
 // device's context current, which the caller must hear about.
-int32_t pop_failure(CUresult pop, CUresult r, const char *call, int32_t device_id) {
+int32_t CudaTraits::restore_failure(const Scope &, CUresult pop, CUresult r, const char *call,
+                                    int32_t device_id) {
   if (r != CUDA_SUCCESS) {
     return fail(HURRAY_ERR_DEVICE,
                 "%s failed with %s (%d) on CUDA device %" PRId32
@@ -229,37 +132,7 @@ int32_t pop_failure(CUresult pop, CUresult r, const char *call, int32_t device_i
               cuda_error_name(pop), static_cast<int>(pop), call, device_id);
 }
 
-// Runs `op(driver)` with the primary context of `device_id` current, after
-// loading the driver and checking the ordinal. *call names the operation for
-// messages; `op` may update it as it goes. A failure to restore the
-// thread's context afterwards fails the call (HURRAY_ERR_DEVICE) even when
-// `op` succeeded: the caller undoes what `op` did.
-//
-// The calls run in the relaxed stream-capture mode (RelaxedCaptureMode).
-// `ctx_id`, when not NULL, receives the id of the context's incarnation.
-template <typename Op>
-int32_t with_context(int32_t device_type, int32_t device_id, const char **call, Op op,
-                     uint64_t *ctx_id = nullptr) {
-  const CudaDriver *d = cuda_driver();
-  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  int32_t st = check_ordinal(*d, device_type, device_id);
-  if (st != HURRAY_OK) return st;
-  RelaxedCaptureMode relaxed(*d);
-  CUcontext ctx;
-  uint64_t id = 0;
-  CUresult r = primary_context(*d, device_id, &ctx, &id);
-  if (r != CUDA_SUCCESS) return driver_failure(r, "cuDevicePrimaryCtxRetain", device_id);
-  if (ctx_id != nullptr) *ctx_id = id;
-  ContextScope scope(*d);
-  const char *failed = nullptr;
-  r = scope.enter(ctx, &failed);
-  if (r != CUDA_SUCCESS) return driver_failure(r, failed, device_id);
-  r = op(*d);
-  const CUresult pop = scope.leave();
-  if (pop != CUDA_SUCCESS) return pop_failure(pop, r, *call, device_id);
-  if (r != CUDA_SUCCESS) return driver_failure(r, *call, device_id);
-  return HURRAY_OK;
-}
+namespace {
 
 // How a release of kDLCUDA memory is ordered (DeviceMemory::order).
 enum Order : uint32_t {
@@ -277,11 +150,10 @@ constexpr uintptr_t kLegacyStream = 1;  // CU_STREAM_LEGACY
 
 bool is_legacy(const void *stream) { return reinterpret_cast<uintptr_t>(stream) == kLegacyStream; }
 
-void cuda_deallocate(hurray_device device, const DeviceMemory &mem);
-void retry_deferred_frees();
+}  // namespace
 
-int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32_t stream_device,
-                      DeviceMemory *mem) {
+int32_t CudaTraits::allocate(hurray_device device, uint64_t nbytes, void *stream,
+                             int32_t stream_device, DeviceMemory *mem) {
   const bool other_device = stream_device >= 0 && stream_device != device.device_id;
   const int32_t type = device.device_type;
   if (nbytes == 0) {
@@ -289,9 +161,9 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32
     // for a missing driver or device.
     const CudaDriver *d = cuda_driver();
     if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-    return check_ordinal(*d, type, device.device_id);
+    return Cuda::check_ordinal(*d, device.device_id);
   }
-  retry_deferred_frees();
+  Cuda::retry_deferred_frees();
   const size_t n = static_cast<size_t>(nbytes);
   DeviceMemory m;
   m.stream = stream;
@@ -301,8 +173,8 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32
                      : stream != nullptr && !is_per_thread_stream(stream) && !other_device
                          ? "cuMemAllocAsync"
                          : "cuMemAlloc";
-  int32_t st = with_context(
-      type, device.device_id, &call,
+  int32_t st = Cuda::with_device(
+      device.device_id, &call,
       [&](const CudaDriver &d) {
         CUdeviceptr dp = 0;
         CUresult r;
@@ -386,12 +258,14 @@ int32_t cuda_allocate(hurray_device device, uint64_t nbytes, void *stream, int32
     // Allocated, but the thread's context could not be restored: give the
     // memory back through the release path (which reports its own
     // failures) and keep the allocation's error.
-    if (m.ptr != nullptr) cuda_deallocate(device, m);
+    if (m.ptr != nullptr) Cuda::deallocate(device, m);
     return st;
   }
   *mem = m;
   return HURRAY_OK;
 }
+
+namespace {
 
 // Whether `stream` is being captured into a graph (CU_STREAM_LEGACY: whether
 // a blocking stream of the current context is, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
@@ -489,19 +363,10 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
   return d.mem_free(dptr(mem.ptr));
 }
 
-// Releases whose stream was being captured (docs/impl/gpu.md §3).
-DeferredFrees g_deferred;
-
-void release_now(hurray_device device, const DeviceMemory &mem);
-
-// Tries the deferred frees again (each may be deferred once more).
-void retry_deferred_frees() {
-  if (g_deferred.empty() || cuda_forked_child()) return;
-  g_deferred.retry(release_now);
-}
+}  // namespace
 
 // Release path: never sets the thread's message, never prints.
-void release_now(hurray_device device, const DeviceMemory &mem) {
+void CudaTraits::release_now(hurray_device device, const DeviceMemory &mem) {
   if (cuda_forked_child()) return count_fork_skip();
   if (g_torn_down.load(std::memory_order_relaxed)) return count_teardown_leak();
   const CudaDriver *d = loaded_cuda_driver();  // loaded: it allocated mem.ptr
@@ -534,7 +399,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
     if (r == CUDA_SUCCESS) r = free_in_context(*d, type, mem, &call, &deferred);
     pop = scope.leave();
   }
-  if (r == CUDA_SUCCESS && deferred) g_deferred.add(device, mem);
+  if (r == CUDA_SUCCESS && deferred) Cuda::defer(device, mem);
   if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;
   if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {
     g_torn_down.store(true, std::memory_order_relaxed);
@@ -564,45 +429,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
                         device.device_id);
 }
 
-void cuda_deallocate(hurray_device device, const DeviceMemory &mem) {
-  retry_deferred_frees();
-  release_now(device, mem);
-}
-
-// --- vendor operations -----------------------------------------------------
-
-int32_t cuda_copy(int32_t device_id, void *dst, const void *src, uint64_t nbytes, void *stream) {
-  const char *call = "cuMemcpyAsync";
-  return with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
-    return d.memcpy_async(dptr(dst), dptr(src), static_cast<size_t>(nbytes),
-                          static_cast<CUstream>(stream));
-  });
-}
-
-int32_t cuda_synchronize(int32_t device_id, void *stream) {
-  const char *call = "cuStreamSynchronize";
-  return with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
-    return d.stream_synchronize(static_cast<CUstream>(stream));
-  });
-}
-
-int32_t cuda_stream_wait(int32_t device_id, void *producer, void *consumer) {
-  const char *call = "cuEventCreate";
-  return with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
-    CUevent ev;
-    CUresult r = d.event_create(&ev, CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS) return r;
-    call = "cuEventRecord";
-    r = d.event_record(ev, static_cast<CUstream>(producer));
-    if (r == CUDA_SUCCESS) {
-      call = "cuStreamWaitEvent";
-      r = d.stream_wait_event(static_cast<CUstream>(consumer), ev, 0);
-    }
-    // Destroying right away is allowed: the queued wait keeps what it needs.
-    d.event_destroy(ev);
-    return r;
-  });
-}
+namespace {
 
 const char *memory_type_name(unsigned int t) {
   switch (t) {
@@ -615,10 +442,12 @@ const char *memory_type_name(unsigned int t) {
   }
 }
 
-int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
+}  // namespace
+
+int32_t CudaTraits::check_pointer(hurray_device device, const void *ptr) {
   const CudaDriver *d = cuda_driver();
   if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
-  int32_t st = check_ordinal(*d, device.device_type, device.device_id);
+  int32_t st = Cuda::check_ordinal(*d, device.device_id);
   if (st != HURRAY_OK) return st;
   CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
@@ -634,12 +463,12 @@ int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
   const char *call = "cuPointerGetAttributes";
   CUresult r = d->pointer_get_attributes(3, attrs, values, dptr(ptr));
   if (r == CUDA_ERROR_INVALID_CONTEXT) {
-    st = with_context(device.device_type, device.device_id, &call, [&](const CudaDriver &drv) {
+    st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
       return drv.pointer_get_attributes(3, attrs, values, dptr(ptr));
     });
     if (st != HURRAY_OK) return st;
   } else if (r != CUDA_SUCCESS) {
-    return driver_failure(r, call, device.device_id);
+    return Cuda::failure(r, call, device.device_id);
   }
   bool ok;
   switch (device.device_type) {
@@ -657,11 +486,12 @@ int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
               managed != 0 ? "managed " : "", memory_type_name(memory_type), ordinal);
 }
 
-int32_t cuda_host_wait_allowed(int32_t device_id, void *stream) {
+
+int32_t CudaTraits::host_wait_allowed(int32_t device_id, void *stream) {
   bool captured = false;
   const char *call = "cuStreamIsCapturing";
   const CUstream s = stream != nullptr ? static_cast<CUstream>(stream) : kLegacy;
-  int32_t st = with_context(HURRAY_DEVICE_CUDA, device_id, &call, [&](const CudaDriver &d) {
+  int32_t st = Cuda::with_device(device_id, &call, [&](const CudaDriver &d) {
     return capturing(d, s, &captured, &call);
   });
   if (st != HURRAY_OK || !captured) return st;
@@ -680,30 +510,11 @@ int32_t cuda_host_wait_allowed(int32_t device_id, void *stream) {
               stream, device_id);
 }
 
-int32_t cuda_load() { return cuda_driver() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
 
-// The driver copies every layout on the device (2-D / 3-D memcpy or the
-// kernel, copy/cuda_device.cc).
-int32_t cuda_copy_strided(int32_t ordinal, const DeviceCopy &c, void *stream, bool *done) {
-  *done = true;
-  return cuda_copy_on_device(ordinal, c, stream);
-}
-
-}  // namespace
-
-// The table for kDLCUDA, kDLCUDAHost and kDLCUDAManaged (gpu/backend.cc).
+// The table for kDLCUDA, kDLCUDAHost and kDLCUDAManaged (device/backend.cc).
 extern const DeviceBackend kCudaBackend;
-const DeviceBackend kCudaBackend = {"CUDA",           &cuda_load,          &cuda_allocate,
-                                    &cuda_deallocate,  &cuda_copy,          &cuda_synchronize,
-                                    &cuda_stream_wait, &cuda_check_pointer, &cuda_copy_strided,
-                                    &cuda_host_wait_allowed};
+const DeviceBackend kCudaBackend = Cuda::table();
 
-int32_t cuda_in_context(int32_t device_id, const char **call,
-                        CUresult (*op)(const CudaDriver &d, void *arg), void *arg) {
-  return with_context(HURRAY_DEVICE_CUDA, device_id, call,
-                      [&](const CudaDriver &d) { return op(d, arg); });
-}
-
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_WITH_CUDA

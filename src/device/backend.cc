@@ -5,13 +5,14 @@
 
 #include "../error.h"
 
-namespace hurray {
+namespace hurray::detail {
 
+extern const DeviceBackend kCpuBackend;  // device/cpu/cpu.cc
 #if defined(HURRAY_WITH_CUDA)
-extern const DeviceBackend kCudaBackend;  // gpu/cuda.cc
+extern const DeviceBackend kCudaBackend;  // device/cuda/cuda.cc
 #endif
 #if defined(HURRAY_WITH_HIP)
-extern const DeviceBackend kHipBackend;  // gpu/hip.cc
+extern const DeviceBackend kHipBackend;  // device/hip/hip.cc
 #endif
 
 namespace {
@@ -44,15 +45,23 @@ struct Stub {
   static int32_t synchronize(int32_t, void *) { return load(); }
   static int32_t stream_wait(int32_t, void *, void *) { return load(); }
   static int32_t check_pointer(hurray_device, const void *) { return load(); }
-  static int32_t copy_on_device(int32_t, const DeviceCopy &, void *, bool *done) {
-    *done = false;
-    return load();
-  }
+  static int32_t copy_strided(int32_t, const DeviceCopy &, void *) { return load(); }
   static int32_t host_wait_allowed(int32_t, void *) { return load(); }
-  static constexpr DeviceBackend kTable = {M.vendor,     &load,          &allocate,
-                                           &deallocate,  &copy,          &synchronize,
-                                           &stream_wait, &check_pointer, &copy_on_device,
-                                           &host_wait_allowed};
+  static constexpr DeviceBackend table() {
+    DeviceBackend b{};
+    b.name = M.vendor;
+    b.load = &load;
+    b.allocate = &allocate;
+    b.deallocate = &deallocate;
+    b.copy = &copy;
+    b.synchronize = &synchronize;
+    b.stream_wait = &stream_wait;
+    b.check_pointer = &check_pointer;
+    b.copy_strided = &copy_strided;
+    b.host_wait_allowed = &host_wait_allowed;
+    return b;
+  }
+  static constexpr DeviceBackend kTable = table();
 };
 
 #if defined(HURRAY_WITH_CUDA)
@@ -81,6 +90,7 @@ bool is_gpu_type(int32_t device_type) {
 
 const DeviceBackend *backend_for(int32_t device_type) {
   switch (device_type) {
+    case HURRAY_DEVICE_CPU: return &kCpuBackend;
     case HURRAY_DEVICE_CUDA:
     case HURRAY_DEVICE_CUDA_HOST:
     case HURRAY_DEVICE_CUDA_MANAGED: return &g_cuda;
@@ -88,8 +98,8 @@ const DeviceBackend *backend_for(int32_t device_type) {
     case HURRAY_DEVICE_ROCM_HOST: return &g_hip;
     default:
       fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-           "device type %d (%s) has no GPU back end in libhurray (the CUDA and ROCm types "
-           "have; kDLCPU memory needs none)",
+           "device type %d (%s) has no back end in libhurray (kDLCPU and the CUDA and ROCm "
+           "types have)",
            device_type, device_type_name(device_type));
       return nullptr;
   }
@@ -106,4 +116,4 @@ int32_t check_device_pointer(hurray_device device, const void *data) {
   return backend_for(device.device_type)->check_pointer(device, data);
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

@@ -1,5 +1,5 @@
 /* The one parameter of libhurray's strided device copy kernel
- * (src/copy/strided_kernel.ptx, entry "hurray_strided_copy"), passed by value
+ * (src/device/cuda/strided_kernel.ptx, entry "hurray_strided_copy"), passed by value
  * to cuLaunchKernel. Plain C so that the fake CUDA driver of tests/fakes can
  * interpret a launch with the same layout (docs/impl/gpu.md §4, §7).
  *
@@ -7,8 +7,8 @@
  * src + sum(idx[k] * src_stride[k]) to dst + sum(idx[k] * dst_stride[k]),
  * `units` loads/stores of `unit` bytes each. The byte offsets in the PTX
  * must match the offsetof values checked below. */
-#ifndef HURRAY_SRC_COPY_KERNEL_PARAMS_H_
-#define HURRAY_SRC_COPY_KERNEL_PARAMS_H_
+#ifndef HURRAY_SRC_DEVICE_CUDA_KERNEL_PARAMS_H_
+#define HURRAY_SRC_DEVICE_CUDA_KERNEL_PARAMS_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,7 +35,7 @@ static_assert(offsetof(hurray_strided_kernel_params, ndim) == 24 &&
                   offsetof(hurray_strided_kernel_params, src_stride) == 552 &&
                   offsetof(hurray_strided_kernel_params, dst_stride) == 1064 &&
                   sizeof(hurray_strided_kernel_params) == 1576,
-              "the layout src/copy/strided_kernel.ptx reads");
+              "the layout src/device/cuda/strided_kernel.ptx reads");
 #endif
 
-#endif /* HURRAY_SRC_COPY_KERNEL_PARAMS_H_ */
+#endif /* HURRAY_SRC_DEVICE_CUDA_KERNEL_PARAMS_H_ */

@@ -3,7 +3,7 @@
 // the driver reports (docs/impl/gpu.md §1).
 #if defined(HURRAY_WITH_CUDA)
 
-#include "cuda_driver.h"
+#include "driver.h"
 
 #include <dlfcn.h>
 
@@ -11,11 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../error.h"
-#include "diagnostics.h"
-#include "loader_once.h"
+#include "../../error.h"
+#include "../../diagnostics.h"
+#include "../loader_once.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 using GetProcV2 = PFN_cuGetProcAddress_v12000;
@@ -327,6 +327,6 @@ const char *cuda_error_name(CUresult r) {
   }
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_WITH_CUDA

@@ -3,8 +3,8 @@
 // hip_runtime_api.h (Debian's libamdhip64-dev); nothing is linked. ROCm 5
 // and ROCm 6+ disagree on hipPointerAttribute_t's memory type values, so the
 // runtime version picks the decoding (docs/impl/gpu.md §1, §5).
-#ifndef HURRAY_SRC_GPU_HIP_RUNTIME_H_
-#define HURRAY_SRC_GPU_HIP_RUNTIME_H_
+#ifndef HURRAY_SRC_DEVICE_HIP_RUNTIME_H_
+#define HURRAY_SRC_DEVICE_HIP_RUNTIME_H_
 
 #if !defined(__HIP_PLATFORM_AMD__) && !defined(__HIP_PLATFORM_NVIDIA__)
 #define __HIP_PLATFORM_AMD__ 1
@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace hurray {
+namespace hurray::detail {
 
 // Oldest runtime accepted (hipRuntimeGetVersion encoding: major * 10^7 +
 // minor * 10^5 + patch).
@@ -60,7 +60,7 @@ struct HipRuntime {
   hipError_t (*event_destroy)(hipEvent_t);
   hipError_t (*pointer_get_attributes)(hipPointerAttribute_t *, const void *);
   hipError_t (*runtime_get_version)(int *);
-  // Strided copies on the device (copy/hip_device.cc); optional: NULL when
+  // Strided copies on the device (strided_copy.cc); optional: NULL when
   // the library lacks them, and such copies are staged through the host.
   hipError_t (*memcpy_2d_async)(void *, size_t, const void *, size_t, size_t, size_t,
                                 hipMemcpyKind, hipStream_t);
@@ -84,14 +84,6 @@ const HipRuntime *loaded_hip_runtime();
 // was being loaded).
 bool hip_forked_child();
 
-// Runs `op(runtime, arg)` with HIP device `device_id` current (hipSetDevice
-// and back, as for every vendor operation, gpu/hip.cc), after loading the
-// runtime and checking the ordinal. `*call` names the runtime call for the
-// message when `op` fails; `op` may update it. Returns HURRAY_OK or the
-// status of the failure, message set; a failed restore of the thread's
-// device fails the call even when `op` succeeded (docs/impl/gpu.md §3).
-int32_t hip_in_device(int32_t device_id, const char **call,
-                      hipError_t (*op)(const HipRuntime &r, void *arg), void *arg);
 // True once the runtime is gone or about to go: process exit has begun (an
 // atexit handler registered right after dlopen, so it runs before the
 // runtime's own static destructors), or a call reported the runtime
@@ -102,6 +94,6 @@ void mark_hip_torn_down();
 // "hipErrorOutOfMemory" for the common codes, "hipError_t" otherwise.
 const char *hip_error_name(hipError_t e);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
-#endif  // HURRAY_SRC_GPU_HIP_RUNTIME_H_
+#endif  // HURRAY_SRC_DEVICE_HIP_RUNTIME_H_

@@ -1,24 +1,32 @@
 // hurray_copy / hurray_copy_async: elements of a handle into new compact
-// memory, on the host or through a GPU runtime (spec §7.2, docs/impl/gpu.md §4).
-// The strided pieces live in src/copy/: the byte plan (plan.*), the host
-// gather (host.*) and the copies on the device (device.h, cuda_device.cc,
-// hip_device.cc, strided_kernel.ptx).
+// memory, through the backend table of the side that moves the bytes (the
+// CPU's for host-only copies; spec §7.2, docs/impl/gpu.md §4). The byte plan
+// and the host gather live in src/copy/ (plan.*, host.*), the copies on a
+// device in each vendor's folder under src/device/.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "alloc.h"
-#include "copy/device.h"
+#include "check.h"
 #include "copy/host.h"
 #include "copy/plan.h"
-#include "check.h"
+#include "device/backend.h"
+#include "device/strided_copy.h"
 #include "error.h"
-#include "gpu/backend.h"
 #include "handle.h"
 #include "layout.h"
 
 namespace hurray {
 namespace {
+
+using detail::CopyPlan;
+using detail::DeviceBackend;
+using detail::DeviceCopy;
+using detail::copy_plan_host;
+using detail::is_device_memory;
+using detail::make_copy_plan;
+using detail::ready_backend;
 
 // The vendor that moves the bytes between src and dst, and the device
 // ordinal to make current: the device-memory side (the source's when both
@@ -115,8 +123,8 @@ int32_t stage_through_host(const DeviceBackend &v, int32_t ordinal, const hurray
   return gather_on_host(v, ordinal, plan, base, dst, stream);
 }
 
-// Fills the already allocated, compact `dst` from `src` through vendor `v`.
-int32_t gpu_fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &src,
+// Fills the already allocated, compact `dst` from `src` through backend `v`.
+int32_t fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &src,
                  const hurray_extent &e, hurray_buffer &dst, void *stream) {
   if (e.contiguous) {
     const void *src_lowest =
@@ -142,9 +150,8 @@ int32_t gpu_fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &s
   // else staged through the host.
   const DeviceCopy c{plan, reinterpret_cast<const void *>(first_element(src)), dst.data,
                      src.device, dst.device};
-  bool done = false;
-  st = v.copy_on_device(ordinal, c, stream, &done);
-  if (st != HURRAY_OK || done) return st;
+  st = v.copy_strided(ordinal, c, stream);
+  if (st != detail::kStageThroughHost) return st;
   return stage_through_host(v, ordinal, src, e, plan, dst, stream);
 }
 
@@ -172,7 +179,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
       device.device_type == HURRAY_DEVICE_CPU &&
       (src->device.device_type == HURRAY_DEVICE_CPU ||
        (host_accessible(src->device.device_type) && stream == nullptr));
-  const DeviceBackend *v = nullptr;
+  const DeviceBackend *v = host_only ? detail::backend_for(HURRAY_DEVICE_CPU) : nullptr;
   int32_t ordinal = 0;
   if (!host_only) {
     v = copy_vendor(src->device.device_type, src->device, device, &ordinal);
@@ -195,9 +202,9 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   // stream's device.
   const bool dst_on_device = is_device_memory(device.device_type);
   const bool other_device = device.device_id != ordinal;
-  void *alloc_stream = dst_on_device ? allocation_stream(stream) : nullptr;
+  void *alloc_stream = dst_on_device ? stream : nullptr;
   const int32_t stream_device =
-      alloc_stream != nullptr && other_device ? ordinal : kStreamOfThisDevice;
+      alloc_stream != nullptr && other_device ? ordinal : detail::kStreamOfThisDevice;
   hurray_buffer dst;
   st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, stream_device,
                 &dst);
@@ -211,26 +218,11 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
       if (pv != nullptr) st = pv->host_wait_allowed(src->device.device_id, nullptr);
       if (pv != nullptr && st == HURRAY_OK) st = wait_for_pinned_source(*pv, *src, 0, nullptr);
     }
-    if (st != HURRAY_OK) {
-      // reported below
-    } else if (host_only && e.contiguous) {
-      std::memcpy(dst.data, reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src->data) +
-                                                            static_cast<uintptr_t>(e.lowest)),
-                  static_cast<size_t>(e.highest - e.lowest));
-    } else if (host_only) {
-      CopyPlan plan;
-      st = make_copy_plan(src->ndim, src->shape, src->strides, dst.strides, e.itemsize_bits / 8,
-                          &plan);
-      if (st == HURRAY_OK) {
-        copy_plan_host(plan, reinterpret_cast<const void *>(first_element(*src)), dst.data);
-      }
-    } else {
-      st = gpu_fill(*v, ordinal, *src, e, dst, stream);
-      // Synchronous copies, and any copy into pageable CPU memory, are
-      // complete on return.
-      if (st == HURRAY_OK && (stream == nullptr || device.device_type == HURRAY_DEVICE_CPU)) {
-        st = v->synchronize(ordinal, stream);
-      }
+    if (st == HURRAY_OK) st = fill(*v, ordinal, *src, e, dst, stream);
+    // Synchronous copies, and any copy into pageable CPU memory, are
+    // complete on return.
+    if (st == HURRAY_OK && (stream == nullptr || device.device_type == HURRAY_DEVICE_CPU)) {
+      st = v->synchronize(ordinal, stream);
     }
   }
   if (st != HURRAY_OK) {

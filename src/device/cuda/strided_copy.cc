@@ -1,18 +1,19 @@
-// Strided copies on a CUDA device (copy/device.h): cuMemcpy2DAsync /
+// Strided copies on a CUDA device (CudaTraits::copy_strided, vendor.h): cuMemcpy2DAsync /
 // cuMemcpy3DAsync for layouts they can express, the PTX kernel of
-// copy/strided_kernel.ptx for everything else. The kernel is loaded with
+// device/cuda/strided_kernel.ptx for everything else. The kernel is loaded with
 // cuModuleLoadData once per context, at its first use there.
 #if defined(HURRAY_WITH_CUDA)
 
 #include <cstring>
 #include <mutex>
 
-#include "../gpu/cuda_driver.h"
-#include "../error.h"
-#include "device.h"
+#include "driver.h"
+#include "../../error.h"
+#include "../strided_copy.h"
 #include "kernel_params.h"
+#include "vendor.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 static_assert(HURRAY_STRIDED_KERNEL_MAX_NDIM >= HURRAY_MAX_NDIM, "kernel takes every tensor rank");
@@ -267,7 +268,7 @@ CUresult run(const CudaDriver &d, void *arg) {
 
 }  // namespace
 
-int32_t cuda_copy_on_device(int32_t ordinal, const DeviceCopy &c, void *stream) {
+int32_t CudaTraits::copy_strided(int32_t ordinal, const DeviceCopy &c, void *stream) {
   CopyRect r;
   if (!writable_from(c.dst_dev, ordinal) &&
       !(c.dst_dev.device_type == HURRAY_DEVICE_CPU && plan_rect(c.plan, 0, &r)) &&
@@ -277,11 +278,11 @@ int32_t cuda_copy_on_device(int32_t ordinal, const DeviceCopy &c, void *stream) 
                 device_type_name(c.dst_dev.device_type));
   }
   Job j{&c, ordinal, static_cast<CUstream>(stream), "cuLaunchKernel"};
-  // run() keeps j.call naming the driver call it is in; cuda_in_context
-  // reads it for the message after a failure.
-  return cuda_in_context(ordinal, &j.call, &run, &j);
+  // run() keeps j.call naming the driver call it is in; with_device reads
+  // it for the message after a failure.
+  return Cuda::with_device(ordinal, &j.call, [&](const CudaDriver &d) { return run(d, &j); });
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_WITH_CUDA

@@ -1,20 +1,20 @@
 // The once-per-process load shared by the CUDA and HIP loaders
-// (gpu/cuda_driver.cc, gpu/hip_runtime.cc): the first request runs the
+// (device/cuda/driver.cc, device/hip/runtime.cc): the first request runs the
 // vendor's load under std::call_once, concurrent first requests wait for it
 // and all see its result, a failed load is not retried; and the fork guard:
 // a child forked once a load has begun (even while another thread is still
 // inside it, whose std::call_once state the child inherits) is refused the
 // vendor without waiting for or redoing that load, unless the parent's load
 // failed (docs/impl/gpu.md §1, §3).
-#ifndef HURRAY_SRC_GPU_LOADER_ONCE_H_
-#define HURRAY_SRC_GPU_LOADER_ONCE_H_
+#ifndef HURRAY_SRC_DEVICE_LOADER_ONCE_H_
+#define HURRAY_SRC_DEVICE_LOADER_ONCE_H_
 
 #include <atomic>
 #include <mutex>
 
 #include "../error.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 class LoaderOnce {
  public:
@@ -60,7 +60,7 @@ class LoaderOnce {
   bool forked() const { return forked_.load(std::memory_order_relaxed); }
 
   // For the loader's pthread_atfork child handler (registered when
-  // libhurray is loaded, gpu/diagnostics.h register_fork_child_handler). A
+  // libhurray is loaded, src/diagnostics.h register_fork_child_handler). A
   // parent whose load failed never initialised the vendor: its child keeps
   // the parent's answer (the same failure).
   void on_fork_child() {
@@ -77,6 +77,6 @@ class LoaderOnce {
   std::atomic<bool> forked_{false};
 };
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
-#endif  // HURRAY_SRC_GPU_LOADER_ONCE_H_
+#endif  // HURRAY_SRC_DEVICE_LOADER_ONCE_H_

@@ -1,13 +1,14 @@
-// Release accounting shared by the GPU back ends (gpu/diagnostics.cc):
+// Release accounting shared by the device backends and the checking mode
+// (src/diagnostics.cc), the library-wide diagnostic hook's narrow interface:
 // releases never fail loudly, so each outcome other than success lands here,
 // and hurray_get_diagnostics / hurray_set_diagnostic_hook read it
 // (docs/impl/gpu.md §3).
-#ifndef HURRAY_SRC_GPU_DIAGNOSTICS_H_
-#define HURRAY_SRC_GPU_DIAGNOSTICS_H_
+#ifndef HURRAY_SRC_DIAGNOSTICS_H_
+#define HURRAY_SRC_DIAGNOSTICS_H_
 
 #include <cstdint>
 
-namespace hurray {
+namespace hurray::detail {
 
 // A runtime call of a release failed (the free, or making the owner's
 // device current or restoring the thread's own): counted, and the diagnostic
@@ -31,11 +32,19 @@ void count_teardown_leak();
 // A GPU release in a child process after fork(): counted, nothing else.
 void count_fork_skip();
 
+// fork(): the process's atfork handlers (src/fork_handlers.cc) take the
+// hook's mutex before a fork (waiting for a running hook to return; nothing
+// when this thread is the one running it) and give it back in parent and
+// child afterwards, so a child never inherits it locked by a thread it does
+// not have.
+void lock_hook_for_fork();
+void unlock_hook_after_fork();
+
 // Helper for the loaders: registers `child_handler` with pthread_atfork.
 // The loaders register theirs when libhurray is loaded (static
 // initialisation), before any load can start.
 void register_fork_child_handler(void (*child_handler)(void));
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
-#endif  // HURRAY_SRC_GPU_DIAGNOSTICS_H_
+#endif  // HURRAY_SRC_DIAGNOSTICS_H_

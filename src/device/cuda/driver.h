@@ -3,8 +3,8 @@
 // (the number in its PFN_ type name), from libcuda.so.1 opened with dlopen.
 // Built only with HURRAY_WITH_CUDA; types come from the toolkit's headers,
 // nothing is linked (docs/impl/gpu.md §1).
-#ifndef HURRAY_SRC_GPU_CUDA_DRIVER_H_
-#define HURRAY_SRC_GPU_CUDA_DRIVER_H_
+#ifndef HURRAY_SRC_DEVICE_CUDA_DRIVER_H_
+#define HURRAY_SRC_DEVICE_CUDA_DRIVER_H_
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -12,7 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace hurray {
+namespace hurray::detail {
 
 // Oldest driver accepted: the first with cuGetProcAddress.
 constexpr int kCudaMinDriverVersion = 11030;
@@ -57,7 +57,7 @@ struct CudaDriver {
   PFN_cuStreamWaitEvent_v3020 stream_wait_event;
   PFN_cuEventDestroy_v4000 event_destroy;
   PFN_cuPointerGetAttributes_v7000 pointer_get_attributes;
-  // Strided copies on the device (copy/cuda_device.cc).
+  // Strided copies on the device (strided_copy.cc).
   PFN_cuMemcpy2DAsync_v3020 memcpy_2d_async;
   PFN_cuMemcpy3DAsync_v3020 memcpy_3d_async;
   PFN_cuModuleLoadData_v2000 module_load_data;
@@ -90,21 +90,11 @@ const CudaDriver *loaded_cuda_driver();
 // True in a child process forked after the driver was loaded.
 bool cuda_forked_child();
 
-// Runs `op(driver, arg)` with the primary context of CUDA device
-// `device_id` current (pushed and popped as for every vendor operation,
-// gpu/cuda.cc), after loading the driver and checking the ordinal. `*call`
-// names the driver call for the message when `op` fails; `op` may update it
-// as it goes. Returns HURRAY_OK or the status of the failure, message set; a
-// failed restore of the caller's context fails the call even when `op`
-// succeeded (docs/impl/gpu.md §3).
-int32_t cuda_in_context(int32_t device_id, const char **call,
-                        CUresult (*op)(const CudaDriver &d, void *arg), void *arg);
-
 // The enumerator name of `r` ("CUDA_ERROR_OUT_OF_MEMORY"), for every code in
 // CUDA 13.0's cuda.h (JIT and PTX load errors included); "CUresult" for a
 // number it does not know.
 const char *cuda_error_name(CUresult r);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
-#endif  // HURRAY_SRC_GPU_CUDA_DRIVER_H_
+#endif  // HURRAY_SRC_DEVICE_CUDA_DRIVER_H_

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+// HIP's traits for the vendor plumbing of device/vendor.h, and the device
+// switching every HIP operation shares (device/hip/hip.cc,
+// device/hip/strided_copy.cc): device work runs with the owning device
+// current, hipSetDevice when the calling thread has another current device,
+// and the thread's own device set back afterwards.
+#ifndef HURRAY_SRC_DEVICE_HIP_VENDOR_H_
+#define HURRAY_SRC_DEVICE_HIP_VENDOR_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../backend.h"
+#include "../strided_copy.h"
+#include "../vendor.h"
+#include "runtime.h"
+
+namespace hurray::detail {
+
+// Makes a device current unless it already is, and sets the thread's
+// previous device back in leave(). Every path calls leave() and looks at its
+// result; the destructor only catches a path that forgot.
+class DeviceScope {
+ public:
+  explicit DeviceScope(const HipRuntime &r) : r_(r) {}
+  DeviceScope(const DeviceScope &) = delete;
+  DeviceScope &operator=(const DeviceScope &) = delete;
+  ~DeviceScope() { (void)leave(); }
+  // On failure *failed names the runtime call that failed. A device has no
+  // incarnations to tell apart: `ctx_id` is left as it is.
+  hipError_t enter(int device, const char **failed, uint64_t *ctx_id = nullptr) {
+    (void)ctx_id;
+    hipError_t e = r_.get_device(&saved_);
+    if (e != hipSuccess) {
+      *failed = "hipGetDevice";
+      return e;
+    }
+    if (saved_ == device) return hipSuccess;
+    e = r_.set_device(device);
+    if (e != hipSuccess) {
+      *failed = "hipSetDevice";
+      return e;
+    }
+    switched_ = true;
+    return hipSuccess;
+  }
+  // Sets the saved device back; hipSuccess when nothing was switched. A
+  // failure leaves the owner's device current on this thread.
+  hipError_t leave() {
+    if (!switched_) return hipSuccess;
+    switched_ = false;
+    return r_.set_device(saved_);
+  }
+  int saved() const { return saved_; }
+
+ private:
+  const HipRuntime &r_;
+  int saved_ = 0;
+  bool switched_ = false;
+};
+
+struct HipTraits {
+  using Api = HipRuntime;
+  using Result = hipError_t;
+  using Event = hipEvent_t;
+  static constexpr Result kSuccess = hipSuccess;
+  static constexpr Result kOutOfMemory = hipErrorOutOfMemory;
+  static constexpr Result kNotSupported = hipErrorNotSupported;
+  static constexpr const char *kName = "HIP";
+  static constexpr const char *kLibrary = "runtime";
+  static constexpr const char *kAllocAsync = "hipMallocAsync";
+  static constexpr const char *kMemcpyAsync = "hipMemcpyAsync";
+  static constexpr const char *kStreamSynchronize = "hipStreamSynchronize";
+  static constexpr const char *kEventCreate = "hipEventCreateWithFlags";
+  static constexpr const char *kEventRecord = "hipEventRecord";
+  static constexpr const char *kStreamWaitEvent = "hipStreamWaitEvent";
+
+  static const Api *api() { return hip_runtime(); }
+  static bool forked_child() { return hip_forked_child(); }
+  static const char *error_name(Result e) { return hip_error_name(e); }
+
+  static Result memcpy_async(const Api &r, void *dst, const void *src, size_t n, void *stream) {
+    return r.memcpy_async(dst, src, n, hipMemcpyDefault, static_cast<hipStream_t>(stream));
+  }
+  static Result stream_synchronize(const Api &r, void *stream) {
+    return r.stream_synchronize(static_cast<hipStream_t>(stream));
+  }
+  static Result event_create(const Api &r, Event *ev) {
+    return r.event_create_with_flags(ev, hipEventDisableTiming);
+  }
+  static Result event_record(const Api &r, Event ev, void *stream) {
+    return r.event_record(ev, static_cast<hipStream_t>(stream));
+  }
+  static Result stream_wait_event(const Api &r, void *stream, Event ev) {
+    return r.stream_wait_event(static_cast<hipStream_t>(stream), ev, 0);
+  }
+  static void event_destroy(const Api &r, Event ev) { (void)r.event_destroy(ev); }
+
+  using Scope = DeviceScope;
+  static int32_t restore_failure(const Scope &scope, Result restore, Result e, const char *call,
+                                 int32_t device_id);
+
+  // The vendor's own operations (device/backend.h); hip.cc, and
+  // copy_strided in strided_copy.cc: hipMemcpy2DAsync / hipMemcpy3DAsync,
+  // possibly several of them; kStageThroughHost (nothing queued) when the
+  // layout needs more than kHipMaxPieces such calls or the runtime lacks
+  // them.
+  static int32_t allocate(hurray_device device, uint64_t nbytes, void *stream,
+                          int32_t stream_device, DeviceMemory *mem);
+  static void release_now(hurray_device device, const DeviceMemory &mem);
+  static int32_t check_pointer(hurray_device device, const void *ptr);
+  static int32_t copy_strided(int32_t ordinal, const DeviceCopy &c, void *stream);
+  static int32_t host_wait_allowed(int32_t device_id, void *stream);
+};
+
+using Hip = Vendor<HipTraits>;
+
+constexpr uint64_t kHipMaxPieces = 4096;
+
+}  // namespace hurray::detail
+
+#endif  // HURRAY_SRC_DEVICE_HIP_VENDOR_H_
