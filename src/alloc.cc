@@ -11,7 +11,7 @@
 #include "gpu/backend.h"
 #include "layout.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 // Host bookkeeping of device memory: what to free, where, and the dims.
@@ -100,15 +100,15 @@ hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *d
   return h;
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_t ndim,
                                 const int64_t *shape, uint64_t flags, hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   return check::produced(
-      alloc_on(device, dtype, ndim, shape, flags, nullptr, kStreamOfThisDevice, out), out, 1,
+      alloc_on(device, dtype, ndim, shape, flags, nullptr, hurray::kStreamOfThisDevice, out), out, 1,
       "hurray_alloc");
 }
 

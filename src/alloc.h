@@ -8,7 +8,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // hurray_alloc with an optional stream (NULL: synchronous). Same contract.
 // `stream_device`: -1 (kStreamOfThisDevice), or the other device the caller
@@ -31,6 +31,6 @@ hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *d
 int32_t cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64_t flags,
                   uint64_t nbytes, hurray_buffer *out);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_ALLOC_H_

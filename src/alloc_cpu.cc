@@ -7,7 +7,7 @@
 #include "error.h"
 #include "layout.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 void cpu_release(void *block) { std::free(block); }
@@ -40,4 +40,4 @@ int32_t cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64
   return HURRAY_OK;
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

@@ -6,7 +6,7 @@
 #include "error.h"
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 // Every member of hurray_api, i.e. every public function of hurray.h except
@@ -89,24 +89,24 @@ constexpr hurray_api make_table() {
 constexpr hurray_api kTable = make_table();
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_get_api(uint32_t abi_version, const hurray_api **out) {
   if (out == nullptr) {
-    return hurray::fail(HURRAY_ERR_INVALID_ARGUMENT, "hurray_get_api: out is NULL");
+    return hurray::detail::fail(HURRAY_ERR_INVALID_ARGUMENT, "hurray_get_api: out is NULL");
   }
   const uint32_t lib_major = HURRAY_API_VERSION_MAJOR, lib_minor = HURRAY_API_VERSION_MINOR;
   const uint32_t major = abi_version >> 16, minor = abi_version & 0xFFFFu;
   if (abi_version == 0) {
-    return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+    return hurray::detail::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
                         "hurray_get_api: abi_version is 0; pass HURRAY_API_VERSION (this "
                         "library serves table version %" PRIu32 ".0 to %" PRIu32 ".%" PRIu32 ")",
                         lib_major, lib_major, lib_minor);
   }
   if (major != lib_major || minor > lib_minor) {
-    return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+    return hurray::detail::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
                         "hurray_get_api: caller wants function table version %" PRIu32
                         ".%" PRIu32 " but this libhurray (%s) serves %" PRIu32 ".0 to %" PRIu32
                         ".%" PRIu32 " (%s)",
@@ -114,7 +114,7 @@ HURRAY_API int32_t hurray_get_api(uint32_t abi_version, const hurray_api **out) 
                         major != lib_major ? "the major version differs"
                                            : "the caller's header is newer than the library");
   }
-  *out = &hurray::kTable;
+  *out = &hurray::detail::kTable;
   return HURRAY_OK;
 }
 

@@ -55,7 +55,7 @@
 #define HURRAY_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-namespace hurray {
+namespace hurray::detail {
 
 // A value unique to the calling thread among live threads: the thread
 // pointer (x86-64: %fs:0, the TCB's self pointer; elsewhere the compiler's
@@ -255,6 +255,6 @@ thread_local typename BlockCache<Size, Bound, Tag>::State BlockCache<Size, Bound
 struct LibraryBlocksTag;
 using LibraryBlocks = BlockCache<160, 16, LibraryBlocksTag>;
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_BLOCK_CACHE_H_

@@ -12,8 +12,7 @@
 #include "gpu/diagnostics.h"
 #include "handle.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 
 std::atomic<uint32_t> g_options{0};
 std::atomic<bool> g_exit_stderr{false};
@@ -344,13 +343,12 @@ void settle_if_forked() {
   }
 }
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 extern "C" {
 
 HURRAY_API int32_t hurray_check_enable(uint32_t options) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if ((options & ~check::kKnownOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
@@ -360,7 +358,7 @@ HURRAY_API int32_t hurray_check_enable(uint32_t options) {
 }
 
 HURRAY_API int32_t hurray_check_get_state(hurray_check_state *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   const size_t size = out->struct_size;
   constexpr size_t kMin = offsetof(hurray_check_state, next_id) + sizeof(uint64_t);
@@ -391,7 +389,7 @@ HURRAY_API int32_t hurray_check_get_state(hurray_check_state *out) {
 }
 
 HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (h == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "h is NULL");
   if (label == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "label is NULL");
   if (!check::is_tracked(h)) {

@@ -15,8 +15,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 
 // HURRAY_CHECK_* bits; 0 when off. Written by hurray_check_enable (and at
 // load from HURRAY_CHECK), read relaxed: a handle made while another thread
@@ -87,7 +86,6 @@ void after_fork();
 // re-made yet.
 void after_fork_child();
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 #endif  // HURRAY_SRC_CHECK_H_

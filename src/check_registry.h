@@ -15,8 +15,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 
 // A short backtrace: return addresses, innermost first.
 struct Origin {
@@ -137,7 +136,6 @@ void settle_if_forked();
 // Registers the at-exit report of live handles (once).
 void register_exit_report();
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 #endif  // HURRAY_SRC_CHECK_REGISTRY_H_

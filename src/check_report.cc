@@ -21,8 +21,7 @@
 #include "error.h"
 #include "gpu/diagnostics.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 namespace {
 
 // Base address of libhurray itself: its own frames are left out of reports.
@@ -272,14 +271,13 @@ void register_exit_report() {
   std::call_once(once, [] { std::atexit(&exit_report); });
 }
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 extern "C" {
 
 HURRAY_API int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit, void *user,
                                      size_t *count) {
-  using namespace hurray;
+  using namespace hurray::detail;
   check::Snapshot s;
   if (!check::take_snapshot(since, &s)) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the list of live handles failed");

@@ -34,9 +34,9 @@ const DeviceBackend *copy_vendor(int32_t src_type, const hurray_device &src_dev,
   const DeviceBackend *vd = dst_gpu ? ready_backend(dst.device_type) : nullptr;
   if (dst_gpu && vd == nullptr) return nullptr;
   if (vs != nullptr && vd != nullptr && vs != vd) {
-    fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+    detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
          "copying from %s (%s) to %s (%s) is not supported: copy through kDLCPU",
-         device_type_name(src_type), vs->name, device_type_name(dst.device_type), vd->name);
+         detail::device_type_name(src_type), vs->name, detail::device_type_name(dst.device_type), vd->name);
     return nullptr;
   }
   *ordinal = is_device_memory(src_type)            ? src_dev.device_id
@@ -53,7 +53,7 @@ struct Staging {
   bool allocate(uint64_t nbytes) {
     p = std::malloc(nbytes > 0 ? static_cast<size_t>(nbytes) : 1);
     if (p == nullptr) {
-      fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %llu bytes of host staging memory failed",
+      detail::fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %llu bytes of host staging memory failed",
            static_cast<unsigned long long>(nbytes));
     }
     return p != nullptr;
@@ -129,7 +129,7 @@ int32_t gpu_fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &s
   int32_t st = make_copy_plan(src.ndim, src.shape, src.strides, dst.strides, e.itemsize_bits / 8,
                               &plan);
   if (st != HURRAY_OK) return st;
-  if (host_accessible(src.device.device_type)) {
+  if (detail::host_accessible(src.device.device_type)) {
     // Gathered by the host, straight from the source.
     if (src.device.device_type != HURRAY_DEVICE_CPU) {
       st = wait_for_pinned_source(v, src, ordinal, stream);
@@ -150,18 +150,18 @@ int32_t gpu_fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &s
 
 int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
                   hurray_buffer *out) {
-  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (out == nullptr) return detail::fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   // A released tracked handle's shape may be gone: liveness first.
-  if (check::is_tracked(src)) {
+  if (detail::check::is_tracked(src)) {
     const char *step = stream != nullptr ? "hurray_copy_async" : "hurray_copy";
-    int32_t st = check::require_live(src, "src", step);
+    int32_t st = detail::check::require_live(src, "src", step);
     if (st != HURRAY_OK) return st;
   }
   hurray_extent e;
-  int32_t st = check_handle(src, "src", &e);
+  int32_t st = detail::check_handle(src, "src", &e);
   if (st != HURRAY_OK) return st;
   if (!e.contiguous && e.itemsize_bits % 8 != 0) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DTYPE,
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DTYPE,
                 "copying a non-contiguous tensor of packed %lld-bit elements is not supported",
                 static_cast<long long>(e.itemsize_bits));
   }
@@ -171,7 +171,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   const bool host_only =
       device.device_type == HURRAY_DEVICE_CPU &&
       (src->device.device_type == HURRAY_DEVICE_CPU ||
-       (host_accessible(src->device.device_type) && stream == nullptr));
+       (detail::host_accessible(src->device.device_type) && stream == nullptr));
   const DeviceBackend *v = nullptr;
   int32_t ordinal = 0;
   if (!host_only) {
@@ -199,7 +199,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   const int32_t stream_device =
       alloc_stream != nullptr && other_device ? ordinal : kStreamOfThisDevice;
   hurray_buffer dst;
-  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, stream_device,
+  st = detail::alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, stream_device,
                 &dst);
   if (st != HURRAY_OK) return st;
   if (e.numel > 0) {
@@ -249,13 +249,13 @@ extern "C" {
 HURRAY_API int32_t hurray_copy(const hurray_buffer *src, hurray_device device,
                                hurray_buffer *out) {
   using namespace hurray;
-  return check::produced(copy_impl(src, device, nullptr, out), out, 1, "hurray_copy");
+  return detail::check::produced(copy_impl(src, device, nullptr, out), out, 1, "hurray_copy");
 }
 
 HURRAY_API int32_t hurray_copy_async(const hurray_buffer *src, hurray_device device,
                                      void *stream, hurray_buffer *out) {
   using namespace hurray;
-  return check::produced(copy_impl(src, device, stream, out), out, 1, "hurray_copy_async");
+  return detail::check::produced(copy_impl(src, device, stream, out), out, 1, "hurray_copy_async");
 }
 
 }  // extern "C"

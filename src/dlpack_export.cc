@@ -8,7 +8,7 @@
 #include "handle.h"
 #include "share.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 static_assert(sizeof(ExportedVersioned) <= LibraryBlocks::kSize &&
                   sizeof(ExportedLegacy) <= LibraryBlocks::kSize,
@@ -69,12 +69,12 @@ int32_t export_inner(hurray_buffer *inner, void *out) {
 }
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTensorVersioned **out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (src != nullptr && src->release_fn == &imported_versioned_release &&
       src->version == HURRAY_BUFFER_VERSION) {
@@ -110,7 +110,7 @@ HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTenso
 }
 
 HURRAY_API int32_t hurray_to_dlpack(hurray_buffer *src, DLManagedTensor **out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (src != nullptr && src->release_fn == &imported_legacy_release &&
       src->version == HURRAY_BUFFER_VERSION) {

@@ -10,7 +10,7 @@
 #include "gpu/backend.h"
 #include "handle.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 void imported_versioned_release(void *tensor) {
   auto *t = static_cast<DLManagedTensorVersioned *>(tensor);
@@ -250,19 +250,19 @@ inline int32_t import_legacy(DLManagedTensor *t, uint32_t options, hurray_buffer
 }
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uint32_t options,
                                                 hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   return check::produced(import_versioned(t, options, out), out, 1,
                          "hurray_from_dlpack_versioned");
 }
 
 HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   return check::produced(import_legacy(t, options, out), out, 1, "hurray_from_dlpack");
 }
 

@@ -6,7 +6,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // Formats a message for the calling thread's hurray_last_error() and returns
 // `status` unchanged, so a failure reads `return fail(CODE, "...", args)`.
@@ -16,6 +16,6 @@ int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf,
 // DLPack name of a device type value ("kDLCUDA"), or "unknown".
 const char *device_type_name(int32_t device_type);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_ERROR_H_

@@ -8,7 +8,7 @@
 #include "hurray/hurray.h"
 #include "layout.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 inline Desc desc_of(const hurray_buffer &h) {
   return Desc{h.data,    h.byte_offset, h.device.device_type, h.device.device_id, h.dtype,
@@ -51,6 +51,6 @@ inline bool same_description(const hurray_buffer &a, const hurray_buffer &b) {
 // Leaves `h` empty (all fields zero) without calling anything.
 inline void clear(hurray_buffer *h) { std::memset(h, 0, sizeof *h); }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_HANDLE_H_

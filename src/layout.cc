@@ -6,7 +6,7 @@
 
 #include "error.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 constexpr bool bits_valid(uint8_t code, uint8_t bits) {
@@ -216,4 +216,4 @@ void compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
   }
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

@@ -8,7 +8,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // The fields every tensor description has, whatever struct it came from.
 // `strides` may be NULL only where the caller allows compact row-major.
@@ -173,6 +173,6 @@ inline bool host_accessible(int32_t device_type) {
          device_type == HURRAY_DEVICE_ROCM_HOST;
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_LAYOUT_H_

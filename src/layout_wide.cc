@@ -24,7 +24,7 @@
 #define HURRAY_HAVE_AVX2_PATH 1
 #endif
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 inline int bit_length(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
@@ -198,4 +198,4 @@ bool wide_dims_ok_with(WidePath path, int32_t ndim, const int64_t *shape,
   return wide_dims_scalar(ndim, shape, strides);
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

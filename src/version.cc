@@ -18,7 +18,7 @@ HURRAY_API int32_t hurray_check_version(uint32_t header_version) {
       ((lib >> 16) != 0 || same_minor)) {
     return HURRAY_OK;
   }
-  return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+  return hurray::detail::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
                       "caller was built against libhurray %" PRIu32 ".%" PRIu32 ".%" PRIu32
                       " but the loaded library is %" PRIu32 ".%" PRIu32 ".%" PRIu32
                       " (needs the same major and a minor.patch at least as new; while the major "

@@ -21,7 +21,7 @@ namespace {
 using namespace hurray_test;
 
 struct SmallTag;
-using Small = hurray::BlockCache<64, 4, SmallTag>;
+using Small = hurray::detail::BlockCache<64, 4, SmallTag>;
 
 TEST(BlockCache, ReusesTheLastBlockPut) {
   Small::drain();

@@ -42,7 +42,7 @@ Layout wide(int ndim, std::vector<Dim> dims, hurray_dtype dtype = dt(kDLInt, 8))
   return l;
 }
 
-using hurray::WidePath;
+using hurray::detail::WidePath;
 constexpr WidePath kPaths[] = {WidePath::kScalar, WidePath::kAvx2, WidePath::kAvx512};
 const char *path_name(WidePath p) {
   return p == WidePath::kScalar ? "scalar" : p == WidePath::kAvx2 ? "avx2" : "avx512";
@@ -53,13 +53,13 @@ const char *path_name(WidePath p) {
 void expect_paths_agree(const Layout &l, int32_t exact, const std::string &what) {
   const int ndim = static_cast<int>(l.shape.size());
   const bool scalar =
-      hurray::wide_dims_ok_with(WidePath::kScalar, ndim, l.shape.data(), l.strides.data());
+      hurray::detail::wide_dims_ok_with(WidePath::kScalar, ndim, l.shape.data(), l.strides.data());
   if (scalar) {
     EXPECT_EQ(exact, HURRAY_OK) << what << ": the bound held on an invalid layout";
   }
   for (WidePath p : kPaths) {
-    if (!hurray::wide_path_available(p)) continue;
-    EXPECT_EQ(hurray::wide_dims_ok_with(p, ndim, l.shape.data(), l.strides.data()), scalar)
+    if (!hurray::detail::wide_path_available(p)) continue;
+    EXPECT_EQ(hurray::detail::wide_dims_ok_with(p, ndim, l.shape.data(), l.strides.data()), scalar)
         << what << ", path " << path_name(p);
   }
 }
@@ -191,15 +191,15 @@ TEST(ValidateWide, AgreesWithTheExactCheckOnRandomWideLayouts) {
 // The paths this CPU runs are the ones it says it has (so the agreement
 // above really covered them where the hardware allows).
 TEST(ValidateWide, PathsAvailable) {
-  EXPECT_TRUE(hurray::wide_path_available(WidePath::kScalar));
+  EXPECT_TRUE(hurray::detail::wide_path_available(WidePath::kScalar));
   for (WidePath p : {WidePath::kAvx2, WidePath::kAvx512}) {
     std::printf("wide path %s: %s\n", path_name(p),
-                hurray::wide_path_available(p) ? "available" : "not on this CPU");
+                hurray::detail::wide_path_available(p) ? "available" : "not on this CPU");
   }
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  EXPECT_EQ(hurray::wide_path_available(WidePath::kAvx2), __builtin_cpu_supports("avx2") != 0);
-  EXPECT_EQ(hurray::wide_path_available(WidePath::kAvx512),
+  EXPECT_EQ(hurray::detail::wide_path_available(WidePath::kAvx2), __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(hurray::detail::wide_path_available(WidePath::kAvx512),
             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd"));
 #endif
 }

@@ -30,7 +30,7 @@ constexpr Missing kNoHip = {"HIP", "kDLROCM, kDLROCMHost", "HURRAY_WITH_HIP"};
 template <const Missing &M>
 struct Stub {
   static int32_t load() {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%s memory (%s) is not supported: this build of libhurray has no %s support "
                 "(%s=OFF)",
                 M.vendor, M.types, M.vendor, M.option);
@@ -87,10 +87,10 @@ const DeviceBackend *backend_for(int32_t device_type) {
     case HURRAY_DEVICE_ROCM:
     case HURRAY_DEVICE_ROCM_HOST: return &g_hip;
     default:
-      fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+      detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
            "device type %d (%s) has no GPU back end in libhurray (the CUDA and ROCm types "
            "have; kDLCPU memory needs none)",
-           device_type, device_type_name(device_type));
+           device_type, detail::device_type_name(device_type));
       return nullptr;
   }
 }

@@ -189,7 +189,7 @@ CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out, uint6
 int32_t check_ordinal(const CudaDriver &d, int32_t device_type, int32_t device_id) {
   (void)device_type;
   if (device_id < 0 || device_id >= d.device_count) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "CUDA device %" PRId32 " does not exist (the driver sees %d device%s)",
                 device_id, d.device_count, d.device_count == 1 ? "" : "s");
   }
@@ -208,7 +208,7 @@ int32_t status_of(CUresult r, const char *call) {
 }
 
 int32_t driver_failure(CUresult r, const char *call, int32_t device_id) {
-  return fail(status_of(r, call), "%s failed with %s (%d) on CUDA device %" PRId32, call,
+  return detail::fail(status_of(r, call), "%s failed with %s (%d) on CUDA device %" PRId32, call,
               cuda_error_name(r), static_cast<int>(r), device_id);
 }
 
@@ -216,14 +216,14 @@ int32_t driver_failure(CUresult r, const char *call, int32_t device_id) {
 // device's context current, which the caller must hear about.
 int32_t pop_failure(CUresult pop, CUresult r, const char *call, int32_t device_id) {
   if (r != CUDA_SUCCESS) {
-    return fail(HURRAY_ERR_DEVICE,
+    return detail::fail(HURRAY_ERR_DEVICE,
                 "%s failed with %s (%d) on CUDA device %" PRId32
                 ", and cuCtxPopCurrent then failed with %s (%d): this thread may still have "
                 "that device's context current",
                 call, cuda_error_name(r), static_cast<int>(r), device_id, cuda_error_name(pop),
                 static_cast<int>(pop));
   }
-  return fail(HURRAY_ERR_DEVICE,
+  return detail::fail(HURRAY_ERR_DEVICE,
               "cuCtxPopCurrent failed with %s (%d) after %s on CUDA device %" PRId32
               ": this thread may still have that device's context current",
               cuda_error_name(pop), static_cast<int>(pop), call, device_id);
@@ -521,7 +521,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
                               ": the device's primary context was reset "
                               "(cuDevicePrimaryCtxReset / cudaDeviceReset) after the allocation, "
                               "which freed it",
-                              ptr, device_type_name(type), device.device_id);
+                              ptr, detail::device_type_name(type), device.device_id);
     return;
   }
   CUcontext ctx = d->primary[device.device_id].ctx.load(std::memory_order_acquire);
@@ -546,7 +546,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
                           "cuCtxPopCurrent failed with %s (%d) after %s %s %p of %s %" PRId32
                           ": the releasing thread may still have that device's context current",
                           cuda_error_name(pop), static_cast<int>(pop), call,
-                          deferred ? "deferred freeing" : "freed", ptr, device_type_name(type),
+                          deferred ? "deferred freeing" : "freed", ptr, detail::device_type_name(type),
                           device.device_id);
     return;
   }
@@ -555,12 +555,12 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
                           "%s failed with %s (%d) on %p of %s %" PRId32
                           ", and cuCtxPopCurrent then failed with %s (%d)",
                           call, cuda_error_name(r), static_cast<int>(r), ptr,
-                          device_type_name(type), device.device_id, cuda_error_name(pop),
+                          detail::device_type_name(type), device.device_id, cuda_error_name(pop),
                           static_cast<int>(pop));
     return;
   }
   report_failed_release(HURRAY_ERR_DEVICE, "%s failed with %s (%d) on %p of %s %" PRId32, call,
-                        cuda_error_name(r), static_cast<int>(r), ptr, device_type_name(type),
+                        cuda_error_name(r), static_cast<int>(r), ptr, detail::device_type_name(type),
                         device.device_id);
 }
 
@@ -650,10 +650,10 @@ int32_t cuda_check_pointer(hurray_device device, const void *ptr) {
     default: ok = memory_type == CU_MEMORYTYPE_HOST && managed == 0; break;
   }
   if (ok) return HURRAY_OK;
-  return fail(HURRAY_ERR_INVALID_ARGUMENT,
+  return detail::fail(HURRAY_ERR_INVALID_ARGUMENT,
               "tensor.dl_tensor.data %p is not %s memory of device %" PRId32
               ": the CUDA driver reports %s%s (device ordinal %d)",
-              ptr, device_type_name(device.device_type), device.device_id,
+              ptr, detail::device_type_name(device.device_type), device.device_id,
               managed != 0 ? "managed " : "", memory_type_name(memory_type), ordinal);
 }
 
@@ -666,13 +666,13 @@ int32_t cuda_host_wait_allowed(int32_t device_id, void *stream) {
   });
   if (st != HURRAY_OK || !captured) return st;
   if (stream == nullptr) {
-    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+    return detail::fail(HURRAY_ERR_INVALID_ARGUMENT,
                 "a copy without a stream waits for the legacy default stream of CUDA device "
                 "%" PRId32 ", which CUDA prohibits while a blocking stream of that device is "
                 "being captured into a graph: pass a stream, or copy after the capture",
                 device_id);
   }
-  return fail(HURRAY_ERR_INVALID_ARGUMENT,
+  return detail::fail(HURRAY_ERR_INVALID_ARGUMENT,
               "stream %p of CUDA device %" PRId32
               " is being captured into a graph, and this copy (into kDLCPU memory, or staged "
               "through the host) must wait for it on the host, which CUDA prohibits during "

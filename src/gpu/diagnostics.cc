@@ -54,11 +54,11 @@ void hook_prepare_fork() {
     g_hook_mutex.lock();
     t_locked_for_fork = true;
   }
-  check::prepare_fork();
+  detail::check::prepare_fork();
 }
 
 void hook_after_fork() {
-  check::after_fork();
+  detail::check::after_fork();
   if (!t_locked_for_fork) return;
   t_locked_for_fork = false;
   g_hook_mutex.unlock();
@@ -66,7 +66,7 @@ void hook_after_fork() {
 
 void hook_after_fork_child() {
   hook_after_fork();
-  check::after_fork_child();
+  detail::check::after_fork_child();
 }
 
 // Registered when libhurray is loaded: before any hook can run.
@@ -133,10 +133,10 @@ extern "C" {
 
 HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   using namespace hurray;
-  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (out == nullptr) return detail::fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   const size_t size = out->struct_size;
   if (size < offsetof(hurray_diagnostics, failed_releases) + sizeof(uint64_t)) {
-    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+    return detail::fail(HURRAY_ERR_INVALID_ARGUMENT,
                 "out->struct_size is %zu; set it to sizeof(hurray_diagnostics)", size);
   }
   hurray_diagnostics d;

@@ -12,12 +12,12 @@ HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, 
                                       hurray_buffer *out) {
   using namespace hurray;
   if (stream != nullptr && !is_device_memory(device.device_type)) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "stream-ordered allocation serves kDLCUDA and kDLROCM memory, not %s (pass a "
                 "NULL stream for a synchronous allocation)",
-                device_type_name(device.device_type));
+                detail::device_type_name(device.device_type));
   }
-  return check::produced(alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream),
+  return detail::check::produced(detail::alloc_on(device, dtype, ndim, shape, flags, allocation_stream(stream),
                                   kStreamOfThisDevice, out),
                          out, 1, "hurray_alloc_async");
 }
@@ -27,16 +27,16 @@ HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_strea
   using namespace hurray;
   const int32_t type = device.device_type;
   if (!is_gpu_type(type)) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "hurray_stream_wait orders streams of the CUDA and ROCm device types; %s has "
                 "no streams",
-                device_type_name(type));
+                detail::device_type_name(type));
   }
   if (producer_stream == consumer_stream) return HURRAY_OK;  // no runtime needed
   const DeviceBackend *b = ready_backend(type);
   if (b == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   if (device.device_id < 0) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s has no device_id %d", device_type_name(type),
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s has no device_id %d", detail::device_type_name(type),
                 device.device_id);
   }
   return b->stream_wait(device.device_id, producer_stream, consumer_stream);

@@ -80,7 +80,7 @@ class DeviceScope {
 int32_t check_ordinal(const HipRuntime &r, int32_t device_type, int32_t device_id) {
   (void)device_type;
   if (device_id < 0 || device_id >= r.device_count) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "HIP device %" PRId32 " does not exist (the runtime sees %d device%s)", device_id,
                 r.device_count, r.device_count == 1 ? "" : "s");
   }
@@ -99,7 +99,7 @@ int32_t status_of(hipError_t e, const char *call) {
 }
 
 int32_t runtime_failure(hipError_t e, const char *call, int32_t device_id) {
-  return fail(status_of(e, call), "%s failed with %s (%d) on HIP device %" PRId32, call,
+  return detail::fail(status_of(e, call), "%s failed with %s (%d) on HIP device %" PRId32, call,
               hip_error_name(e), static_cast<int>(e), device_id);
 }
 
@@ -108,14 +108,14 @@ int32_t runtime_failure(hipError_t e, const char *call, int32_t device_id) {
 int32_t restore_failure(hipError_t restore, int saved, hipError_t e, const char *call,
                         int32_t device_id) {
   if (e != hipSuccess) {
-    return fail(HURRAY_ERR_DEVICE,
+    return detail::fail(HURRAY_ERR_DEVICE,
                 "%s failed with %s (%d) on HIP device %" PRId32
                 ", and hipSetDevice(%d) then failed with %s (%d): this thread may still have "
                 "device %" PRId32 " current",
                 call, hip_error_name(e), static_cast<int>(e), device_id, saved,
                 hip_error_name(restore), static_cast<int>(restore), device_id);
   }
-  return fail(HURRAY_ERR_DEVICE,
+  return detail::fail(HURRAY_ERR_DEVICE,
               "restoring the thread's device failed: hipSetDevice(%d) failed with %s (%d) after "
               "%s on HIP device %" PRId32 ", which may still be current on this thread",
               saved, hip_error_name(restore), static_cast<int>(restore), call, device_id);
@@ -165,7 +165,7 @@ int32_t hip_allocate(hurray_device device, uint64_t nbytes, void *stream_in, int
   const HipRuntime *rt = hip_runtime();
   if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   if (stream != nullptr && (rt->malloc_async == nullptr || rt->free_async == nullptr)) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+    return detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%s has no hipMallocAsync/hipFreeAsync (ROCm 5.2 or newer is needed for "
                 "stream-ordered allocation)",
                 rt->path);
@@ -321,7 +321,7 @@ void release_now(hurray_device device, const DeviceMemory &mem) {
     if (e != hipSuccess) count_teardown_leak();  // else freed before the teardown
     return;
   }
-  const char *type_name = device_type_name(device.device_type);
+  const char *type_name = detail::device_type_name(device.device_type);
   if (e == hipSuccess) {
     report_failed_release(HURRAY_ERR_DEVICE,
                           "restoring the releasing thread's device failed: hipSetDevice(%d) "
@@ -359,7 +359,7 @@ int32_t hip_host_wait_allowed(int32_t device_id, void *stream) {
     return capturing(r, static_cast<hipStream_t>(stream), &captured, &call);
   });
   if (st != HURRAY_OK || !captured) return st;
-  return fail(HURRAY_ERR_INVALID_ARGUMENT,
+  return detail::fail(HURRAY_ERR_INVALID_ARGUMENT,
               "stream %p of HIP device %" PRId32
               " is being captured into a graph, and this copy (into kDLCPU memory) must wait "
               "for it on the host, which is prohibited during capture: "
@@ -458,10 +458,10 @@ int32_t hip_check_pointer(hurray_device device, const void *ptr) {
                       ? where == Where::kDevice && a.device == device.device_id
                       : where == Where::kHost;
   if (ok) return HURRAY_OK;
-  return fail(HURRAY_ERR_INVALID_ARGUMENT,
+  return detail::fail(HURRAY_ERR_INVALID_ARGUMENT,
               "tensor.dl_tensor.data %p is not %s memory of device %" PRId32
               ": the HIP runtime reports %s (device %d)",
-              ptr, device_type_name(device.device_type), device.device_id, where_name(where),
+              ptr, detail::device_type_name(device.device_type), device.device_id, where_name(where),
               a.device);
 }
 
