@@ -24,18 +24,39 @@
  *  - It is safe to call from any thread; calls on distinct objects never race.
  *    Two threads must not pass the same hurray_buffer object to functions
  *    that consume or clear it at the same time.
+ *  - Checking mode (c-ffi §9): a function that reads or consumes a handle
+ *    passed in (hurray_buffer_validate, hurray_buffer_extent, hurray_share,
+ *    hurray_to_dlpack*, hurray_copy*) also returns HURRAY_ERR_RELEASED when
+ *    that handle is tracked and its reference is already gone, found before
+ *    any of its fields is read. The Returns lists below do not repeat it.
+ *  - A function whose status can report an error the caller must handle is
+ *    HURRAY_NODISCARD. The exceptions are hurray_buffer_release (its only
+ *    error is a NULL handle, and releases sit in cleanup paths) and the
+ *    functions that always return HURRAY_OK.
+ *  - A few functions always return HURRAY_OK (the DLPack deleters' wrappers,
+ *    hurray_set_diagnostic_hook). They return a status anyway so that every
+ *    member of the function table (c-ffi §8) has the same result type and a
+ *    later failure mode needs no new signature; the table's next major
+ *    version may make them return void instead.
  *
- * Every function's comment has the same parts, in this order: a one-line
- * summary and any description, then
+ * This header is the reference for each function's contract: its comment
+ * below is normative, and docs/impl/c-ffi.md holds only what spans
+ * functions (loading, threads, versions, the checking mode, errors). Every
+ * function's comment has the same parts, in this order: a one-line summary
+ * and any description, then
  *   Parameters:  each parameter, with [in], [out], [in, out] or
  *                [in, consumed on success] ("Parameters: none" for (void));
  *   Returns:     HURRAY_OK and each error status with its cause (or the value
  *                returned by the functions that return no status);
- *   On failure:  what the caller still owns and what is left untouched;
+ *   Cost:        optional: the allocations or waits a call makes, where they
+ *                matter; it names no status;
+ *   On failure:  what the caller still owns and what is left untouched
+ *                ("cannot fail" for the functions that always succeed);
  *   Threads:     which threads may call it and where callbacks run;
  *   Spec:        the sections that specify it.
  * tests/packaging/check_doc_comments.cmake fails the build's tests when a
- * function declared with HURRAY_API lacks one of them.
+ * function declared with HURRAY_API lacks one of them, has them out of
+ * order, lists a status under Cost:, or breaks the HURRAY_NODISCARD rule.
  */
 #ifndef HURRAY_HURRAY_H_
 #define HURRAY_HURRAY_H_
@@ -53,9 +74,11 @@
 #endif
 
 /* HURRAY_API marks every function of the ABI. While libhurray itself is
- * built (HURRAY_BUILDING_LIBRARY) it gives the symbol default visibility, so
- * that it is exported although the library is compiled with hidden
- * visibility; for callers, and on Windows, it expands to nothing. */
+ * built (HURRAY_BUILDING_LIBRARY, set by CMakeLists.txt) it gives the symbol
+ * default visibility, so that it is exported although the library is
+ * compiled with hidden visibility; for callers it expands to nothing. The
+ * library is built for Linux only (CMake refuses Windows and macOS): there
+ * is no __declspec(dllexport) form, and on Windows it expands to nothing. */
 #if defined(_WIN32)
 #define HURRAY_API
 #elif defined(HURRAY_BUILDING_LIBRARY)
@@ -65,9 +88,8 @@
 #endif
 
 /* HURRAY_NODISCARD marks functions whose status must be looked at (GCC and
- * Clang warn when it is ignored); empty for other compilers. The functions
- * that cannot fail in a way the caller must handle (releases, deleters,
- * hook installation) do not carry it. */
+ * Clang warn when it is ignored); empty for other compilers. Which functions
+ * carry it: the conventions above. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HURRAY_NODISCARD __attribute__((warn_unused_result))
 #else
@@ -276,9 +298,6 @@ HURRAY_API int32_t hurray_buffer_release(hurray_buffer *h);
  *   HURRAY_ERR_UNSUPPORTED_DEVICE   a device type DLPack 1.3 does not define
  *   HURRAY_ERR_OVERFLOW             element count, byte_offset or byte extent
  *                                   beyond signed 64-bit range
- *   HURRAY_ERR_RELEASED             checking mode (c-ffi §9): h is a tracked
- *                                   handle whose reference is already gone
- *                                   (checked before any field is read)
  * On failure: nothing changed; *h stays owned by the caller.
  * Threads: safe from any thread (reads only).
  * Spec: docs/spec/buffer-protocol.md §3; docs/impl/c-ffi.md §3. */
@@ -340,9 +359,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: one allocation the first time a handle is shared with n > 1, none
  *   afterwards.
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); out
  *   untouched.
  * Threads: safe from any thread; the out handles may be released from any
@@ -376,9 +392,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: at most one heap allocation (DLPack struct and handle together);
  *   none when unwrapping.
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); *out
  *   untouched.
  * Threads: safe from any thread; the tensor's deleter may be called from any
@@ -403,9 +416,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned(
  *   HURRAY_ERR_OUT_OF_MEMORY     the export block cannot be allocated
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: at most one heap allocation; none when unwrapping.
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); *out
  *   untouched.
  * Threads: safe from any thread; the tensor's deleter may be called from any
@@ -499,7 +509,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t
  *
  * Parameters:
  *   t  [in, consumed]  the tensor, or NULL (then nothing happens)
- * Returns: HURRAY_OK, always.
+ * Returns: HURRAY_OK, always (why a status at all: the conventions above).
  * On failure: cannot fail.
  * Threads: safe from any thread; the deleter runs on the calling thread.
  * Spec: docs/impl/c-ffi.md §5. */
@@ -510,7 +520,7 @@ HURRAY_API int32_t hurray_dlpack_versioned_delete(struct DLManagedTensorVersione
  *
  * Parameters:
  *   t  [in, consumed]  the tensor, or NULL (then nothing happens)
- * Returns: HURRAY_OK, always.
+ * Returns: HURRAY_OK, always (why a status at all: the conventions above).
  * On failure: cannot fail.
  * Threads: safe from any thread; the deleter runs on the calling thread.
  * Spec: docs/impl/c-ffi.md §5. */
@@ -593,9 +603,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dt
  *   HURRAY_ERR_DEVICE              a GPU runtime call failed
  *   or any other error of hurray_buffer_validate (for *src) or hurray_alloc
  *   (for the destination).
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: *out untouched; nothing stays allocated; *src unchanged.
  * Threads: safe from any thread.
  * Spec: docs/spec/buffer-protocol.md §7.2; docs/impl/c-ffi.md §6;
@@ -763,9 +770,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  *   HURRAY_ERR_INVALID_ARGUMENT    the copy must wait on the host for a
  *                                  stream that is being captured (above)
  *   HURRAY_ERR_DEVICE              the runtime fails the copy
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: *out untouched; nothing stays allocated; *src unchanged. Work
  *   already queued on the stream stays queued.
  * Threads: safe from any thread.
@@ -891,7 +895,7 @@ typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, v
  * Parameters:
  *   hook  [in]  the new hook; NULL removes it
  *   user  [in]  passed to every call of `hook`; not owned by libhurray
- * Returns: HURRAY_OK, always.
+ * Returns: HURRAY_OK, always (why a status at all: the conventions above).
  * On failure: cannot fail.
  * Threads: safe from any thread, and from within the hook; waits while the
  *   previous hook runs on another thread.
@@ -951,7 +955,7 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * Threads: safe from any thread; a handle made concurrently on another
  *   thread may be made under the old or the new setting.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_enable(uint32_t options);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_enable(uint32_t options);
 
 /* State of the checking mode. Size-prefixed like hurray_diagnostics. */
 typedef struct hurray_check_state {
@@ -981,7 +985,7 @@ typedef struct hurray_check_state {
  * Threads: safe from any thread; a snapshot of the counters under the
  *   checker's lock.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_get_state(hurray_check_state *out);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_get_state(hurray_check_state *out);
 
 /* One live tracked handle, as hurray_check_live shows it. Every pointer is
  * valid only during the visit call. */
@@ -1021,8 +1025,9 @@ typedef void (*hurray_check_visit_fn)(const hurray_check_entry *entry, void *use
  * On failure: visit is not called; *count untouched.
  * Threads: safe from any thread.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit, void *user,
-                                     size_t *count);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_live(uint64_t since,
+                                                     hurray_check_visit_fn visit, void *user,
+                                                     size_t *count);
 
 /* Attaches a label to a tracked handle, shown with it in reports (a binding
  * puts its own language's creation site here, e.g. "test_x.py:12"). The text
@@ -1041,7 +1046,7 @@ HURRAY_API int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit
  * On failure: nothing changed.
  * Threads: safe from any thread.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, const char *label);
 
 /* ===========================================================================
  * Entry point for runtimes that dlopen libhurray, and a handle move helper
