@@ -4,9 +4,11 @@
  * A Hurray buffer handle (hurray_buffer) describes tensor memory with DLPack's
  * vocabulary and carries one release callback that its holder calls exactly
  * once. The handle layout and its contract are specified in
- * docs/spec/buffer-protocol.md; every function below is specified in
- * docs/impl/c-ffi.md, the GPU functions in docs/impl/gpu.md. Section
- * references ("spec §N", "c-ffi §N", "gpu §N") point there.
+ * docs/spec/buffer-protocol.md. Each function's contract is its comment
+ * below; docs/impl/c-ffi.md (what spans functions: loading, threads,
+ * versions, errors, the checking mode) and docs/impl/gpu.md (the GPU back
+ * ends) point here. Section references ("spec §N", "c-ffi §N", "gpu §N")
+ * point to those three documents.
  *
  * It compiles as C11 and C++17 and includes the project's DLPack 1.3
  * declarations (hurray/dlpack.h, installed beside it). A translation unit
@@ -39,11 +41,8 @@
  *    later failure mode needs no new signature; the table's next major
  *    version may make them return void instead.
  *
- * This header is the reference for each function's contract: its comment
- * below is normative, and docs/impl/c-ffi.md holds only what spans
- * functions (loading, threads, versions, the checking mode, errors). Every
- * function's comment has the same parts, in this order: a one-line summary
- * and any description, then
+ * Every function's comment has the same parts, in this order: a one-line
+ * summary and any description, then
  *   Parameters:  each parameter, with [in], [out], [in, out] or
  *                [in, consumed on success] ("Parameters: none" for (void));
  *   Returns:     HURRAY_OK and each error status with its cause (or the value
@@ -346,6 +345,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  * sharing it is released, on the thread that releases last. Sharing a handle
  * that came from hurray_share adds n - 1 to the same count (no second
  * control block, no nesting, no allocation). n == 1 moves *src to out[0].
+ * A handle this function issued and that is unchanged since is not
+ * validated again (its control block recorded the checked source); any
+ * other *src is (spec §3.4).
  *
  * Parameters:
  *   src  [in, consumed on success]  a live, valid handle; zeroed on success
@@ -381,7 +383,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
  * DLManagedTensorVersioned and that still describes that tensor exactly
  * (same fields, shape/strides pointers and flags) is unwrapped: *out is the
  * original tensor itself, with the 1.x version and the strides its producer
- * gave it.
+ * gave it. Such a handle, or one hurray_share issued and unchanged since, was
+ * validated when it entered and is not validated again; any other *src is
+ * (spec §3.4).
  *
  * Parameters:
  *   src  [in, consumed on success]  a live, valid handle; zeroed on success
@@ -437,7 +441,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack(hurray_buffer *src,
  * tensor older than 1.2 with NULL strides is read as compact row-major and
  * costs one allocation. A tensor that libhurray itself exported and that
  * still describes its handle exactly (same fields, shape/strides pointers and
- * flags) is unwrapped: *out is the original handle and the wrapper is freed.
+ * flags) is unwrapped: *out is the original handle and the wrapper is freed;
+ * it is not validated again (its handle was validated at export), every
+ * other tensor is (spec §3.4).
  *
  * Parameters:
  *   t        [in, consumed on success]  the tensor
