@@ -112,7 +112,7 @@ void BM_ConcurrentRelease(benchmark::State &state) {
 }
 BENCHMARK(BM_ConcurrentRelease)->Threads(2)->UseRealTime();
 
-// --- Per-ndim costs (issue 8). Shape: 32 for the first 4 dimensions, 2 for
+// --- Per-ndim costs. Shape: 32 for the first 4 dimensions, 2 for
 // the next 12, 1 after that; compact row-major strides. ---------------------
 struct NdimTensor {
   int64_t shape[HURRAY_MAX_NDIM];

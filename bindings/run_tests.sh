@@ -123,8 +123,8 @@ java_ok=1
 # the lib/ of the prefix it is installed in, is found without a property.
 gcc "${cflags[@]}" "${jinc[@]}" "$here/java/src/main/c/hurray_jni.c" -L"$libdir" -lhurray \
   -Wl,-rpath,'$ORIGIN:$ORIGIN/../lib' -o "$out/libhurray_jni.so" || java_ok=0
-gcc "${cflags[@]}" "${jinc[@]}" -I"$here/testprod" "$here/java/src/test/c/testprod_jni.c" \
-  "$here/testprod/testprod.c" -ldl -o "$out/libhurray_testprod_jni.so" || java_ok=0
+gcc "${cflags[@]}" "${jinc[@]}" -I"$repo/tests/dlpack_producer" "$here/java/src/test/c/testprod_jni.c" \
+  "$repo/tests/dlpack_producer/dlpack_producer.c" -ldl -o "$out/libhurray_testprod_jni.so" || java_ok=0
 rm -rf "$out/java/classes" "$out/java/test-classes"
 "$JAVA_HOME/bin/javac" -Xlint:all -Werror -d "$out/java/classes" \
   $(find "$here/java/src/main/java" -name '*.java') || java_ok=0

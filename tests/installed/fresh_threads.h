@@ -5,7 +5,7 @@
  * table of a dlopen'ed library (`api->name`) or by a direct call into a
  * library it links (`hurray_##name`). The TU also names the probe (PROBE).
  *
- * What it checks (issue 16): on each of several fresh threads the FIRST call
+ * What it checks (any way of loading, any thread first: c-ffi §8): on each of several fresh threads the FIRST call
  * into libhurray is one hot-path operation (hurray_share of an imported
  * tensor, an import, an export, a release, an alloc, a failing call whose
  * message is read, or an import of a 12-d tensor, which takes the

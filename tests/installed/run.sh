@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests the library as users get it (issue 16; tests/installed/CMakeLists.txt):
+# Tests the library as users get it (tests/installed/CMakeLists.txt):
 #
 #   bash tests/installed/run.sh [PREFIX]     (default: build/prefix)
 #

@@ -339,7 +339,7 @@ inline std::vector<DtypeCase> all_dlpack13_dtypes() {
 }
 
 
-// Layouts that every conversion must accept and keep exactly (issue 2):
+// Layouts that every conversion must accept and keep exactly:
 // 0-d, zero-size, non-contiguous, Fortran order, negative and zero strides,
 // size-1 dims with any stride, byte_offset, lanes, every DLPack 1.3 dtype
 // (sub-byte ones also padded), flags, and devices with non-zero ids.

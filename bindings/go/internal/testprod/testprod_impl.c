@@ -1,2 +1,3 @@
-/* Compiles the shared C test producer into this cgo package. */
-#include "../../../testprod/testprod.c"
+/* Compiles the shared C test producer (tests/dlpack_producer) into this
+ * cgo package: cgo compiles only the C files of the package directory. */
+#include "../../../../tests/dlpack_producer/dlpack_producer.c"

@@ -4,7 +4,7 @@
  * linked, the way a JVM or a Python process loads a Go library, and runs its
  * fresh-thread check: on each of several fresh OS threads the first
  * libhurray call is a Share of an imported tensor, and every field of every
- * handle is checked (issue 16).
+ * handle is checked (any way of loading, any thread first: c-ffi §8).
  *
  *   host <libhurray_go_consumer.so> [threads [shares]]
  *

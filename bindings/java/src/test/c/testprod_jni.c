@@ -1,5 +1,5 @@
 /*
- * testprod_jni.c - JNI access to the C test producer (bindings/testprod) for
+ * testprod_jni.c - JNI access to the C test producer (tests/dlpack_producer) for
  * the Java tests, and to the Go interop consumer (a Go c-shared library
  * loaded with dlopen into the same JVM). Test code only.
  */
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "testprod.h"
+#include "dlpack_producer.h"
 
 #define T(x) ((void *)(intptr_t)(x))
 

@@ -1,5 +1,5 @@
-/* testprod.c - see testprod.h. */
-#include "testprod.h"
+/* dlpack_producer.c - see dlpack_producer.h. */
+#include "dlpack_producer.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
