@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-tensor cost of the Python DLPack hops through Hurray, beside NumPy, tvm_ffi and torch.
 
     python bench/python_dlpack_bench.py [--rounds N] [--calls N] [--only SUBSTR]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """libhurray beside tvm-ffi's C API: build, run, ratio table, chart.
 
 One command (from the repository root, with a Python that has apache-tvm-ffi,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tests of the Go and Java bindings (and their interop test).
 #
 #   bash bindings/run_tests.sh [prefix]      (default: build/prefix)

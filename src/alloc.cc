@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_alloc: checks the request, then the CPU fast path or the GPU backend
 // table (gpu/backend.h); and compact_handle, which both use.
 #include "alloc.h"
@@ -42,8 +43,7 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   // Check the request as the compact tensor it will become; any non-NULL
   // data pointer stands in for the memory not yet allocated.
   static char placeholder;
-  Desc d{&placeholder, 0, device.device_type, device.device_id, dtype, ndim, shape, nullptr,
-         flags};
+  Desc d{&placeholder, 0, device.device_type, device.device_id, dtype, ndim, shape, nullptr, flags};
   hurray_extent e;
   int32_t st = check_desc(d, "request", false, &e);
   if (st != HURRAY_OK) return st;
@@ -108,8 +108,8 @@ HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_
                                 const int64_t *shape, uint64_t flags, hurray_buffer *out) {
   using namespace hurray::detail;
   return check::produced(
-      alloc_on(device, dtype, ndim, shape, flags, nullptr, hurray::kStreamOfThisDevice, out), out, 1,
-      "hurray_alloc");
+      alloc_on(device, dtype, ndim, shape, flags, nullptr, hurray::kStreamOfThisDevice, out), out,
+      1, "hurray_alloc");
 }
 
 }  // extern "C"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allocation (spec §7): the entry point shared by hurray_alloc,
 // hurray_alloc_async and hurray_copy, and the compact handles it builds
 // (alloc.cc; CPU memory in alloc_cpu.cc, GPU memory through gpu/backend.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU memory for hurray_alloc: one aligned allocation holds shape, strides
 // and data.
 #include <cstdlib>
@@ -19,8 +20,8 @@ constexpr uint64_t kAlign = HURRAY_CPU_ALIGNMENT;
 int32_t cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64_t flags,
                   uint64_t nbytes, hurray_buffer *out) {
   // Layout: [shape: ndim][strides: ndim] padded to kAlign, then the data.
-  const uint64_t meta = (uint64_t{2} * static_cast<uint64_t>(ndim) * sizeof(int64_t) + kAlign - 1) /
-                        kAlign * kAlign;
+  const uint64_t meta =
+      (uint64_t{2} * static_cast<uint64_t>(ndim) * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
   uint64_t total;
   if (__builtin_add_overflow(meta, nbytes, &total) ||
       __builtin_add_overflow(total, kAlign - 1, &total)) {

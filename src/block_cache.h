@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small bounded per-thread cache of fixed-size heap blocks, so that the
 // export block and the share block of a steady stream of conversions are
 // reused instead of going through malloc and free each time (the share and
-// export paths' cost targets, docs/performance.md; spec §3.4 explains why the remaining work is so small that malloc dominated).
+// export paths' cost targets, docs/performance.md; spec §3.4 explains why the remaining work is so
+// small that malloc dominated).
 //
 // Rules:
 // - get() pops this thread's cache or falls back to malloc; put() pushes onto
@@ -45,7 +47,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking mode (c-ffi §9): tracking, the checked release, consumption by
 // later steps, and hurray_check_enable / _get_state / _label.
 #include "check.h"
@@ -185,8 +186,8 @@ void track(hurray_buffer *out, size_t n, const char *made_by) {
       reg.untracked += n - i;  // out[i..n) keep the producer's release
       return;
     }
-    *r = Record{h.release_fn, h.user_data, made_by, h.data, h.device, h.dtype, h.ndim,
-                false,        0,           here,    Origin{}, nullptr};
+    *r = Record{h.release_fn, h.user_data, made_by, h.data, h.device, h.dtype,
+                h.ndim,       false,       0,       here,   Origin{}, nullptr};
     h.release_fn = &checked_release;
     h.user_data = reinterpret_cast<void *>(static_cast<uintptr_t>(id));
     ++reg.tracked;

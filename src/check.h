@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking mode (c-ffi §9): while it is on, each handle libhurray produces
 // is tracked under an id, so that a second release of one reference is
 // caught before it reaches the producer and live handles can be listed.
@@ -69,8 +70,8 @@ using Step = int32_t (*)(hurray_buffer *inner, void *ctx);
 // goes back and *src is unchanged. A record already gone:
 // HURRAY_ERR_RELEASED, counted and reported like a double release.
 __attribute__((noinline, cold)) int32_t consume(hurray_buffer *src, const char *step_name,
-                                                Step step, void *ctx,
-                                                const hurray_buffer *written, size_t n_written);
+                                                Step step, void *ctx, const hurray_buffer *written,
+                                                size_t n_written);
 
 // fork(): the diagnostics' atfork handlers call these, after taking and
 // before releasing the hook mutex (a hook may release tracked handles, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking mode (c-ffi §9): what it reports. Backtraces and their text, the
 // double-release report, the at-exit list of live handles, and
 // hurray_check_live.
@@ -176,10 +177,12 @@ void report_second_use(uint64_t id, const char *step, const Origin &here, bool c
           "not called again.\n",
           what, id);
   } else {
-    m.add("hurray check: bad %s: a handle whose release_fn is the checker's but whose "
-          "user_data (%" PRIu64 ") is no id it issued (a corrupted handle); nothing was "
-          "called.\n",
-          release ? "release" : "use", id);
+    m.add(
+        "hurray check: bad %s: a handle whose release_fn is the checker's but whose "
+        "user_data (%" PRIu64
+        ") is no id it issued (a corrupted handle); nothing was "
+        "called.\n",
+        release ? "release" : "use", id);
   }
   m.add("  this time %s at:\n", release ? "released" : step);
   frames_text(&m, here, "    ");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_buffer -> DLManagedTensorVersioned / DLManagedTensor (spec §6.2).
 #include <cstring>
 
@@ -92,9 +93,9 @@ HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTenso
   // its block was made; every other handle is validated here.
   if (src == nullptr || !is_unchanged_share(*src)) {
     if (check::is_tracked(src)) {  // checked as the handle it stands for
-      return check::consume(
-          src, "hurray_to_dlpack_versioned",
-          &export_inner<DLManagedTensorVersioned, &hurray_to_dlpack_versioned>, out, nullptr, 0);
+      return check::consume(src, "hurray_to_dlpack_versioned",
+                            &export_inner<DLManagedTensorVersioned, &hurray_to_dlpack_versioned>,
+                            out, nullptr, 0);
     }
     int32_t st = check_handle(src, "src", nullptr);
     if (st != HURRAY_OK) return st;
@@ -153,4 +154,3 @@ HURRAY_API int32_t hurray_dlpack_delete(DLManagedTensor *t) {
 }
 
 }  // extern "C"
-

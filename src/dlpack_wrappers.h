@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wrappers libhurray puts around foreign lifetimes when converting, and
 // the functions that recognise them, so round trips unwrap instead of nesting
 // (spec §6.4).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status names and the thread-local message behind hurray_last_error().
 #include "error.h"
 

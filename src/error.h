@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status codes and the thread-local error message (c-ffi §2).
 #ifndef HURRAY_SRC_ERROR_H_
 #define HURRAY_SRC_ERROR_H_

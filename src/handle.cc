@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_buffer_release / _validate / _extent and the handle check.
 #include "handle.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_share: one control block per shared source, one count for all.
 //
 // Every consumer handle carries the same user_data (the block) and one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fan-out: the internal control block and its atomic count (spec §5).
 #ifndef HURRAY_SRC_SHARE_H_
 #define HURRAY_SRC_SHARE_H_

@@ -9,8 +9,8 @@
 #   bash tests/deps.sh --packages P...   install those of the packages P not installed
 #
 # SETs:
-#   core      the compilers, CMake, GoogleTest, Google Benchmark, the HIP
-#             headers and Python with venv support (tests/run_all.sh's deps stage)
+#   core      the compilers, clang-format-14, CMake, GoogleTest, Google
+#             Benchmark, the HIP headers and Python with venv support (tests/run_all.sh's deps stage)
 #   fuzz      clang's libFuzzer runtime (libclang-rt-<major>-dev) when
 #             `clang++ -fsanitize=fuzzer` cannot link a program yet
 #   bindings  Go, JDK 17, JUnit 5, Maven and the plugins bindings/java/pom.xml
@@ -54,7 +54,7 @@ install_packages() {
 }
 
 set_core() {
-  install_packages cmake ninja-build gcc g++ clang binutils pkg-config \
+  install_packages cmake ninja-build gcc g++ clang clang-format-14 binutils pkg-config \
     libgtest-dev libgmock-dev libbenchmark-dev libamdhip64-dev \
     python3 python3-venv python3-pip || return 1
   cmake --version | head -n 1

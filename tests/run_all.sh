@@ -9,6 +9,8 @@
 #   dev             cmake --workflow --preset dev   (Debug; tests, examples, benches built)
 #   asan            cmake --workflow --preset asan  (ASan + UBSan, any report fails)
 #   tsan            cmake --workflow --preset tsan
+#   style           tests/style/check.sh: the SPDX licence line in every source,
+#                   header, script and CMake file; clang-format-14 on C and C++
 #   fuzz            tests/fuzz/run.sh: the libFuzzer targets (clang, build/fuzz): the DLPack
 #                   one for two minutes on the seed corpus tests/fuzz/corpus, the
 #                   checking mode's for 30 s (docs/impl/fuzzing.md)
@@ -51,7 +53,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan fuzz installed external-dlpack release bench-smoke python extensions bindings)
+DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -133,6 +135,7 @@ stage_release() {
   "$VENV/bin/python" -c 'import tvm_ffi.config' 2>/dev/null && tvm=(-DHURRAY_TVM_FFI_PYTHON="$VENV/bin/python")
   cmake --preset release "${tvm[@]}" && cmake --build --preset release && ctest --preset release
 }
+stage_style() { bash tests/style/check.sh; }
 stage_fuzz() { bash tests/fuzz/run.sh; }
 stage_installed() { bash tests/installed/run.sh "$ROOT/build/prefix"; }
 stage_external_dlpack() { bash tests/packaging/external_dlpack.sh "$VENV"; }

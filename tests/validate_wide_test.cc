@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bound the fast check tries first at ndim >= 8 (src/layout_wide.cc):
 // every edge of its four conditions, in the vector part and in the scalar
 // tail, must give the exact check's verdict (hurray_buffer_extent runs only
@@ -165,7 +166,8 @@ TEST(ValidateWide, BitLengthSumEdge) {
 TEST(ValidateWide, AgreesWithTheExactCheckOnRandomWideLayouts) {
   std::mt19937_64 rng(8008);
   const int64_t extents[] = {1, 1, 1, 1, 2, 3, 0, k2e31, k2e31 + 1, INT64_MAX, -1, 1 << 20};
-  const int64_t strides[] = {0, 1, -1, k2e31 - 1, k2e31, -k2e31, k2e32, INT64_MAX, INT64_MIN, 12345};
+  const int64_t strides[] = {0,      1,     -1,        k2e31 - 1, k2e31,
+                             -k2e31, k2e32, INT64_MAX, INT64_MIN, 12345};
   int ok = 0, failed = 0;
   for (int round = 0; round < 4000; ++round) {
     const int ndim = 8 + static_cast<int>(rng() % 57);
@@ -198,7 +200,8 @@ TEST(ValidateWide, PathsAvailable) {
   }
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  EXPECT_EQ(hurray::detail::wide_path_available(WidePath::kAvx2), __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(hurray::detail::wide_path_available(WidePath::kAvx2),
+            __builtin_cpu_supports("avx2") != 0);
   EXPECT_EQ(hurray::detail::wide_path_available(WidePath::kAvx512),
             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd"));
 #endif

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* hurray_go.c - see hurray_go.h. */
 #include "hurray_go.h"
 
@@ -148,8 +149,7 @@ hgo_bytes_ret hgo_bytes(hgo_ref ref, size_t i) {
   switch (h->device.device_type) {
     case HURRAY_DEVICE_CPU:
     case HURRAY_DEVICE_CUDA_HOST:
-    case HURRAY_DEVICE_ROCM_HOST:
-      break;
+    case HURRAY_DEVICE_ROCM_HOST: break;
     default:
       r.status = HURRAY_ERR_UNSUPPORTED_DEVICE;
       r.msg = hgo_strdup("the memory is not host memory");

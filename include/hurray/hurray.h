@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hurray.h - the normative C ABI of libhurray.
  *
@@ -153,19 +154,19 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_version(uint32_t header_version
  * comes with a message for the calling thread (hurray_last_error).
  * (c-ffi §0) */
 typedef enum hurray_status {
-  HURRAY_OK = 0,                       /* success */
-  HURRAY_ERR_INVALID_ARGUMENT = 1,     /* NULL pointer, bad ndim/shape/strides */
-  HURRAY_ERR_UNSUPPORTED_VERSION = 2,  /* DLPack major != 1, handle layout, library */
-  HURRAY_ERR_UNSUPPORTED_DTYPE = 3,    /* unknown code, bits not valid for code, lanes 0 */
-  HURRAY_ERR_UNSUPPORTED_DEVICE = 4,   /* device type unknown or not served, device unavailable */
-  HURRAY_ERR_OUT_OF_MEMORY = 5,        /* host or device allocation failed */
-  HURRAY_ERR_OVERFLOW = 6,             /* element count or byte extent beyond 64-bit range */
-  HURRAY_ERR_DEVICE = 7,               /* a device runtime call failed */
-  HURRAY_ERR_INTERNAL = 8,             /* a bug in libhurray; please report it */
-  HURRAY_ERR_RELEASED = 9,             /* checking mode: the handle was already released
-                                          or consumed (c-ffi §9) */
-  HURRAY_ERR_LEAKED = 10               /* checking mode: a handle still live when the
-                                          leak report ran (sent to the hook, c-ffi §9) */
+  HURRAY_OK = 0,                      /* success */
+  HURRAY_ERR_INVALID_ARGUMENT = 1,    /* NULL pointer, bad ndim/shape/strides */
+  HURRAY_ERR_UNSUPPORTED_VERSION = 2, /* DLPack major != 1, handle layout, library */
+  HURRAY_ERR_UNSUPPORTED_DTYPE = 3,   /* unknown code, bits not valid for code, lanes 0 */
+  HURRAY_ERR_UNSUPPORTED_DEVICE = 4,  /* device type unknown or not served, device unavailable */
+  HURRAY_ERR_OUT_OF_MEMORY = 5,       /* host or device allocation failed */
+  HURRAY_ERR_OVERFLOW = 6,            /* element count or byte extent beyond 64-bit range */
+  HURRAY_ERR_DEVICE = 7,              /* a device runtime call failed */
+  HURRAY_ERR_INTERNAL = 8,            /* a bug in libhurray; please report it */
+  HURRAY_ERR_RELEASED = 9,            /* checking mode: the handle was already released
+                                         or consumed (c-ffi §9) */
+  HURRAY_ERR_LEAKED = 10              /* checking mode: a handle still live when the
+                                         leak report ran (sent to the hook, c-ffi §9) */
 } hurray_status;
 
 /* Message describing the last failed call made by this thread.
@@ -245,19 +246,19 @@ typedef void (*hurray_release_fn)(void *user_data);
  * A live handle has release_fn != NULL. An empty (or released) handle has
  * release_fn == NULL and describes nothing. */
 typedef struct hurray_buffer {
-  uint32_t version;         /* HURRAY_BUFFER_VERSION                     @0  */
-  uint32_t reserved;        /* 0                                         @4  */
+  uint32_t version;             /* HURRAY_BUFFER_VERSION                     @0  */
+  uint32_t reserved;            /* 0                                         @4  */
   hurray_release_fn release_fn; /* see spec §4; NULL when empty          @8  */
-  void *user_data;          /* passed to release_fn                      @16 */
-  uint64_t flags;           /* HURRAY_FLAG_* bits                        @24 */
-  void *data;               /* base address; may be NULL if no elements  @32 */
-  uint64_t byte_offset;     /* bytes from data to element (0,...,0)      @40 */
-  hurray_device device;     /*                                           @48 */
-  hurray_dtype dtype;       /*                                           @56 */
-  int32_t ndim;             /* 0..HURRAY_MAX_NDIM                        @60 */
-  const int64_t *shape;     /* ndim extents; NULL allowed when ndim == 0 @64 */
-  const int64_t *strides;   /* ndim strides in elements; non-NULL when
-                               ndim > 0; NULL allowed when ndim == 0     @72 */
+  void *user_data;              /* passed to release_fn                      @16 */
+  uint64_t flags;               /* HURRAY_FLAG_* bits                        @24 */
+  void *data;                   /* base address; may be NULL if no elements  @32 */
+  uint64_t byte_offset;         /* bytes from data to element (0,...,0)      @40 */
+  hurray_device device;         /*                                           @48 */
+  hurray_dtype dtype;           /*                                           @56 */
+  int32_t ndim;                 /* 0..HURRAY_MAX_NDIM                        @60 */
+  const int64_t *shape;         /* ndim extents; NULL allowed when ndim == 0 @64 */
+  const int64_t *strides;       /* ndim strides in elements; non-NULL when
+                                   ndim > 0; NULL allowed when ndim == 0     @72 */
 } hurray_buffer;
 
 /* Releases a handle: zeroes *h (so it reads as empty), then calls
@@ -366,8 +367,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  * Threads: safe from any thread; the out handles may be released from any
  *   threads, in any order.
  * Spec: docs/spec/buffer-protocol.md §5; docs/impl/c-ffi.md §4. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
-                                                 hurray_buffer *out);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out);
 
 /* ---------------------------------------------------------------------------
  * DLPack conversion (spec §6, c-ffi §5)
@@ -401,8 +401,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
  * Threads: safe from any thread; the tensor's deleter may be called from any
  *   thread.
  * Spec: docs/spec/buffer-protocol.md §6.2, §6.4; docs/impl/c-ffi.md §5. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned(
-    hurray_buffer *src, struct DLManagedTensorVersioned **out);
+HURRAY_API HURRAY_NODISCARD int32_t
+hurray_to_dlpack_versioned(hurray_buffer *src, struct DLManagedTensorVersioned **out);
 
 /* Exports a handle as a legacy (unversioned) DLManagedTensor.
  *
@@ -471,8 +471,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack(hurray_buffer *src,
  * Threads: safe from any thread; out's release, and so t->deleter, runs on
  *   whichever thread releases the handle.
  * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(
-    struct DLManagedTensorVersioned *t, uint32_t options, hurray_buffer *out);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(struct DLManagedTensorVersioned *t,
+                                                                 uint32_t options,
+                                                                 hurray_buffer *out);
 
 /* Imports a legacy DLManagedTensor as a handle.
  *
@@ -506,8 +507,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(
  * Threads: safe from any thread; out's release, and so t->deleter, runs on
  *   whichever thread releases the handle.
  * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t,
-                                                       uint32_t options,
+HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t, uint32_t options,
                                                        hurray_buffer *out);
 
 /* Drops a DLManagedTensorVersioned nobody will consume: calls t->deleter(t)
@@ -579,8 +579,8 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  * Spec: docs/spec/buffer-protocol.md §7.1; docs/impl/c-ffi.md §6;
  *   docs/impl/gpu.md §2. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dtype dtype,
-                                                 int32_t ndim, const int64_t *shape,
-                                                 uint64_t flags, hurray_buffer *out);
+                                                 int32_t ndim, const int64_t *shape, uint64_t flags,
+                                                 hurray_buffer *out);
 
 /* Copies the elements of *src into new compact row-major memory on `device`
  * (same dtype and shape).
@@ -613,8 +613,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dt
  * Threads: safe from any thread.
  * Spec: docs/spec/buffer-protocol.md §7.2; docs/impl/c-ffi.md §6;
  *   docs/impl/gpu.md §4. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
-                                                hurray_device device,
+HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray_device device,
                                                 hurray_buffer *out);
 
 /* ===========================================================================
@@ -814,8 +813,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
  * On failure: nothing to release; waits already queued stay queued.
  * Threads: safe from any thread.
  * Spec: docs/impl/gpu.md §4. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
-                                                       void *producer_stream,
+HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
                                                        void *consumer_stream);
 
 /* Counters of releases that did not free, since the process started.
@@ -942,10 +940,11 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
 /* Options of hurray_check_enable (bits). HURRAY_CHECK=1 in the environment
  * means HURRAY_CHECK_TRACK, HURRAY_CHECK=stderr means both bits, unset or 0
  * means off. (c-ffi §9) */
-#define HURRAY_CHECK_TRACK 0x1u  /* track handles, catch double releases */
-#define HURRAY_CHECK_STDERR 0x2u /* also print each finding, and at exit the
-                                    handles still live, to stderr (implies
-                                    HURRAY_CHECK_TRACK) */
+#define HURRAY_CHECK_TRACK 0x1u /* track handles, catch double releases */
+#define HURRAY_CHECK_STDERR                        \
+  0x2u /* also print each finding, and at exit the \
+          handles still live, to stderr (implies   \
+          HURRAY_CHECK_TRACK) */
 
 /* Turns the checking mode on or off for handles made from now on. Handles
  * made before stay as they were: untracked ones stay untracked, tracked ones
@@ -996,15 +995,15 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_get_state(hurray_check_state *o
 /* One live tracked handle, as hurray_check_live shows it. Every pointer is
  * valid only during the visit call. */
 typedef struct hurray_check_entry {
-  uint32_t struct_size;   /* sizeof(hurray_check_entry) in the library */
-  uint32_t reserved;      /* 0 */
-  uint64_t id;            /* the handle's id (1, 2, ...) */
-  const char *made_by;    /* the function that made it ("hurray_alloc") */
-  const char *label;      /* set by hurray_check_label; "" when none */
-  const char *origin;     /* where it was made: one frame per line, callers
-                             of libhurray only, innermost first ("" when the
-                             platform gives no backtrace) */
-  void *data;             /* the handle's data, device, dtype and ndim */
+  uint32_t struct_size; /* sizeof(hurray_check_entry) in the library */
+  uint32_t reserved;    /* 0 */
+  uint64_t id;          /* the handle's id (1, 2, ...) */
+  const char *made_by;  /* the function that made it ("hurray_alloc") */
+  const char *label;    /* set by hurray_check_label; "" when none */
+  const char *origin;   /* where it was made: one frame per line, callers
+                           of libhurray only, innermost first ("" when the
+                           platform gives no backtrace) */
+  void *data;           /* the handle's data, device, dtype and ndim */
   hurray_device device;
   hurray_dtype dtype;
   int32_t ndim;
@@ -1031,9 +1030,8 @@ typedef void (*hurray_check_visit_fn)(const hurray_check_entry *entry, void *use
  * On failure: visit is not called; *count untouched.
  * Threads: safe from any thread.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_check_live(uint64_t since,
-                                                     hurray_check_visit_fn visit, void *user,
-                                                     size_t *count);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit,
+                                                      void *user, size_t *count);
 
 /* Attaches a label to a tracked handle, shown with it in reports (a binding
  * puts its own language's creation site here, e.g. "test_x.py:12"). The text
@@ -1076,8 +1074,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, c
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
 #define HURRAY_API_VERSION_MINOR 1u
-#define HURRAY_API_VERSION \
-  ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
+#define HURRAY_API_VERSION ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
 
 /* Function table of libhurray: one member per public function of this
  * header (hurray_get_api itself excepted), named after it without the
@@ -1144,9 +1141,8 @@ typedef struct hurray_api {
 /* 1 when the table `api` (a const hurray_api *) has `member`, i.e. the
  * member ends within api->struct_size; 0 otherwise. Needed only for members
  * newer than the minor version the caller asked hurray_get_api for. */
-#define HURRAY_API_HAS(api, member)                      \
-  ((api)->struct_size >= offsetof(hurray_api, member) + \
-                             sizeof(((const hurray_api *)0)->member))
+#define HURRAY_API_HAS(api, member) \
+  ((api)->struct_size >= offsetof(hurray_api, member) + sizeof(((const hurray_api *)0)->member))
 
 /* Type of hurray_get_api, for the pointer dlsym returns. */
 typedef int32_t (*hurray_get_api_fn)(uint32_t abi_version, const hurray_api **out);

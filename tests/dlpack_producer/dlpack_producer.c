@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* dlpack_producer.c - see dlpack_producer.h. */
 #include "dlpack_producer.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * dlpack_producer.h - a tiny C DLPack tensor producer for the Go and Java
  * binding tests.

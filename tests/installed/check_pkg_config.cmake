@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # hurray.pc of an install names the prefix it was installed into, as a
 # normalised path: pkg-config's libdir and includedir are exactly
 # PREFIX/LIBDIR and PREFIX/include, with no `..`.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tests the library as users get it (tests/installed/CMakeLists.txt):
 #
 #   bash tests/installed/run.sh [PREFIX]     (default: build/prefix)

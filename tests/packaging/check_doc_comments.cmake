@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks that every function a header declares with HURRAY_API has a doc
 # comment directly above it, of its own, with the labelled parts of
 # include/hurray/hurray.h's convention, in this order:

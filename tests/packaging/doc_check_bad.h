@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fixture for packaging.header_docs_rejects: each declaration below breaks
  * one rule of check_doc_comments.cmake, which must name all of them. Never
  * compiled or installed. */

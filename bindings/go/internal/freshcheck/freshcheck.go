@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package freshcheck checks the handles that a Share hands out when it is
 // the first libhurray call on a fresh OS thread. A libhurray built with TLS
 // descriptors and loaded with dlopen (as a Go c-shared library loaded by a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testprod exposes the C test producer of tests/dlpack_producer to the
 // Go tests (cgo cannot be used in _test.go files). Test code only.
 package testprod

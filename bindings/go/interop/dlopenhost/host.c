@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * host.c - loads the Go interop consumer (a -buildmode=c-shared library
  * whose DT_NEEDED includes libhurray) with dlopen, RTLD_LOCAL, nothing else
@@ -39,7 +40,9 @@ int main(int argc, char **argv) {
     printf("FAIL dlopen'ed Go consumer, %d fresh threads: %s\n", threads, msg);
     return 1;
   }
-  printf("ok   dlopen'ed Go consumer: Share as the first call on %d fresh threads, %d shares each, all fields right\n",
-         threads, shares);
+  printf(
+      "ok   dlopen'ed Go consumer: Share as the first call on %d fresh threads, %d shares each, "
+      "all fields right\n",
+      threads, shares);
   return 0;
 }

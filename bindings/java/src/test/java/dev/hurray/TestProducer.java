@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.hurray;
 
 /** The C test producer (tests/dlpack_producer) and the Go interop consumer, through JNI. */
