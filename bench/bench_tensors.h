@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the benchmarks' foreign producer hands out: a handle, or a DLPack
 // tensor, describing float32 CPU memory with given shape and strides, whose
 // release (deleter) is the caller's. Header-only, shared by core_bench.cc,

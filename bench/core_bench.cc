@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Core costs: export + deleter, import + release, fan-out per consumer, and
 // release contended from two threads. Results go to docs/performance.md.
 #include <benchmark/benchmark.h>
@@ -62,9 +63,9 @@ void BM_FanOutAndReleaseAll(benchmark::State &state) {
     if (hurray_share(&h, n, out) != HURRAY_OK) std::abort();
     for (size_t i = 0; i < n; ++i) hurray_buffer_release(&out[i]);
   }
-  state.counters["per_consumer"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(n),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_consumer"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(n),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_FanOutAndReleaseAll)->Arg(1)->Arg(8)->Arg(64);
 
@@ -81,9 +82,9 @@ void BM_ReshareAndRelease(benchmark::State &state) {
     for (size_t i = 1; i < n; ++i) hurray_buffer_release(&out[i]);
     seed[0] = out[0];
   }
-  state.counters["per_consumer"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(n),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_consumer"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(n),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   hurray_buffer_release(&seed[0]);
   hurray_buffer_release(&seed[1]);
 }
@@ -112,7 +113,7 @@ void BM_ConcurrentRelease(benchmark::State &state) {
 }
 BENCHMARK(BM_ConcurrentRelease)->Threads(2)->UseRealTime();
 
-// --- Per-ndim costs (issue 8). Shape: 32 for the first 4 dimensions, 2 for
+// --- Per-ndim costs. Shape: 32 for the first 4 dimensions, 2 for
 // the next 12, 1 after that; compact row-major strides. ---------------------
 struct NdimTensor {
   int64_t shape[HURRAY_MAX_NDIM];

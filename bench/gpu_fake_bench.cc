@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What libhurray adds around the vendor calls, measured against the fake
 // drivers of tests/fakes (call logging off): each libhurray case has a
 // "driver only" twin making the same vendor calls by hand, so the difference

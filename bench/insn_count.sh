@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Instructions per operation under callgrind (bench/insn_count.cc): each
 # case at 1000 and 2000 repetitions, the difference / 1000, as a Markdown
 # table. Usage: bench/insn_count.sh [BINARY] (default

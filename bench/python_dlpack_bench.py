@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-tensor cost of the Python DLPack hops through Hurray, beside NumPy, tvm_ffi and torch.
 
     python bench/python_dlpack_bench.py [--rounds N] [--calls N] [--only SUBSTR]
@@ -9,7 +10,7 @@ mean per call of both. The report gives, per pair, the median over rounds
 of ours, of the peer, and of the per-round difference ours - peer (the
 paired difference: robust to load drifting between rounds), plus the ratio
 of the medians. Every object made is dropped inside the statement, so
-release costs are included. Issue 8's two Python targets are checked at the
+release costs are included. The two Python targets (docs/performance.md) are checked at the
 end:
 
   hop      np.from_dlpack(hurray.from_dlpack(a)) - np.from_dlpack(a) <= 150 ns

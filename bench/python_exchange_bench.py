@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-tensor cost of the DLPack C exchange API next to the capsule protocol.
 
     python bench/python_exchange_bench.py [--rounds N] [--calls N]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """libhurray beside tvm-ffi's C API: build, run, ratio table, chart.
 
 One command (from the repository root, with a Python that has apache-tvm-ffi,
@@ -14,7 +15,7 @@ to the Python running this script, or --tvm-python), runs it with
 interleaved repetitions (--benchmark_enable_random_interleaving) and prints,
 as Markdown, the machine, the medians (CPU time) of ours and tvm-ffi's for
 each operation, their ratio (ours / tvm-ffi), the floor of this machine and
-the targets of issue 8 beside the measured numbers. It never fails on a
+the targets (docs/performance.md) beside the measured numbers. It never fails on a
 number: the exit status says only whether building and running worked.
 
 --chart PATH draws ns against ndim and ns per consumer against N (ours
@@ -296,7 +297,7 @@ def main() -> int:
     m = medians(report)
     lines, checks = tables(m)
     print("\n".join(["Machine:", ""] + machine(report, py) + [""] + lines +
-                     ["", "Targets (issue 8):", ""] + check_lines(checks)))
+                     ["", "Targets (docs/performance.md):", ""] + check_lines(checks)))
     if args.chart:
         chart(m, args.chart)
     return 0

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libhurray beside tvm-ffi's C API doing the same work, in one process.
 //
 // Run it through bench/side_by_side.py, which builds this Release, runs it
@@ -64,21 +65,22 @@ void count_delete(DLManagedTensorVersioned *) { ++g_source_deletes; }
 
 // A foreign producer's handle of rank nd.
 hurray_buffer foreign_handle(int nd) {
-  return hurray_bench::foreign_handle(nd, g_layout[nd].shape, g_layout[nd].strides,
-                                      &count_release, g_storage);
+  return hurray_bench::foreign_handle(nd, g_layout[nd].shape, g_layout[nd].strides, &count_release,
+                                      g_storage);
 }
 
 // A foreign producer's DLPack tensor of rank nd (reusable: its deleter only
 // counts).
 DLManagedTensorVersioned foreign_tensor(int nd) {
-  return hurray_bench::foreign_tensor(nd, g_layout[nd].shape, g_layout[nd].strides,
-                                      &count_delete, g_storage);
+  return hurray_bench::foreign_tensor(nd, g_layout[nd].shape, g_layout[nd].strides, &count_delete,
+                                      g_storage);
 }
 
 // A tvm-ffi Tensor owning foreign_tensor(nd), kept by the caller.
 TVMFFIObjectHandle tvm_tensor(DLManagedTensorVersioned *src) {
   TVMFFIObjectHandle obj = nullptr;
-  if (TVMFFITensorFromDLPackVersioned(src, 0, 0, &obj) != 0) fail("TVMFFITensorFromDLPackVersioned");
+  if (TVMFFITensorFromDLPackVersioned(src, 0, 0, &obj) != 0)
+    fail("TVMFFITensorFromDLPackVersioned");
   return obj;
 }
 
@@ -196,7 +198,8 @@ inline void tvm_fanout(TVMFFIObjectHandle obj, size_t n) {
 // ---------------------------------------------------------------------------
 void expect(long got, long want, const char *what) {
   if (got != want) {
-    std::fprintf(stderr, "side_by_side: check '%s': %ld callbacks, expected %ld\n", what, got, want);
+    std::fprintf(stderr, "side_by_side: check '%s': %ld callbacks, expected %ld\n", what, got,
+                 want);
     std::exit(1);
   }
 }

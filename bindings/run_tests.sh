@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tests of the Go and Java bindings (and their interop test).
 #
 #   bash bindings/run_tests.sh [prefix]      (default: build/prefix)
@@ -7,9 +8,8 @@
 # get it): headers in prefix/include, the library in prefix/lib. When it has
 # no library yet, the script makes one as the README tells users to: a
 # Release build with the tests off in build/lib, installed into prefix.
-# Installs the Debian toolchains when missing (golang-go, openjdk-17-jdk-headless,
-# junit5, maven and its compiler, surefire, jar and resources plugins; as root
-# with apt-get, or with password-less sudo), then builds and runs:
+# Installs the Debian toolchains when missing (tests/deps.sh bindings: Go,
+# JDK 17, JUnit 5, Maven and the plugins pom.xml names), then builds and runs:
 #   go      go test -race ./... in bindings/go (no network: standard library only),
 #           again with HURRAY_CHECK=1, the interop consumer loaded with dlopen
 #           by a C host (interop/dlopenhost) for the fresh-thread check, and
@@ -33,33 +33,11 @@ repo="$(cd "$here/.." && pwd)"
 prefix="${1:-$repo/build/prefix}"
 case "$prefix" in /*) ;; *) prefix="$repo/$prefix" ;; esac
 out="$repo/build/bindings"
-export DEBIAN_FRONTEND=noninteractive
 log() { printf 'bindings/run_tests.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 # --- toolchains -------------------------------------------------------------
-need=()
-command -v go >/dev/null || need+=(golang-go)
-{ command -v javac >/dev/null && javac -version 2>&1 | grep -q ' 17\.'; } || need+=(openjdk-17-jdk-headless)
-[ -f /usr/share/java/junit-platform-console-standalone.jar ] || need+=(junit5)
-# Maven and the plugins bindings/java/pom.xml names, for its offline build.
-command -v mvn >/dev/null || need+=(maven)
-for p in maven-compiler-plugin/3.10.1 maven-surefire-plugin/2.22.3 maven-jar-plugin/3.3.0 \
-         maven-resources-plugin/3.3.0; do
-  [ -d "/usr/share/maven-repo/org/apache/maven/plugins/$p" ] || {
-    need+=(libmaven-compiler-plugin-java libsurefire-java libmaven-jar-plugin-java
-           libmaven-resources-plugin-java); break; }
-done
-if [ ${#need[@]} -gt 0 ]; then
-  sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null && sudo -n true 2>/dev/null || die "not root: install ${need[*]} first"
-    sudo=(sudo -n)
-  fi
-  log "apt: installing ${need[*]}"
-  "${sudo[@]}" apt-get update -q >&2 && "${sudo[@]}" apt-get install -y -q --no-install-recommends "${need[@]}" >&2 \
-    || die "apt-get install ${need[*]} failed"
-fi
+bash "$repo/tests/deps.sh" bindings || die "the Go and Java toolchains are missing (tests/deps.sh bindings)"
 JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")}"
 JUNIT=/usr/share/java/junit-platform-console-standalone.jar
 go version; "$JAVA_HOME/bin/javac" -version
@@ -146,8 +124,8 @@ java_ok=1
 # the lib/ of the prefix it is installed in, is found without a property.
 gcc "${cflags[@]}" "${jinc[@]}" "$here/java/src/main/c/hurray_jni.c" -L"$libdir" -lhurray \
   -Wl,-rpath,'$ORIGIN:$ORIGIN/../lib' -o "$out/libhurray_jni.so" || java_ok=0
-gcc "${cflags[@]}" "${jinc[@]}" -I"$here/testprod" "$here/java/src/test/c/testprod_jni.c" \
-  "$here/testprod/testprod.c" -ldl -o "$out/libhurray_testprod_jni.so" || java_ok=0
+gcc "${cflags[@]}" "${jinc[@]}" -I"$repo/tests/dlpack_producer" "$here/java/src/test/c/testprod_jni.c" \
+  "$repo/tests/dlpack_producer/dlpack_producer.c" -ldl -o "$out/libhurray_testprod_jni.so" || java_ok=0
 rm -rf "$out/java/classes" "$out/java/test-classes"
 "$JAVA_HOME/bin/javac" -Xlint:all -Werror -d "$out/java/classes" \
   $(find "$here/java/src/main/java" -name '*.java') || java_ok=0

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Run by `cmake --install` (install(CODE) in CMakeLists.txt): writes hurray.pc
 # with the prefix being installed into, normalised (no `..`, `.` or trailing
 # slash, absolute), into $DESTDIR<prefix>/HURRAY_PC_DIR. HURRAY_PC_TEMPLATE is the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks of examples/dlopen_runtime.c that a plain ctest property cannot do.
 #
 #   cmake -DMODE=needed  -DEXE=<program> -DREADELF=<readelf> -P check_dlopen_runtime.cmake

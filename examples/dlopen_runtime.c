@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* dlopen_runtime.c - a runtime that loads libhurray at run time and reaches
  * it only through hurray_get_api's function table (c-ffi §8).
  *
@@ -117,8 +118,8 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "dlopen_runtime: %s refused function table version %u.%u (status %d; "
             "HURRAY_ERR_UNSUPPORTED_VERSION is %d)\n",
-            name, (unsigned)HURRAY_API_VERSION_MAJOR, (unsigned)HURRAY_API_VERSION_MINOR,
-            (int)st, (int)HURRAY_ERR_UNSUPPORTED_VERSION);
+            name, (unsigned)HURRAY_API_VERSION_MAJOR, (unsigned)HURRAY_API_VERSION_MINOR, (int)st,
+            (int)HURRAY_ERR_UNSUPPORTED_VERSION);
     return 2;
   }
   const uint32_t v = api->version();
@@ -169,9 +170,10 @@ int main(int argc, char **argv) {
     if (jobs[i].status != HURRAY_OK) failed = report(api, "buffer_release", jobs[i].status);
   }
   const int before = atomic_load(&g_deleter_calls);
-  printf("after %d releases on %d threads: producer's deleter ran %d time(s) (the DLPack "
-         "consumer still holds it)\n",
-         N_THREADS, N_THREADS, before);
+  printf(
+      "after %d releases on %d threads: producer's deleter ran %d time(s) (the DLPack "
+      "consumer still holds it)\n",
+      N_THREADS, N_THREADS, before);
 
   /* 6. The DLPack consumer is done: the last reference goes. */
   st = api->dlpack_versioned_delete(exported);

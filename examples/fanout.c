@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* fanout.c - wrap memory you own in a Hurray handle, give it to three
  * consumers (one of them a DLPack consumer), and see it freed exactly once,
  * after the last consumer lets go. Build: see examples/CMakeLists.txt. */
@@ -14,14 +15,13 @@ static void free_matrix(void *user_data) {
   ++g_frees;
 }
 
-#define CHECK(call)                                                        \
-  do {                                                                     \
-    int32_t st_ = (call);                                                  \
-    if (st_ != HURRAY_OK) {                                                \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, hurray_status_name(st_), \
-              hurray_last_error());                                        \
-      return 1;                                                            \
-    }                                                                      \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    int32_t st_ = (call);                                                                          \
+    if (st_ != HURRAY_OK) {                                                                        \
+      fprintf(stderr, "%s failed: %s: %s\n", #call, hurray_status_name(st_), hurray_last_error()); \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 int main(void) {

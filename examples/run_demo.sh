@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's demo: swap one NumPy array between NumPy, TVM FFI and JAX
 # through Hurray buffers, zero-copy, and show it is freed exactly once.
 #

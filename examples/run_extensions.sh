@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds and tests the PyTorch and TVM FFI extension examples against an
 # INSTALLED libhurray:
 #

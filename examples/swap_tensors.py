@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The main job of libhurray, on real input.
 
 One NumPy array (a 1024x1024 float32 "image") becomes a Hurray buffer, is

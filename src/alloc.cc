@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_alloc: checks the request, then allocates through the device type's
 // backend table (device/backend.h, the CPU's included); and compact_handle.
 #include "alloc.h"
@@ -11,14 +12,14 @@
 #include "device/backend.h"
 #include "layout.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 // Host bookkeeping of device memory: what to free, where, and the dims.
 struct DeviceBlock {
-  const detail::DeviceBackend *backend;
+  const DeviceBackend *backend;
   hurray_device device;
-  detail::DeviceMemory mem;
+  DeviceMemory mem;
   int64_t dims[1];  // shape then strides, 2 * ndim entries (flexible tail)
 };
 
@@ -49,14 +50,14 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   if (st != HURRAY_OK) return st;
   const uint64_t nbytes = static_cast<uint64_t>(e.highest);
 
-  const detail::DeviceBackend *a = detail::backend_for(device.device_type);
+  const DeviceBackend *a = backend_for(device.device_type);
   if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   const size_t meta = sizeof(DeviceBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(ndim));
   auto *b = static_cast<DeviceBlock *>(std::malloc(meta));
   if (b == nullptr) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
-  detail::DeviceMemory mem;  // ptr stays NULL for zero bytes (the backend checks the device only)
+  DeviceMemory mem;  // ptr stays NULL for zero bytes (the backend checks the device only)
   mem.stream = stream;
   st = a->allocate(device, nbytes, stream, stream_device, &mem);
   if (st != HURRAY_OK) {
@@ -92,15 +93,15 @@ hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *d
   return h;
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_t ndim,
                                 const int64_t *shape, uint64_t flags, hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   return check::produced(
-      alloc_on(device, dtype, ndim, shape, flags, nullptr, detail::kStreamOfThisDevice, out), out, 1,
+      alloc_on(device, dtype, ndim, shape, flags, nullptr, kStreamOfThisDevice, out), out, 1,
       "hurray_alloc");
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allocation (spec §7): the entry point shared by hurray_alloc,
 // hurray_alloc_async and hurray_copy, and the compact handles it builds
 // (alloc.cc; the memory comes from the device type's backend table,
@@ -9,7 +10,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // hurray_alloc with an optional stream (NULL: synchronous). Same contract.
 // `stream_device`: -1 (kStreamOfThisDevice), or the other device the caller
@@ -26,6 +27,6 @@ hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *d
                              hurray_device device, hurray_dtype dtype, int32_t ndim,
                              const int64_t *shape, int64_t *dims, uint64_t flags);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_ALLOC_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_get_api: the versioned function table for runtimes that dlopen
 // libhurray (c-ffi §8).
 #include <cinttypes>
@@ -6,7 +7,7 @@
 #include "error.h"
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 // Every member of hurray_api, i.e. every public function of hurray.h except
@@ -46,7 +47,7 @@ enum MemberIndex : size_t {
 #define HURRAY_X(name) k_##name,
   HURRAY_API_TABLE_MEMBERS(HURRAY_X)
 #undef HURRAY_X
-  kMemberCount
+      kMemberCount
 };
 
 constexpr size_t kHeaderBytes = offsetof(hurray_api, version);
@@ -63,9 +64,9 @@ static_assert(sizeof(void *) != 8 || (offsetof(hurray_api, abi_version) == 8 &&
 static_assert(sizeof(hurray_api) == kHeaderBytes + kMemberCount * sizeof(void (*)(void)),
               "hurray_api has members that HURRAY_API_TABLE_MEMBERS does not list, or the "
               "reverse");
-#define HURRAY_X(name)                                                                       \
+#define HURRAY_X(name)                                                                          \
   static_assert(offsetof(hurray_api, name) == kHeaderBytes + k_##name * sizeof(void (*)(void)), \
-                "hurray_api::" #name " is not at its HURRAY_API_TABLE_MEMBERS position");    \
+                "hurray_api::" #name " is not at its HURRAY_API_TABLE_MEMBERS position");       \
   static_assert(sizeof(hurray_api::name) == sizeof(void (*)(void)), "one pointer per member");
 HURRAY_API_TABLE_MEMBERS(HURRAY_X)
 #undef HURRAY_X
@@ -89,32 +90,33 @@ constexpr hurray_api make_table() {
 constexpr hurray_api kTable = make_table();
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_get_api(uint32_t abi_version, const hurray_api **out) {
   if (out == nullptr) {
-    return hurray::fail(HURRAY_ERR_INVALID_ARGUMENT, "hurray_get_api: out is NULL");
+    return hurray::detail::fail(HURRAY_ERR_INVALID_ARGUMENT, "hurray_get_api: out is NULL");
   }
   const uint32_t lib_major = HURRAY_API_VERSION_MAJOR, lib_minor = HURRAY_API_VERSION_MINOR;
   const uint32_t major = abi_version >> 16, minor = abi_version & 0xFFFFu;
   if (abi_version == 0) {
-    return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
-                        "hurray_get_api: abi_version is 0; pass HURRAY_API_VERSION (this "
-                        "library serves table version %" PRIu32 ".0 to %" PRIu32 ".%" PRIu32 ")",
-                        lib_major, lib_major, lib_minor);
+    return hurray::detail::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+                                "hurray_get_api: abi_version is 0; pass HURRAY_API_VERSION (this "
+                                "library serves table version %" PRIu32 ".0 to %" PRIu32 ".%" PRIu32
+                                ")",
+                                lib_major, lib_major, lib_minor);
   }
   if (major != lib_major || minor > lib_minor) {
-    return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
-                        "hurray_get_api: caller wants function table version %" PRIu32
-                        ".%" PRIu32 " but this libhurray (%s) serves %" PRIu32 ".0 to %" PRIu32
-                        ".%" PRIu32 " (%s)",
-                        major, minor, HURRAY_VERSION_STRING, lib_major, lib_major, lib_minor,
-                        major != lib_major ? "the major version differs"
-                                           : "the caller's header is newer than the library");
+    return hurray::detail::fail(
+        HURRAY_ERR_UNSUPPORTED_VERSION,
+        "hurray_get_api: caller wants function table version %" PRIu32 ".%" PRIu32
+        " but this libhurray (%s) serves %" PRIu32 ".0 to %" PRIu32 ".%" PRIu32 " (%s)",
+        major, minor, HURRAY_VERSION_STRING, lib_major, lib_major, lib_minor,
+        major != lib_major ? "the major version differs"
+                           : "the caller's header is newer than the library");
   }
-  *out = &hurray::kTable;
+  *out = &hurray::detail::kTable;
   return HURRAY_OK;
 }
 

@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small bounded per-thread cache of fixed-size heap blocks, so that the
 // export block and the share block of a steady stream of conversions are
-// reused instead of going through malloc and free each time (issue 8; spec
-// §3.4 explains why the remaining work is so small that malloc dominated).
+// reused instead of going through malloc and free each time (the share and
+// export paths' cost targets, docs/performance.md; spec §3.4 explains why the remaining work is so
+// small that malloc dominated).
 //
 // Rules:
 // - get() pops this thread's cache or falls back to malloc; put() pushes onto
@@ -14,7 +16,8 @@
 //   found from the thread pointer (unique among live threads) by a hash, two
 //   candidate slots per thread. The fast paths read no thread_local: in a
 //   dlopen'ed library every thread_local access is a __tls_get_addr call, and
-//   the TLS-descriptor dialect that made it cheap is unsafe there (issue 16).
+//   the TLS-descriptor dialect that made it cheap is unsafe there
+//   (docs/performance.md, "No TLS descriptors").
 //   A slot is owned by the thread whose pointer its `owner` holds; only the
 //   owner touches its list. A thread claims a free slot on its first put (a
 //   CAS) and frees it when it exits (a thread_local destructor, registered in
@@ -45,7 +48,6 @@
 #include <cstdint>
 #include <cstdlib>
 
-
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define HURRAY_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
@@ -55,7 +57,7 @@
 #define HURRAY_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-namespace hurray {
+namespace hurray::detail {
 
 // A value unique to the calling thread among live threads: the thread
 // pointer (x86-64: %fs:0, the TCB's self pointer; elsewhere the compiler's
@@ -255,6 +257,6 @@ thread_local typename BlockCache<Size, Bound, Tag>::State BlockCache<Size, Bound
 struct LibraryBlocksTag;
 using LibraryBlocks = BlockCache<160, 16, LibraryBlocksTag>;
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_BLOCK_CACHE_H_

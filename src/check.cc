@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking mode (c-ffi §9): tracking, the checked release, consumption by
 // later steps, and hurray_check_enable / _get_state / _label.
 #include "check.h"
@@ -12,8 +13,7 @@
 #include "diagnostics.h"
 #include "handle.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 
 std::atomic<uint32_t> g_options{0};
 std::atomic<bool> g_exit_stderr{false};
@@ -186,8 +186,8 @@ void track(hurray_buffer *out, size_t n, const char *made_by) {
       reg.untracked += n - i;  // out[i..n) keep the producer's release
       return;
     }
-    *r = Record{h.release_fn, h.user_data, made_by, h.data, h.device, h.dtype, h.ndim,
-                false,        0,           here,    Origin{}, nullptr};
+    *r = Record{h.release_fn, h.user_data, made_by, h.data, h.device, h.dtype,
+                h.ndim,       false,       0,       here,   Origin{}, nullptr};
     h.release_fn = &checked_release;
     h.user_data = reinterpret_cast<void *>(static_cast<uintptr_t>(id));
     ++reg.tracked;
@@ -344,13 +344,12 @@ void settle_if_forked() {
   }
 }
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 extern "C" {
 
 HURRAY_API int32_t hurray_check_enable(uint32_t options) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if ((options & ~check::kKnownOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
@@ -360,7 +359,7 @@ HURRAY_API int32_t hurray_check_enable(uint32_t options) {
 }
 
 HURRAY_API int32_t hurray_check_get_state(hurray_check_state *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   const size_t size = out->struct_size;
   constexpr size_t kMin = offsetof(hurray_check_state, next_id) + sizeof(uint64_t);
@@ -391,7 +390,7 @@ HURRAY_API int32_t hurray_check_get_state(hurray_check_state *out) {
 }
 
 HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (h == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "h is NULL");
   if (label == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "label is NULL");
   if (!check::is_tracked(h)) {

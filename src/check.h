@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking mode (c-ffi §9): while it is on, each handle libhurray produces
 // is tracked under an id, so that a second release of one reference is
 // caught before it reaches the producer and live handles can be listed.
@@ -15,8 +16,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 
 // HURRAY_CHECK_* bits; 0 when off. Written by hurray_check_enable (and at
 // load from HURRAY_CHECK), read relaxed: a handle made while another thread
@@ -70,8 +70,8 @@ using Step = int32_t (*)(hurray_buffer *inner, void *ctx);
 // goes back and *src is unchanged. A record already gone:
 // HURRAY_ERR_RELEASED, counted and reported like a double release.
 __attribute__((noinline, cold)) int32_t consume(hurray_buffer *src, const char *step_name,
-                                                Step step, void *ctx,
-                                                const hurray_buffer *written, size_t n_written);
+                                                Step step, void *ctx, const hurray_buffer *written,
+                                                size_t n_written);
 
 // fork(): the diagnostics' atfork handlers call these, after taking and
 // before releasing the hook mutex (a hook may release tracked handles, so
@@ -87,7 +87,6 @@ void after_fork();
 // re-made yet.
 void after_fork_child();
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 #endif  // HURRAY_SRC_CHECK_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The checking mode's records (src/check.cc) and their descriptions
 // (src/check_report.cc). Internal to those two files.
 //
@@ -15,8 +16,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 
 // A short backtrace: return addresses, innermost first.
 struct Origin {
@@ -33,17 +33,17 @@ void capture(Origin *o);
 struct Record {
   hurray_release_fn fn;  // the producer's release
   void *user_data;
-  const char *made_by;   // static storage
+  const char *made_by;  // static storage
   void *data;
   hurray_device device;
   hurray_dtype dtype;
   int32_t ndim;
-  bool claimed;          // a consuming step is running on it (check::consume)
-  uint32_t pending;      // releases that came while claimed: decided when the
-                         //   step ends (the first one is real if it failed)
+  bool claimed;      // a consuming step is running on it (check::consume)
+  uint32_t pending;  // releases that came while claimed: decided when the
+                     //   step ends (the first one is real if it failed)
   Origin made;
-  Origin pending_at;     // where the first of them happened
-  char *label;           // malloc'd, or NULL
+  Origin pending_at;  // where the first of them happened
+  char *label;        // malloc'd, or NULL
 };
 
 // A record whose reference is gone, kept for the report of a later second
@@ -70,13 +70,13 @@ struct Registry {
   // consuming step on a copy that waits for the first. A pthread condition
   // with its static initialiser: trivially destructible, like the rest.
   pthread_cond_t step_done = PTHREAD_COND_INITIALIZER;
-  uint64_t next_id = 1;    // ids start at 1 and never repeat
-  Chunk **dir = nullptr;   // dir[i] holds ids i*kChunkSlots ...; NULL when
-  size_t dir_len = 0;      //   none of them is live any more (or yet)
+  uint64_t next_id = 1;   // ids start at 1 and never repeat
+  Chunk **dir = nullptr;  // dir[i] holds ids i*kChunkSlots ...; NULL when
+  size_t dir_len = 0;     //   none of them is live any more (or yet)
   uint64_t live = 0;
   uint64_t tracked = 0;
   uint64_t untracked = 0;
-  Gone *gone = nullptr;    // ring of kGoneKept, allocated at first use
+  Gone *gone = nullptr;  // ring of kGoneKept, allocated at first use
   size_t gone_next = 0;
 
   // All below with mu held.
@@ -137,7 +137,6 @@ void settle_if_forked();
 // Registers the at-exit report of live handles (once).
 void register_exit_report();
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 #endif  // HURRAY_SRC_CHECK_REGISTRY_H_

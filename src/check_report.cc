@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking mode (c-ffi §9): what it reports. Backtraces and their text, the
 // double-release report, the at-exit list of live handles, and
 // hurray_check_live.
@@ -21,8 +22,7 @@
 #include "error.h"
 #include "diagnostics.h"
 
-namespace hurray {
-namespace check {
+namespace hurray::detail::check {
 namespace {
 
 // Base address of libhurray itself: its own frames are left out of reports.
@@ -177,10 +177,12 @@ void report_second_use(uint64_t id, const char *step, const Origin &here, bool c
           "not called again.\n",
           what, id);
   } else {
-    m.add("hurray check: bad %s: a handle whose release_fn is the checker's but whose "
-          "user_data (%" PRIu64 ") is no id it issued (a corrupted handle); nothing was "
-          "called.\n",
-          release ? "release" : "use", id);
+    m.add(
+        "hurray check: bad %s: a handle whose release_fn is the checker's but whose "
+        "user_data (%" PRIu64
+        ") is no id it issued (a corrupted handle); nothing was "
+        "called.\n",
+        release ? "release" : "use", id);
   }
   m.add("  this time %s at:\n", release ? "released" : step);
   frames_text(&m, here, "    ");
@@ -272,14 +274,13 @@ void register_exit_report() {
   std::call_once(once, [] { std::atexit(&exit_report); });
 }
 
-}  // namespace check
-}  // namespace hurray
+}  // namespace hurray::detail::check
 
 extern "C" {
 
 HURRAY_API int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit, void *user,
                                      size_t *count) {
-  using namespace hurray;
+  using namespace hurray::detail;
   check::Snapshot s;
   if (!check::take_snapshot(since, &s)) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the list of live handles failed");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pins the DLPack ABI the library is built with: every size, offset, enum
 // value and flag bit, checked against the published 1.3 layout (see
 // docs/spec/buffer-protocol.md §6.1). Builds against include/hurray/dlpack.h or any
@@ -57,11 +58,10 @@ static_assert(HURRAY_FLAG_IS_COPIED == DLPACK_FLAG_BITMASK_IS_COPIED, "flag bits
 static_assert(HURRAY_FLAG_SUBBYTE_PADDED == DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
               "flag bits shared");
 
-static_assert(kDLCPU == 1 && kDLCUDA == 2 && kDLCUDAHost == 3 && kDLOpenCL == 4 &&
-                  kDLVulkan == 7 && kDLMetal == 8 && kDLVPI == 9 && kDLROCM == 10 &&
-                  kDLROCMHost == 11 && kDLExtDev == 12 && kDLCUDAManaged == 13 &&
-                  kDLOneAPI == 14 && kDLWebGPU == 15 && kDLHexagon == 16 && kDLMAIA == 17 &&
-                  kDLTrn == 18,
+static_assert(kDLCPU == 1 && kDLCUDA == 2 && kDLCUDAHost == 3 && kDLOpenCL == 4 && kDLVulkan == 7 &&
+                  kDLMetal == 8 && kDLVPI == 9 && kDLROCM == 10 && kDLROCMHost == 11 &&
+                  kDLExtDev == 12 && kDLCUDAManaged == 13 && kDLOneAPI == 14 && kDLWebGPU == 15 &&
+                  kDLHexagon == 16 && kDLMAIA == 17 && kDLTrn == 18,
               "DLDeviceType values");
 static_assert(HURRAY_DEVICE_CPU == kDLCPU && HURRAY_DEVICE_CUDA == kDLCUDA &&
                   HURRAY_DEVICE_CUDA_HOST == kDLCUDAHost && HURRAY_DEVICE_ROCM == kDLROCM &&

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_buffer -> DLManagedTensorVersioned / DLManagedTensor (spec §6.2).
 #include <cstring>
 
@@ -8,7 +9,7 @@
 #include "handle.h"
 #include "share.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 static_assert(sizeof(ExportedVersioned) <= LibraryBlocks::kSize &&
                   sizeof(ExportedLegacy) <= LibraryBlocks::kSize,
@@ -69,12 +70,12 @@ int32_t export_inner(hurray_buffer *inner, void *out) {
 }
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTensorVersioned **out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (src != nullptr && src->release_fn == &imported_versioned_release &&
       src->version == HURRAY_BUFFER_VERSION) {
@@ -92,9 +93,9 @@ HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTenso
   // its block was made; every other handle is validated here.
   if (src == nullptr || !is_unchanged_share(*src)) {
     if (check::is_tracked(src)) {  // checked as the handle it stands for
-      return check::consume(
-          src, "hurray_to_dlpack_versioned",
-          &export_inner<DLManagedTensorVersioned, &hurray_to_dlpack_versioned>, out, nullptr, 0);
+      return check::consume(src, "hurray_to_dlpack_versioned",
+                            &export_inner<DLManagedTensorVersioned, &hurray_to_dlpack_versioned>,
+                            out, nullptr, 0);
     }
     int32_t st = check_handle(src, "src", nullptr);
     if (st != HURRAY_OK) return st;
@@ -110,7 +111,7 @@ HURRAY_API int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTenso
 }
 
 HURRAY_API int32_t hurray_to_dlpack(hurray_buffer *src, DLManagedTensor **out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (src != nullptr && src->release_fn == &imported_legacy_release &&
       src->version == HURRAY_BUFFER_VERSION) {
@@ -153,4 +154,3 @@ HURRAY_API int32_t hurray_dlpack_delete(DLManagedTensor *t) {
 }
 
 }  // extern "C"
-

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DLManagedTensorVersioned / DLManagedTensor -> hurray_buffer (spec §6.3),
 // recognising libhurray's own exports so round trips never nest (§6.4).
 #include <cinttypes>
@@ -10,7 +11,7 @@
 #include "device/backend.h"
 #include "handle.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 void imported_versioned_release(void *tensor) {
   auto *t = static_cast<DLManagedTensorVersioned *>(tensor);
@@ -40,9 +41,14 @@ void strides_block_release(void *block) {
 }
 
 Desc desc_of(const DLTensor &t, uint64_t flags) {
-  return Desc{t.data,       t.byte_offset, static_cast<int32_t>(t.device.device_type),
-              t.device.device_id, hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes},
-              t.ndim,       t.shape,       t.strides,
+  return Desc{t.data,
+              t.byte_offset,
+              static_cast<int32_t>(t.device.device_type),
+              t.device.device_id,
+              hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes},
+              t.ndim,
+              t.shape,
+              t.strides,
               flags};
 }
 
@@ -72,8 +78,7 @@ __attribute__((noinline)) int32_t make_strides_block(const DLTensor &t, void (*r
   size_t bytes = sizeof(StridesBlock) + sizeof(int64_t) * (static_cast<size_t>(t.ndim) - 1);
   auto *b = static_cast<StridesBlock *>(std::malloc(bytes));
   if (b == nullptr) {
-    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes for compact strides failed",
-                bytes);
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes for compact strides failed", bytes);
   }
   b->release = release;
   b->tensor = tensor;
@@ -104,8 +109,8 @@ inline void write_handle(const DLTensor &t, uint64_t flags, void (*release)(void
 }
 
 // Shared tail of both imports once the tensor has been checked.
-inline int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *),
-                           void *tensor, hurray_buffer *out) {
+inline int32_t make_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
+                           hurray_buffer *out) {
   if (t.ndim > 0 && t.strides != nullptr) {
     write_handle(t, flags, release, tensor, out);  // the common case
     return HURRAY_OK;
@@ -172,7 +177,8 @@ __attribute__((noinline)) int32_t import_versioned_full(DLManagedTensorVersioned
   // One of libhurray's own exports that still describes its handle exactly
   // unwraps without a second check: export validated that handle (spec
   // §3.4). Anything else is checked here, where it enters from foreign code.
-  const bool own = t->deleter == &exported_versioned_deleter && unwraps<ExportedVersioned>(t, &t->flags);
+  const bool own =
+      t->deleter == &exported_versioned_deleter && unwraps<ExportedVersioned>(t, &t->flags);
   if (!own) {
     // From 1.2 on, strides are mandatory when ndim != 0.
     if (!fast_ok(t->dl_tensor)) {
@@ -224,15 +230,14 @@ __attribute__((noinline)) int32_t import_legacy_full(DLManagedTensor *t, uint32_
 // major version, one of libhurray's own exports, a tensor the fast check does
 // not prove valid) goes to the full import, which decides it exactly as if
 // this step were not there.
-inline bool import_fast(const DLTensor &t, uint64_t flags, void (*release)(void *),
-                        void *tensor, hurray_buffer *out) {
+inline bool import_fast(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
+                        hurray_buffer *out) {
   if (!fast_ok(t)) return false;
   write_handle(t, flags, release, tensor, out);
   return true;
 }
 
-inline int32_t import_versioned(DLManagedTensorVersioned *t, uint32_t options,
-                                hurray_buffer *out) {
+inline int32_t import_versioned(DLManagedTensorVersioned *t, uint32_t options, hurray_buffer *out) {
   if (t == nullptr || out == nullptr || options != 0 || t->version.major != 1 ||
       t->deleter == &exported_versioned_deleter) {
     return import_versioned_full(t, options, out);
@@ -250,19 +255,18 @@ inline int32_t import_legacy(DLManagedTensor *t, uint32_t options, hurray_buffer
 }
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_from_dlpack_versioned(DLManagedTensorVersioned *t, uint32_t options,
                                                 hurray_buffer *out) {
-  using namespace hurray;
-  return check::produced(import_versioned(t, options, out), out, 1,
-                         "hurray_from_dlpack_versioned");
+  using namespace hurray::detail;
+  return check::produced(import_versioned(t, options, out), out, 1, "hurray_from_dlpack_versioned");
 }
 
 HURRAY_API int32_t hurray_from_dlpack(DLManagedTensor *t, uint32_t options, hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   return check::produced(import_legacy(t, options, out), out, 1, "hurray_from_dlpack");
 }
 

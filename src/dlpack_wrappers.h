@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wrappers libhurray puts around foreign lifetimes when converting, and
 // the functions that recognise them, so round trips unwrap instead of nesting
 // (spec §6.4).
@@ -8,7 +9,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // Export side: a DLPack struct and the handle it keeps, in one allocation.
 // manager_ctx points at the block itself; the deleter releases `handle`.
@@ -72,6 +73,6 @@ inline bool is_unchanged_import(const hurray_buffer &h) {
          same_tensor(static_cast<const DLManagedTensor *>(h.user_data)->dl_tensor, h);
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_DLPACK_WRAPPERS_H_

@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status names and the thread-local message behind hurray_last_error().
 #include "error.h"
 
 #include <cstdarg>
 #include <cstdio>
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 thread_local char t_message[512];
 }  // namespace
@@ -39,11 +40,11 @@ const char *device_type_name(int32_t device_type) {
   }
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
-HURRAY_API const char *hurray_last_error(void) { return hurray::t_message; }
+HURRAY_API const char *hurray_last_error(void) { return hurray::detail::t_message; }
 
 HURRAY_API const char *hurray_status_name(int32_t status) {
   switch (status) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status codes and the thread-local error message (c-ffi §2).
 #ifndef HURRAY_SRC_ERROR_H_
 #define HURRAY_SRC_ERROR_H_
@@ -6,7 +7,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // Formats a message for the calling thread's hurray_last_error() and returns
 // `status` unchanged, so a failure reads `return fail(CODE, "...", args)`.
@@ -16,6 +17,6 @@ int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf,
 // DLPack name of a device type value ("kDLCUDA"), or "unknown".
 const char *device_type_name(int32_t device_type);
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_ERROR_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Handle helpers shared by the library's steps (spec §2-§4).
 #ifndef HURRAY_SRC_HANDLE_H_
 #define HURRAY_SRC_HANDLE_H_
@@ -8,18 +9,19 @@
 #include "hurray/hurray.h"
 #include "layout.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 inline Desc desc_of(const hurray_buffer &h) {
-  return Desc{h.data,    h.byte_offset, h.device.device_type, h.device.device_id, h.dtype,
-              h.ndim,    h.shape,       h.strides,            h.flags};
+  return Desc{
+      h.data,    h.byte_offset, h.device.device_type, h.device.device_id, h.dtype, h.ndim, h.shape,
+      h.strides, h.flags};
 }
 
 // The exact handle check (spec §3): NULL pointer, empty handle, unknown
 // layout version, and every rule of check_desc_exact with strides required
 // when ndim > 0. `what` names the argument in the message.
 __attribute__((noinline)) int32_t check_handle_exact(const hurray_buffer *h, const char *what,
-                                                    hurray_extent *extent);
+                                                     hurray_extent *extent);
 
 // check_handle_exact, through the fast check first when no extent is wanted:
 // same answers, same messages.
@@ -51,6 +53,6 @@ inline bool same_description(const hurray_buffer &a, const hurray_buffer &b) {
 // Leaves `h` empty (all fields zero) without calling anything.
 inline void clear(hurray_buffer *h) { std::memset(h, 0, sizeof *h); }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_HANDLE_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_copy / hurray_copy_async: elements of a handle into new compact
 // memory, through the backend table of the side that moves the bytes (the
 // CPU's for host-only copies; spec §7.2, docs/impl/gpu.md §4). The byte plan
@@ -17,16 +18,8 @@
 #include "handle.h"
 #include "layout.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
-
-using detail::CopyPlan;
-using detail::DeviceBackend;
-using detail::DeviceCopy;
-using detail::copy_plan_host;
-using detail::is_device_memory;
-using detail::make_copy_plan;
-using detail::ready_backend;
 
 // The vendor that moves the bytes between src and dst, and the device
 // ordinal to make current: the device-memory side (the source's when both
@@ -151,7 +144,7 @@ int32_t fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &src,
   const DeviceCopy c{plan, reinterpret_cast<const void *>(first_element(src)), dst.data,
                      src.device, dst.device};
   st = v.copy_strided(ordinal, c, stream);
-  if (st != detail::kStageThroughHost) return st;
+  if (st != kStageThroughHost) return st;
   return stage_through_host(v, ordinal, src, e, plan, dst, stream);
 }
 
@@ -179,7 +172,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
       device.device_type == HURRAY_DEVICE_CPU &&
       (src->device.device_type == HURRAY_DEVICE_CPU ||
        (host_accessible(src->device.device_type) && stream == nullptr));
-  const DeviceBackend *v = host_only ? detail::backend_for(HURRAY_DEVICE_CPU) : nullptr;
+  const DeviceBackend *v = host_only ? backend_for(HURRAY_DEVICE_CPU) : nullptr;
   int32_t ordinal = 0;
   if (!host_only) {
     v = copy_vendor(src->device.device_type, src->device, device, &ordinal);
@@ -204,7 +197,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   const bool other_device = device.device_id != ordinal;
   void *alloc_stream = dst_on_device ? stream : nullptr;
   const int32_t stream_device =
-      alloc_stream != nullptr && other_device ? ordinal : detail::kStreamOfThisDevice;
+      alloc_stream != nullptr && other_device ? ordinal : kStreamOfThisDevice;
   hurray_buffer dst;
   st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, stream_device,
                 &dst);
@@ -234,19 +227,19 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
 }
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_copy(const hurray_buffer *src, hurray_device device,
                                hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   return check::produced(copy_impl(src, device, nullptr, out), out, 1, "hurray_copy");
 }
 
 HURRAY_API int32_t hurray_copy_async(const hurray_buffer *src, hurray_device device,
                                      void *stream, hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   return check::produced(copy_impl(src, device, stream, out), out, 1, "hurray_copy_async");
 }
 

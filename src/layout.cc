@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dtype and device tables and the overflow-checked extent (spec §3).
 #include "layout.h"
 
@@ -6,7 +7,7 @@
 
 #include "error.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 constexpr bool bits_valid(uint8_t code, uint8_t bits) {
@@ -25,14 +26,21 @@ constexpr bool bits_valid(uint8_t code, uint8_t bits) {
       return bits == 32 || bits == 64 || bits == 128;
     case 6:  // kDLBool
       return bits == 8;
-    case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14:  // fp8
+    case 7:
+    case 8:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 14:  // fp8
       return bits == 8;
-    case 15: case 16:  // fp6
+    case 15:
+    case 16:  // fp6
       return bits == 6;
     case 17:  // fp4
       return bits == 4;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -127,15 +135,19 @@ int32_t check_desc_exact(const Desc &d, const char *who, bool strides_required,
   for (int32_t k = 0; k < d.ndim; ++k) {
     int64_t n = d.shape[k];
     if (n < 0) {
-      return fail(HURRAY_ERR_INVALID_ARGUMENT, "%s.shape[%" PRId32 "] is %" PRId64 " (must be >= 0)",
-                  who, k, n);
+      return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                  "%s.shape[%" PRId32 "] is %" PRId64 " (must be >= 0)", who, k, n);
     }
     if (!overflow && __builtin_mul_overflow(numel, n, &numel)) overflow = true;
   }
   if (overflow) {
     // A zero extent anywhere makes the product 0 whatever the others are.
     for (int32_t k = 0; k < d.ndim; ++k) {
-      if (d.shape[k] == 0) { overflow = false; numel = 0; break; }
+      if (d.shape[k] == 0) {
+        overflow = false;
+        numel = 0;
+        break;
+      }
     }
     if (overflow) {
       return fail(HURRAY_ERR_OVERFLOW, "%s: the element count of the shape exceeds 2^63-1", who);
@@ -216,4 +228,4 @@ void compact_strides(int32_t ndim, const int64_t *shape, int64_t *strides) {
   }
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pure layout rules: dtype table, device table, element count and byte
 // extent with overflow-checked arithmetic (spec §3). No allocation, no state.
 #ifndef HURRAY_SRC_LAYOUT_H_
@@ -8,7 +9,7 @@
 
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // The fields every tensor description has, whatever struct it came from.
 // `strides` may be NULL only where the caller allows compact row-major.
@@ -39,7 +40,7 @@ inline int64_t element_bits(hurray_dtype dtype, uint64_t flags) {
 // they mean compact row-major.
 // Returns HURRAY_OK or a status with the thread-local message set.
 __attribute__((noinline)) int32_t check_desc_exact(const Desc &d, const char *who,
-                                                  bool strides_required, hurray_extent *extent);
+                                                   bool strides_required, hurray_extent *extent);
 
 // The table of spec §3 item 3 as a 65536-bit set over code + 256 * bits
 // (bit k of word k / 64): set exactly where code is 0..17 and bits is valid
@@ -69,8 +70,7 @@ bool wide_dims_ok(int32_t ndim, const int64_t *shape, const int64_t *strides);
 // bound through one named path (the scalar one where the CPU lacks it).
 enum class WidePath { kScalar, kAvx2, kAvx512 };
 bool wide_path_available(WidePath path);
-bool wide_dims_ok_with(WidePath path, int32_t ndim, const int64_t *shape,
-                       const int64_t *strides);
+bool wide_dims_ok_with(WidePath path, int32_t ndim, const int64_t *shape, const int64_t *strides);
 
 // The shape pass of the fast check, exact: true when every extent is >= 1,
 // the element count and both span sums are computable, the sums are below
@@ -102,8 +102,8 @@ inline bool dims_fast_ok(int32_t ndim, const int64_t *shape, const int64_t *stri
   // 2^63 in magnitude. Larger tensors get the exact arithmetic.
   constexpr uint64_t kSpanBound = uint64_t{1} << 38;
   static_assert(int64_t{255} * 65535 < (int64_t{1} << 24), "element size bound");
-  return static_cast<uint64_t>(hi) < kSpanBound && uint64_t{0} - static_cast<uint64_t>(lo) <= kSpanBound &&
-         (byte_offset >> 62) == 0;
+  return static_cast<uint64_t>(hi) < kSpanBound &&
+         uint64_t{0} - static_cast<uint64_t>(lo) <= kSpanBound && (byte_offset >> 62) == 0;
 }
 
 // dims_fast_ok for ndim >= kWideNdim: wide_dims_ok first, dims_fast_ok when
@@ -121,9 +121,9 @@ bool dims_fast_wide(int32_t ndim, const int64_t *shape, const int64_t *strides,
 // NULL strides, which the exact check then decides -- so a false is never a
 // verdict on its own: the caller runs check_desc_exact, whose answer and
 // message are the ones the call returns.
-inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
-                         int32_t device_id, hurray_dtype dtype, int32_t ndim,
-                         const int64_t *shape, const int64_t *strides) {
+inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type, int32_t device_id,
+                         hurray_dtype dtype, int32_t ndim, const int64_t *shape,
+                         const int64_t *strides) {
   // ndim in 0..64; shape and strides present when ndim > 0 (the fast path
   // needs strides even where the exact check would synthesise them).
   if (static_cast<uint32_t>(ndim) > HURRAY_MAX_NDIM) return false;
@@ -134,8 +134,8 @@ inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
   if (dtype.lanes == 0 || ((kValidDtypeKeys.words[key >> 6] >> (key & 63)) & 1) == 0) return false;
   // device: a known type (the set is below 32) and a non-negative ordinal
   // (the ordinal's sign bit pushes the value past 31).
-  const uint32_t dev = static_cast<uint32_t>(device_type) |
-                       (static_cast<uint32_t>(device_id) & 0x80000000u);
+  const uint32_t dev =
+      static_cast<uint32_t>(device_type) | (static_cast<uint32_t>(device_id) & 0x80000000u);
   if (dev > 31 || ((kKnownDeviceTypes >> dev) & 1) == 0) return false;
   if (data == nullptr) return false;
   // Many dimensions: the vector bound first, then this loop (out of line).
@@ -146,9 +146,8 @@ inline bool desc_fast_ok(void *data, uint64_t byte_offset, int32_t device_type,
 // check_desc_exact, through the fast check first when no extent is wanted.
 inline int32_t check_desc(const Desc &d, const char *who, bool strides_required,
                           hurray_extent *extent) {
-  if (extent == nullptr &&
-      desc_fast_ok(d.data, d.byte_offset, d.device_type, d.device_id, d.dtype, d.ndim, d.shape,
-                   d.strides)) {
+  if (extent == nullptr && desc_fast_ok(d.data, d.byte_offset, d.device_type, d.device_id, d.dtype,
+                                        d.ndim, d.shape, d.strides)) {
     return HURRAY_OK;
   }
   return check_desc_exact(d, who, strides_required, extent);
@@ -173,6 +172,6 @@ inline bool host_accessible(int32_t device_type) {
          device_type == HURRAY_DEVICE_ROCM_HOST;
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_LAYOUT_H_

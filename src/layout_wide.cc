@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shape pass of the fast check for many dimensions (spec §3.4): a
 // sufficient bound checked eight dimensions at a time with AVX-512 (F and CD)
 // or four at a time with AVX2 where the CPU has them (runtime dispatch; the
@@ -24,7 +25,7 @@
 #define HURRAY_HAVE_AVX2_PATH 1
 #endif
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 inline int bit_length(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
@@ -134,8 +135,8 @@ __attribute__((target("avx512f,avx512cd"))) bool wide_dims_avx512(int32_t ndim,
   // (4): k lanes (a multiple of 8) of 64 bits each, minus their leading
   // zeros (each lane's sum is at most 64 * 8). Lanes added pairwise.
   __m512i lz = acc.lz;
-  lz = _mm512_add_epi64(lz, _mm512_shuffle_i64x2(lz, lz, 0x4E));  // 256-bit halves
-  lz = _mm512_add_epi64(lz, _mm512_shuffle_i64x2(lz, lz, 0xB1));  // 128-bit quarters
+  lz = _mm512_add_epi64(lz, _mm512_shuffle_i64x2(lz, lz, 0x4E));       // 256-bit halves
+  lz = _mm512_add_epi64(lz, _mm512_shuffle_i64x2(lz, lz, 0xB1));       // 128-bit quarters
   lz = _mm512_add_epi64(lz, _mm512_shuffle_epi32(lz, _MM_PERM_BADC));  // 64-bit lanes
   const int bits = 64 * k - static_cast<int>(_mm_cvtsi128_si64(_mm512_castsi512_si128(lz)));
   return bits <= 62;
@@ -175,21 +176,16 @@ bool dims_fast_wide(int32_t ndim, const int64_t *shape, const int64_t *strides,
 
 bool wide_path_available(WidePath path) {
   switch (path) {
-    case WidePath::kScalar:
-      return true;
+    case WidePath::kScalar: return true;
 #ifdef HURRAY_HAVE_AVX2_PATH
-    case WidePath::kAvx2:
-      return kHasAvx2;
-    case WidePath::kAvx512:
-      return kHasAvx512;
+    case WidePath::kAvx2: return kHasAvx2;
+    case WidePath::kAvx512: return kHasAvx512;
 #endif
-    default:
-      return false;
+    default: return false;
   }
 }
 
-bool wide_dims_ok_with(WidePath path, int32_t ndim, const int64_t *shape,
-                       const int64_t *strides) {
+bool wide_dims_ok_with(WidePath path, int32_t ndim, const int64_t *shape, const int64_t *strides) {
 #ifdef HURRAY_HAVE_AVX2_PATH
   if (path == WidePath::kAvx512 && kHasAvx512) return wide_dims_avx512(ndim, shape, strides);
   if (path == WidePath::kAvx2 && kHasAvx2) return wide_dims_avx2(ndim, shape, strides);
@@ -198,4 +194,4 @@ bool wide_dims_ok_with(WidePath path, int32_t ndim, const int64_t *shape,
   return wide_dims_scalar(ndim, shape, strides);
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail

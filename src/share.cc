@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_share: one control block per shared source, one count for all.
 //
 // Every consumer handle carries the same user_data (the block) and one
@@ -16,7 +17,7 @@
 #include "error.h"
 #include "handle.h"
 
-namespace hurray {
+namespace hurray::detail {
 namespace {
 
 // Far below 2^64 so that no sequence of legal calls can wrap the count.
@@ -62,12 +63,12 @@ void share_release(void *block) {
   fn(user_data);
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 
 HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out) {
-  using namespace hurray;
+  using namespace hurray::detail;
   if (n == 0) return fail(HURRAY_ERR_INVALID_ARGUMENT, "n is 0 (at least one consumer)");
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (n > kMaxShare) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fan-out: the internal control block and its atomic count (spec §5).
 #ifndef HURRAY_SRC_SHARE_H_
 #define HURRAY_SRC_SHARE_H_
@@ -8,7 +9,7 @@
 #include "handle.h"
 #include "hurray/hurray.h"
 
-namespace hurray {
+namespace hurray::detail {
 
 // One per shared source. `source` is the handle hurray_share validated when
 // it made the block; nothing writes it afterwards, so it is also the record
@@ -32,6 +33,6 @@ inline bool is_unchanged_share(const hurray_buffer &h) {
          same_description(h, static_cast<const ShareBlock *>(h.user_data)->source);
 }
 
-}  // namespace hurray
+}  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_SHARE_H_

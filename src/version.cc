@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runtime version query and header/library compatibility check (c-ffi §1).
 #include <cinttypes>
 
@@ -18,13 +19,14 @@ HURRAY_API int32_t hurray_check_version(uint32_t header_version) {
       ((lib >> 16) != 0 || same_minor)) {
     return HURRAY_OK;
   }
-  return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
-                      "caller was built against libhurray %" PRIu32 ".%" PRIu32 ".%" PRIu32
-                      " but the loaded library is %" PRIu32 ".%" PRIu32 ".%" PRIu32
-                      " (needs the same major and a minor.patch at least as new; while the major "
-                      "is 0, the same minor too)",
-                      header_version >> 16, (header_version >> 8) & 0xFFu, header_version & 0xFFu,
-                      lib >> 16, (lib >> 8) & 0xFFu, lib & 0xFFu);
+  return hurray::detail::fail(
+      HURRAY_ERR_UNSUPPORTED_VERSION,
+      "caller was built against libhurray %" PRIu32 ".%" PRIu32 ".%" PRIu32
+      " but the loaded library is %" PRIu32 ".%" PRIu32 ".%" PRIu32
+      " (needs the same major and a minor.patch at least as new; while the major "
+      "is 0, the same minor too)",
+      header_version >> 16, (header_version >> 8) & 0xFFu, header_version & 0xFFu, lib >> 16,
+      (lib >> 8) & 0xFFu, lib & 0xFFu);
 }
 
 }  // extern "C"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_alloc on the CPU (src/alloc.cc, src/device/cpu/cpu.cc, spec §7.1, c-ffi §6).
 // Leaks are left to LeakSanitizer in the asan build.
 #include <cstdint>
@@ -92,8 +93,8 @@ TEST(AllocCpu, ManyShapesAndDtypes) {
 }
 
 TEST(AllocCpu, ZeroSizeShapesGetAValidAlignedAddress) {
-  for (const std::vector<int64_t> &shape : std::vector<std::vector<int64_t>>{
-           {0}, {3, 0}, {0, 5}, {2, 0, 7}, {0, 0}}) {
+  for (const std::vector<int64_t> &shape :
+       std::vector<std::vector<int64_t>>{{0}, {3, 0}, {0, 5}, {2, 0, 7}, {0, 0}}) {
     SCOPED_TRACE("ndim " + std::to_string(shape.size()));
     hurray_buffer h = alloc_ok(f32(), shape, 0, 0);
     hurray_extent e;
@@ -132,12 +133,9 @@ TEST(AllocCpu, SubbyteSizesPackedAndPadded) {
     int64_t packed, padded;
   };
   const Case cases[] = {
-      {"fp4 x5", dt(kDLFloat4_e2m1fn, 4), 5, 3, 5},
-      {"fp4 x4", dt(kDLFloat4_e2m1fn, 4), 4, 2, 4},
-      {"fp6 x4", dt(kDLFloat6_e2m3fn, 6), 4, 3, 4},
-      {"fp6 x5", dt(kDLFloat6_e3m2fn, 6), 5, 4, 5},
-      {"uint1 x9", dt(kDLUInt, 1), 9, 2, 9},
-      {"int2 x3", dt(kDLInt, 2), 3, 1, 3},
+      {"fp4 x5", dt(kDLFloat4_e2m1fn, 4), 5, 3, 5},   {"fp4 x4", dt(kDLFloat4_e2m1fn, 4), 4, 2, 4},
+      {"fp6 x4", dt(kDLFloat6_e2m3fn, 6), 4, 3, 4},   {"fp6 x5", dt(kDLFloat6_e3m2fn, 6), 5, 4, 5},
+      {"uint1 x9", dt(kDLUInt, 1), 9, 2, 9},          {"int2 x3", dt(kDLInt, 2), 3, 1, 3},
       {"int4 lanes 2 x3", dt(kDLInt, 4, 2), 3, 3, 3},
   };
   for (const Case &c : cases) {
@@ -168,8 +166,7 @@ TEST(AllocCpu, AllocatedHandlesConvertShareAndRelease) {
 // ----- failures ------------------------------------------------------------------------
 
 void expect_alloc_fails(hurray_device device, hurray_dtype dtype, int32_t ndim,
-                        const int64_t *shape, uint64_t flags, int32_t status,
-                        const char *mention) {
+                        const int64_t *shape, uint64_t flags, int32_t status, const char *mention) {
   hurray_buffer h = sentinel_handle();
   EXPECT_STATUS(hurray_alloc(device, dtype, ndim, shape, flags, &h), status);
   EXPECT_TRUE(LastErrorMentions(mention));
@@ -178,8 +175,8 @@ void expect_alloc_fails(hurray_device device, hurray_dtype dtype, int32_t ndim,
 
 TEST(AllocCpu, ReservedFlagBitsAreRejected) {
   const int64_t shape[] = {4};
-  for (uint64_t flags : {uint64_t{1} << 3, uint64_t{1} << 63,
-                         HURRAY_FLAG_READ_ONLY | (uint64_t{1} << 17)}) {
+  for (uint64_t flags :
+       {uint64_t{1} << 3, uint64_t{1} << 63, HURRAY_FLAG_READ_ONLY | (uint64_t{1} << 17)}) {
     SCOPED_TRACE(flags);
     expect_alloc_fails(kCpu, f32(), 1, shape, flags, HURRAY_ERR_INVALID_ARGUMENT, "flags");
   }
@@ -199,13 +196,13 @@ TEST(AllocCpu, DevicesWithoutAnAllocatorAreUnsupported) {
   // suite because they depend on the machine.
   for (int32_t type : {4, 7, 8, 9, 12, 14, 15, 16, 17, 18}) {
     SCOPED_TRACE(type);
-    expect_alloc_fails(hurray_device{type, 0}, f32(), 1, shape, 0,
-                       HURRAY_ERR_UNSUPPORTED_DEVICE, "device type");
+    expect_alloc_fails(hurray_device{type, 0}, f32(), 1, shape, 0, HURRAY_ERR_UNSUPPORTED_DEVICE,
+                       "device type");
   }
   for (int32_t type : {0, 5, 6, 19, -3}) {
     SCOPED_TRACE(type);
-    expect_alloc_fails(hurray_device{type, 0}, f32(), 1, shape, 0,
-                       HURRAY_ERR_UNSUPPORTED_DEVICE, "device_type");
+    expect_alloc_fails(hurray_device{type, 0}, f32(), 1, shape, 0, HURRAY_ERR_UNSUPPORTED_DEVICE,
+                       "device_type");
   }
 }
 
@@ -217,8 +214,7 @@ TEST(AllocCpu, BadRequestsAreRejected) {
   expect_alloc_fails(kCpu, f32(), 2, neg, 0, HURRAY_ERR_INVALID_ARGUMENT, "shape[1]");
   expect_alloc_fails(kCpu, f32(), 2, nullptr, 0, HURRAY_ERR_INVALID_ARGUMENT, "shape");
   expect_alloc_fails(kCpu, f32(), -1, ok, 0, HURRAY_ERR_INVALID_ARGUMENT, "ndim");
-  expect_alloc_fails(kCpu, f32(), HURRAY_MAX_NDIM + 1, ok, 0, HURRAY_ERR_INVALID_ARGUMENT,
-                     "ndim");
+  expect_alloc_fails(kCpu, f32(), HURRAY_MAX_NDIM + 1, ok, 0, HURRAY_ERR_INVALID_ARGUMENT, "ndim");
   expect_alloc_fails(kCpu, dt(kDLFloat, 8), 2, ok, 0, HURRAY_ERR_UNSUPPORTED_DTYPE, "bits");
   expect_alloc_fails(kCpu, dt(30, 8), 2, ok, 0, HURRAY_ERR_UNSUPPORTED_DTYPE, "code");
   expect_alloc_fails(kCpu, dt(kDLFloat, 32, 0), 2, ok, 0, HURRAY_ERR_UNSUPPORTED_DTYPE, "lanes");

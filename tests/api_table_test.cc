@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_get_api and hurray_buffer_move (src/api_table.cc, hurray.h, c-ffi §8).
 #include <dlfcn.h>
 
@@ -37,22 +38,35 @@ struct Member {
   AnyFn exported;
 };
 
-#define MEMBER(m) Member{"hurray_" #m, reinterpret_cast<AnyFn>(api->m), reinterpret_cast<AnyFn>(&hurray_##m)}
+#define MEMBER(m) \
+  Member { "hurray_" #m, reinterpret_cast<AnyFn>(api->m), reinterpret_cast<AnyFn>(&hurray_##m) }
 std::vector<Member> members(const hurray_api *api) {
   return {
-      MEMBER(version),         MEMBER(check_version),
-      MEMBER(last_error),      MEMBER(status_name),
-      MEMBER(buffer_release),  MEMBER(buffer_validate),
-      MEMBER(buffer_extent),   MEMBER(share),
-      MEMBER(to_dlpack_versioned), MEMBER(to_dlpack),
-      MEMBER(from_dlpack_versioned), MEMBER(from_dlpack),
-      MEMBER(dlpack_versioned_delete), MEMBER(dlpack_delete),
-      MEMBER(alloc),           MEMBER(copy),
-      MEMBER(alloc_async),     MEMBER(copy_async),
-      MEMBER(stream_wait),     MEMBER(get_diagnostics),
+      MEMBER(version),
+      MEMBER(check_version),
+      MEMBER(last_error),
+      MEMBER(status_name),
+      MEMBER(buffer_release),
+      MEMBER(buffer_validate),
+      MEMBER(buffer_extent),
+      MEMBER(share),
+      MEMBER(to_dlpack_versioned),
+      MEMBER(to_dlpack),
+      MEMBER(from_dlpack_versioned),
+      MEMBER(from_dlpack),
+      MEMBER(dlpack_versioned_delete),
+      MEMBER(dlpack_delete),
+      MEMBER(alloc),
+      MEMBER(copy),
+      MEMBER(alloc_async),
+      MEMBER(copy_async),
+      MEMBER(stream_wait),
+      MEMBER(get_diagnostics),
       MEMBER(set_diagnostic_hook),
-      MEMBER(check_enable),    MEMBER(check_get_state),
-      MEMBER(check_live),      MEMBER(check_label),
+      MEMBER(check_enable),
+      MEMBER(check_get_state),
+      MEMBER(check_live),
+      MEMBER(check_label),
   };
 }
 #undef MEMBER
@@ -113,8 +127,7 @@ TEST(ApiTable, EveryCallReturnsTheSameConstantTable) {
   Dl_info info{};
   ASSERT_NE(dladdr(a, &info), 0);
   ASSERT_NE(info.dli_fname, nullptr);
-  EXPECT_NE(std::string(info.dli_fname).find("libhurray.so"), std::string::npos)
-      << info.dli_fname;
+  EXPECT_NE(std::string(info.dli_fname).find("libhurray.so"), std::string::npos) << info.dli_fname;
 }
 
 TEST(ApiTable, WorksThroughTheTable) {
@@ -179,8 +192,7 @@ TEST(ApiVersion, NewerMinorIsRefused) {
   const uint32_t major = HURRAY_API_VERSION_MAJOR, minor = HURRAY_API_VERSION_MINOR;
   ExpectRefused(pack(major, minor + 1), HURRAY_ERR_UNSUPPORTED_VERSION,
                 {dotted(major, minor + 1), dotted(major, minor), "newer"});
-  ExpectRefused(pack(major, 0xFFFF), HURRAY_ERR_UNSUPPORTED_VERSION,
-                {dotted(major, 0xFFFF)});
+  ExpectRefused(pack(major, 0xFFFF), HURRAY_ERR_UNSUPPORTED_VERSION, {dotted(major, 0xFFFF)});
 }
 
 TEST(ApiVersion, OtherMajorIsRefusedEvenWhenOlder) {

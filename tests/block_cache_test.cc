@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-thread block cache of src/block_cache.h (export and share blocks):
 // reuse, the bound, deleters on other threads, thread exit, a put after the
 // thread's cache was freed, fork. Leaks are caught by the asan workflow
@@ -21,7 +22,7 @@ namespace {
 using namespace hurray_test;
 
 struct SmallTag;
-using Small = hurray::BlockCache<64, 4, SmallTag>;
+using Small = hurray::detail::BlockCache<64, 4, SmallTag>;
 
 TEST(BlockCache, ReusesTheLastBlockPut) {
   Small::drain();
@@ -240,10 +241,13 @@ TEST(BlockCache, ForkedChildUsesAndFreesItsCopy) {
     for (int i = 0; i < 100; ++i) {
       hurray_buffer h = src.handle(l);
       DLManagedTensorVersioned *t = nullptr;
-      if (hurray_to_dlpack_versioned(&h, &t) != HURRAY_OK) bad = 1;
-      else t->deleter(t);
+      if (hurray_to_dlpack_versioned(&h, &t) != HURRAY_OK)
+        bad = 1;
+      else
+        t->deleter(t);
     }
-    std::exit(bad != 0 || src.log.calls.load() != 101 ? 3 : 0);  // runs the thread_local destructors
+    std::exit(bad != 0 || src.log.calls.load() != 101 ? 3
+                                                      : 0);  // runs the thread_local destructors
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);

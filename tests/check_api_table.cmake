@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks that struct hurray_api has one member per public function.
 #
 #   cmake -DHEADER_DIR=<include/hurray> -P check_api_table.cmake

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Runs tests/check_env_probe with HURRAY_CHECK=stderr and checks what the
 # checking mode printed: the double release caught (the producer released
 # once), the leak with where it was made, and the summary at exit.

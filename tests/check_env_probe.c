@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Run with HURRAY_CHECK=stderr by tests/check_env.cmake: the mode is on from
  * the environment alone. Makes the two mistakes the checking mode exists for
  * (a copy released after the original, a handle never released) and prints
@@ -41,7 +42,8 @@ int main(void) {
   hurray_check_state s;
   memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
-  if (hurray_check_get_state(&s) != HURRAY_OK || s.options != (HURRAY_CHECK_TRACK | HURRAY_CHECK_STDERR)) {
+  if (hurray_check_get_state(&s) != HURRAY_OK ||
+      s.options != (HURRAY_CHECK_TRACK | HURRAY_CHECK_STDERR)) {
     printf("options %u: HURRAY_CHECK=stderr was not read\n", s.options);
     return 1;
   }

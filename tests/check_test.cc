@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking mode (c-ffi §9): double releases caught before the producer,
 // live handles listed with where they were made, consumption by share and
 // export, threads, fork, and that nothing changes while the mode is off.
@@ -240,8 +241,7 @@ TEST_F(Check, EachConsumerOfAShareIsTrackedAndTheSourceIsConsumed) {
   EXPECT_EQ(dl, nullptr);
   ASSERT_OK(hurray_buffer_release(&again));
   EXPECT_EQ(double_releases(), before + 3);
-  EXPECT_NE(hook_.last().find("first consumed by hurray_share"), std::string::npos)
-      << hook_.last();
+  EXPECT_NE(hook_.last().find("first consumed by hurray_share"), std::string::npos) << hook_.last();
   for (hurray_buffer &h : out) {
     EXPECT_EQ(log.calls.load(), 0);
     ASSERT_OK(hurray_buffer_release(&h));
@@ -365,8 +365,8 @@ TEST_F(Check, AShareOfACopyWaitsForAFailingShareOfAnother) {
     ASSERT_OK(hurray_from_dlpack_versioned(make_versioned(log, dense({4})), 0, &good));
     const uint64_t before = double_releases();
     hurray_buffer out[2] = {};
-    const int32_t bad_status = share_spoiled_copy_while(
-        good, [&] { EXPECT_OK(hurray_share(&good, 2, out)); });
+    const int32_t bad_status =
+        share_spoiled_copy_while(good, [&] { EXPECT_OK(hurray_share(&good, 2, out)); });
     ASSERT_NE(bad_status, HURRAY_OK);
     ASSERT_OK(hurray_buffer_release(&out[0]));
     ASSERT_OK(hurray_buffer_release(&out[1]));
@@ -431,8 +431,8 @@ TEST_F(Check, AForkedChildSettlesAShareAnotherParentThreadWasRunning) {
       const int before_released = released.load();
       const uint64_t before_doubles = double_releases();
       (void)hurray_buffer_release(&copy);
-      const bool settled = released.load() == before_released + 1 ||
-                           double_releases() == before_doubles + 1;
+      const bool settled =
+          released.load() == before_released + 1 || double_releases() == before_doubles + 1;
       _exit(settled ? 0 : 1);
     }
     int status = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_copy on host memory (src/hurray_copy.cc, spec §7.2, c-ffi §6).
 #include <cstdint>
 #include <cstring>
@@ -265,8 +266,7 @@ TEST(Copy, BadArgumentsLeaveOutUntouched) {
   EXPECT_STATUS(hurray_copy(&h, hurray_device{HURRAY_DEVICE_CPU, 2}, &out),
                 HURRAY_ERR_UNSUPPORTED_DEVICE);
   // Device pairs this build never copies between.
-  EXPECT_STATUS(hurray_copy(&h, hurray_device{kDLVulkan, 0}, &out),
-                HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_STATUS(hurray_copy(&h, hurray_device{kDLVulkan, 0}, &out), HURRAY_ERR_UNSUPPORTED_DEVICE);
   hurray_buffer remote = h;
   remote.device = hurray_device{kDLMetal, 0};
   EXPECT_STATUS(hurray_copy(&remote, kCpu, &out), HURRAY_ERR_UNSUPPORTED_DEVICE);

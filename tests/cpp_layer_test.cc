@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray.hpp: RAII release, move-only ownership, exceptions on the C++ side
 // only, and "a throwing call leaves ownership where it was".
 #include <hurray/hurray.hpp>

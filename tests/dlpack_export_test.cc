@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Handle -> DLPack: hurray_to_dlpack_versioned / hurray_to_dlpack and the
 // delete helpers (src/dlpack_export.cc, spec §6.2, c-ffi §5).
 #include <cstring>
@@ -127,8 +128,8 @@ struct BadHandle {
 const BadHandle kBadHandles[] = {
     {"empty", [](hurray_buffer &h) { h.release_fn = nullptr; }, HURRAY_ERR_INVALID_ARGUMENT,
      "empty"},
-    {"layout version 2", [](hurray_buffer &h) { h.version = 2; },
-     HURRAY_ERR_UNSUPPORTED_VERSION, "version"},
+    {"layout version 2", [](hurray_buffer &h) { h.version = 2; }, HURRAY_ERR_UNSUPPORTED_VERSION,
+     "version"},
     {"ndim -1", [](hurray_buffer &h) { h.ndim = -1; }, HURRAY_ERR_INVALID_ARGUMENT, "ndim"},
     {"ndim 65", [](hurray_buffer &h) { h.ndim = 65; }, HURRAY_ERR_INVALID_ARGUMENT, "ndim"},
     {"NULL shape", [](hurray_buffer &h) { h.shape = nullptr; }, HURRAY_ERR_INVALID_ARGUMENT,
@@ -137,16 +138,14 @@ const BadHandle kBadHandles[] = {
      "strides"},
     {"dtype code 18", [](hurray_buffer &h) { h.dtype.code = 18; }, HURRAY_ERR_UNSUPPORTED_DTYPE,
      "dtype.code"},
-    {"bool 16", [](hurray_buffer &h) { h.dtype = dt(kDLBool, 16); },
-     HURRAY_ERR_UNSUPPORTED_DTYPE, "dtype.bits"},
-    {"lanes 0", [](hurray_buffer &h) { h.dtype.lanes = 0; }, HURRAY_ERR_UNSUPPORTED_DTYPE,
-     "lanes"},
-    {"device 0", [](hurray_buffer &h) { h.device.device_type = 0; },
-     HURRAY_ERR_UNSUPPORTED_DEVICE, "device_type"},
-    {"device_id -1", [](hurray_buffer &h) { h.device.device_id = -1; },
-     HURRAY_ERR_INVALID_ARGUMENT, "device_id"},
-    {"NULL data", [](hurray_buffer &h) { h.data = nullptr; }, HURRAY_ERR_INVALID_ARGUMENT,
-     "data"},
+    {"bool 16", [](hurray_buffer &h) { h.dtype = dt(kDLBool, 16); }, HURRAY_ERR_UNSUPPORTED_DTYPE,
+     "dtype.bits"},
+    {"lanes 0", [](hurray_buffer &h) { h.dtype.lanes = 0; }, HURRAY_ERR_UNSUPPORTED_DTYPE, "lanes"},
+    {"device 0", [](hurray_buffer &h) { h.device.device_type = 0; }, HURRAY_ERR_UNSUPPORTED_DEVICE,
+     "device_type"},
+    {"device_id -1", [](hurray_buffer &h) { h.device.device_id = -1; }, HURRAY_ERR_INVALID_ARGUMENT,
+     "device_id"},
+    {"NULL data", [](hurray_buffer &h) { h.data = nullptr; }, HURRAY_ERR_INVALID_ARGUMENT, "data"},
     {"byte_offset 2^63", [](hurray_buffer &h) { h.byte_offset = uint64_t{1} << 63; },
      HURRAY_ERR_OVERFLOW, "byte_offset"},
 };

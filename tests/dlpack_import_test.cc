@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DLPack -> handle: hurray_from_dlpack_versioned / hurray_from_dlpack
 // (src/dlpack_import.cc, spec §6.3, c-ffi §5).
 #include <climits>
@@ -62,8 +63,8 @@ TEST(ImportLegacy, EveryPreservedLayoutIsKeptExactlyWithZeroFlags) {
 
 TEST(ImportVersioned, OldMinorVersionsWithNullStridesAreCompactRowMajor) {
   for (uint32_t minor : {0u, 1u}) {
-    for (std::vector<int64_t> shape : std::vector<std::vector<int64_t>>{
-             {7}, {2, 3}, {2, 3, 4}, {2, 0, 3}, {1, 5, 1}}) {
+    for (std::vector<int64_t> shape :
+         std::vector<std::vector<int64_t>>{{7}, {2, 3}, {2, 3, 4}, {2, 0, 3}, {1, 5, 1}}) {
       DeleterLog log;
       Layout l = dense(shape);
       l.has_strides = false;
@@ -118,8 +119,8 @@ TEST(Import, SynthesisedStridesOfHugeZeroSizeShapesDoNotOverflow) {
     if (legacy) {
       ASSERT_OK(hurray_from_dlpack(make_legacy(log, l), HURRAY_IMPORT_DEFAULT, &h));
     } else {
-      ASSERT_OK(hurray_from_dlpack_versioned(make_versioned(log, l, 1, 1),
-                                             HURRAY_IMPORT_DEFAULT, &h));
+      ASSERT_OK(
+          hurray_from_dlpack_versioned(make_versioned(log, l, 1, 1), HURRAY_IMPORT_DEFAULT, &h));
     }
     ASSERT_NE(h.strides, nullptr);
     EXPECT_EQ(h.strides[3], 1);
@@ -237,30 +238,50 @@ std::vector<BadTensor> bad_tensors() {
        "ndim"},
       {"ndim 65", [](DLTensor &t) { t.ndim = HURRAY_MAX_NDIM + 1; }, HURRAY_ERR_INVALID_ARGUMENT,
        "ndim"},
-      {"NULL shape", [](DLTensor &t) { t.shape = nullptr; }, HURRAY_ERR_INVALID_ARGUMENT,
-       "shape"},
+      {"NULL shape", [](DLTensor &t) { t.shape = nullptr; }, HURRAY_ERR_INVALID_ARGUMENT, "shape"},
       {"negative dim", [](DLTensor &t) { t.shape[1] = -3; }, HURRAY_ERR_INVALID_ARGUMENT,
        "shape[1]"},
-      {"negative dim beside a zero", [](DLTensor &t) { t.shape[0] = 0; t.shape[1] = -1; },
+      {"negative dim beside a zero",
+       [](DLTensor &t) {
+         t.shape[0] = 0;
+         t.shape[1] = -1;
+       },
        HURRAY_ERR_INVALID_ARGUMENT, "shape[1]"},
       {"dtype code 18", [](DLTensor &t) { t.dtype.code = 18; }, HURRAY_ERR_UNSUPPORTED_DTYPE,
        "dtype.code"},
       {"dtype code 255", [](DLTensor &t) { t.dtype.code = 255; }, HURRAY_ERR_UNSUPPORTED_DTYPE,
        "dtype.code"},
-      {"bool 1 bit", [](DLTensor &t) { t.dtype = DLDataType{kDLBool, 1, 1}; },
+      {"bool 1 bit",
+       [](DLTensor &t) {
+         t.dtype = DLDataType{kDLBool, 1, 1};
+       },
        HURRAY_ERR_UNSUPPORTED_DTYPE, "dtype.bits"},
-      {"bool 16 bits", [](DLTensor &t) { t.dtype = DLDataType{kDLBool, 16, 1}; },
+      {"bool 16 bits",
+       [](DLTensor &t) {
+         t.dtype = DLDataType{kDLBool, 16, 1};
+       },
        HURRAY_ERR_UNSUPPORTED_DTYPE, "dtype.bits"},
-      {"fp8 16 bits", [](DLTensor &t) { t.dtype = DLDataType{kDLFloat8_e4m3fn, 16, 1}; },
+      {"fp8 16 bits",
+       [](DLTensor &t) {
+         t.dtype = DLDataType{kDLFloat8_e4m3fn, 16, 1};
+       },
        HURRAY_ERR_UNSUPPORTED_DTYPE, "dtype.bits"},
-      {"fp6 8 bits", [](DLTensor &t) { t.dtype = DLDataType{kDLFloat6_e2m3fn, 8, 1}; },
+      {"fp6 8 bits",
+       [](DLTensor &t) {
+         t.dtype = DLDataType{kDLFloat6_e2m3fn, 8, 1};
+       },
        HURRAY_ERR_UNSUPPORTED_DTYPE, "dtype.bits"},
-      {"fp4 8 bits", [](DLTensor &t) { t.dtype = DLDataType{kDLFloat4_e2m1fn, 8, 1}; },
+      {"fp4 8 bits",
+       [](DLTensor &t) {
+         t.dtype = DLDataType{kDLFloat4_e2m1fn, 8, 1};
+       },
        HURRAY_ERR_UNSUPPORTED_DTYPE, "dtype.bits"},
-      {"bfloat 32 bits", [](DLTensor &t) { t.dtype = DLDataType{kDLBfloat, 32, 1}; },
+      {"bfloat 32 bits",
+       [](DLTensor &t) {
+         t.dtype = DLDataType{kDLBfloat, 32, 1};
+       },
        HURRAY_ERR_UNSUPPORTED_DTYPE, "dtype.bits"},
-      {"lanes 0", [](DLTensor &t) { t.dtype.lanes = 0; }, HURRAY_ERR_UNSUPPORTED_DTYPE,
-       "lanes"},
+      {"lanes 0", [](DLTensor &t) { t.dtype.lanes = 0; }, HURRAY_ERR_UNSUPPORTED_DTYPE, "lanes"},
       {"element count overflow",
        [](DLTensor &t) {
          t.shape[0] = int64_t{1} << 32;
@@ -386,15 +407,13 @@ TEST(Import, NullArgumentsAndUnknownOptions) {
   EXPECT_STATUS(hurray_from_dlpack_versioned(v, HURRAY_IMPORT_DEFAULT, nullptr),
                 HURRAY_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(LastErrorMentions("out"));
-  EXPECT_STATUS(hurray_from_dlpack(t, HURRAY_IMPORT_DEFAULT, nullptr),
-                HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_STATUS(hurray_from_dlpack(t, HURRAY_IMPORT_DEFAULT, nullptr), HURRAY_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(LastErrorMentions("out"));
   for (uint32_t options : {1u << 31, 0xFFFFFFFFu}) {
     SCOPED_TRACE(options);
-    expect_rejected(v, log, HURRAY_ERR_INVALID_ARGUMENT, "options",
-                    &hurray_from_dlpack_versioned, options);
-    expect_rejected(t, log, HURRAY_ERR_INVALID_ARGUMENT, "options", &hurray_from_dlpack,
+    expect_rejected(v, log, HURRAY_ERR_INVALID_ARGUMENT, "options", &hurray_from_dlpack_versioned,
                     options);
+    expect_rejected(t, log, HURRAY_ERR_INVALID_ARGUMENT, "options", &hurray_from_dlpack, options);
   }
   EXPECT_EQ(log.calls.load(), 0);
   v->deleter(v);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status names and the thread-local error message (src/error.cc, c-ffi §2).
 #include <cstring>
 #include <string>
@@ -29,8 +30,7 @@ TEST(Error, EveryStatusHasItsName) {
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_UNSUPPORTED_VERSION),
                "HURRAY_ERR_UNSUPPORTED_VERSION");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_UNSUPPORTED_DTYPE), "HURRAY_ERR_UNSUPPORTED_DTYPE");
-  EXPECT_STREQ(hurray_status_name(HURRAY_ERR_UNSUPPORTED_DEVICE),
-               "HURRAY_ERR_UNSUPPORTED_DEVICE");
+  EXPECT_STREQ(hurray_status_name(HURRAY_ERR_UNSUPPORTED_DEVICE), "HURRAY_ERR_UNSUPPORTED_DEVICE");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_OUT_OF_MEMORY), "HURRAY_ERR_OUT_OF_MEMORY");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_OVERFLOW), "HURRAY_ERR_OVERFLOW");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_DEVICE), "HURRAY_ERR_DEVICE");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handle ABI and its helpers: hurray_buffer_release, _validate, _extent
 // (src/handle.cc, spec §2-§4, c-ffi §3).
 #include <climits>
@@ -204,8 +205,7 @@ struct ExtentCase {
   int32_t contiguous;
 };
 
-Layout with(Layout l, std::vector<int64_t> strides, uint64_t byte_offset = 0,
-            uint64_t flags = 0) {
+Layout with(Layout l, std::vector<int64_t> strides, uint64_t byte_offset = 0, uint64_t flags = 0) {
   l.strides = std::move(strides);
   l.byte_offset = byte_offset;
   l.flags = flags;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The layout rules of spec §3: dtype and device tables, element count and the
 // overflow-checked byte extent (src/layout.cc), exercised through
 // hurray_buffer_validate / hurray_buffer_extent.
@@ -13,7 +14,7 @@ namespace {
 
 using namespace hurray_test;
 
-void* const kFakeAddress = reinterpret_cast<void*>(uintptr_t{0x10000});
+void *const kFakeAddress = reinterpret_cast<void *>(uintptr_t{0x10000});
 
 // Validates `l` as a handle, returning the status (message left in place).
 int32_t validate(const Layout &l) {
@@ -32,8 +33,8 @@ int32_t extent(const Layout &l, hurray_extent *e) {
   return hurray_buffer_extent(&h, e);
 }
 
-Layout strided(std::vector<int64_t> shape, std::vector<int64_t> strides,
-               hurray_dtype dtype = f32(), uint64_t byte_offset = 0) {
+Layout strided(std::vector<int64_t> shape, std::vector<int64_t> strides, hurray_dtype dtype = f32(),
+               uint64_t byte_offset = 0) {
   Layout l;
   l.shape = std::move(shape);
   l.strides = std::move(strides);
@@ -56,8 +57,16 @@ bool documented_valid(uint8_t code, uint8_t bits) {
     case kDLBfloat: return bits == 16;
     case kDLComplex: return bits == 32 || bits == 64 || bits == 128;
     case kDLBool: return bits == 8;
-    case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14: return bits == 8;
-    case 15: case 16: return bits == 6;
+    case 7:
+    case 8:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 14: return bits == 8;
+    case 15:
+    case 16: return bits == 6;
     case 17: return bits == 4;
     default: return false;
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Round trips never nest (spec §6.4): libhurray recognises its own wrappers in
 // both directions, and a wrapper changed in between is wrapped once more but
 // still released exactly once.

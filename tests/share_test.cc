@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fan-out: hurray_share (src/share.cc, spec §5, c-ffi §4).
 #include <cstring>
 #include <thread>
@@ -240,8 +241,8 @@ TEST(Share, InvalidHandlesAreRejectedWithTheirValidationStatus) {
        "version"},
       {"dtype", [](hurray_buffer &h) { h.dtype.code = 40; }, HURRAY_ERR_UNSUPPORTED_DTYPE,
        "dtype.code"},
-      {"device", [](hurray_buffer &h) { h.device.device_type = 0; },
-       HURRAY_ERR_UNSUPPORTED_DEVICE, "device_type"},
+      {"device", [](hurray_buffer &h) { h.device.device_type = 0; }, HURRAY_ERR_UNSUPPORTED_DEVICE,
+       "device_type"},
       {"ndim", [](hurray_buffer &h) { h.ndim = -1; }, HURRAY_ERR_INVALID_ARGUMENT, "ndim"},
       {"strides", [](hurray_buffer &h) { h.strides = nullptr; }, HURRAY_ERR_INVALID_ARGUMENT,
        "strides"},

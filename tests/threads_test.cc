@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread safety of the release contract (spec §4.2, §5): fan-out released by
 // many threads in random order, re-sharing racing with releases, and
 // independent pipelines running side by side. Meant for the tsan build too;
@@ -146,14 +147,14 @@ TEST(Threads, SixtyFourHandlesReleasedByEightThreadsInRandomOrder) {
   for (std::thread &t : workers) t.join();
 
   EXPECT_STATUS(share_status, HURRAY_OK);
-  for (int w = 0; w < kThreads; ++w) EXPECT_STATUS(worker_status[static_cast<size_t>(w)], HURRAY_OK);
+  for (int w = 0; w < kThreads; ++w)
+    EXPECT_STATUS(worker_status[static_cast<size_t>(w)], HURRAY_OK);
   int bad_rounds = 0;
   for (int r = 0; r < kRounds && bad_rounds < 5; ++r) {
     SourceState &s = states[static_cast<size_t>(r)];
     SCOPED_TRACE("round " + std::to_string(r));
     const bool ok = s.calls.load() == 1 && s.started_when_released.load() == kHandles &&
-                    s.touched_seen == kHandles &&
-                    s.inside_a_consumer_release.load() &&
+                    s.touched_seen == kHandles && s.inside_a_consumer_release.load() &&
                     std::find(worker_ids.begin(), worker_ids.end(), s.thread) != worker_ids.end();
     if (ok) continue;
     ++bad_rounds;
@@ -254,7 +255,8 @@ TEST(Threads, IndependentPipelinesRunConcurrently) {
     });
   }
   for (std::thread &t : threads) t.join();
-  for (int w = 0; w < kThreads; ++w) EXPECT_EQ(failures[static_cast<size_t>(w)], "") << "thread " << w;
+  for (int w = 0; w < kThreads; ++w)
+    EXPECT_EQ(failures[static_cast<size_t>(w)], "") << "thread " << w;
 }
 
 TEST(Threads, ExportedTensorsCrossThreadsThroughAQueue) {
@@ -332,7 +334,8 @@ TEST(Threads, ErrorMessagesDoNotLeakAcrossThreads) {
     });
   }
   for (std::thread &t : threads) t.join();
-  for (int w = 0; w < kThreads; ++w) EXPECT_EQ(mismatches[static_cast<size_t>(w)], 0) << "thread " << w;
+  for (int w = 0; w < kThreads; ++w)
+    EXPECT_EQ(mismatches[static_cast<size_t>(w)], 0) << "thread " << w;
 }
 
 }  // namespace

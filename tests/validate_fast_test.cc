@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fast validation path and the "validated once" rule (spec §3.4).
 //
 // hurray_buffer_validate goes through the fast check first; hurray_buffer_extent
@@ -34,8 +35,8 @@ const Case kCases[] = {
     // Extent 1 ignores its stride, whatever it is.
     {"extent 1, stride INT64_MAX", {1}, {INT64_MAX}, dt(kDLInt, 8), 0, HURRAY_OK},
     {"extent 1, stride INT64_MIN", {4, 1}, {1, INT64_MIN}, dt(kDLInt, 8), 0, HURRAY_OK},
-    {"64 extents of 1, huge strides",
-     std::vector<int64_t>(64, 1), std::vector<int64_t>(64, INT64_MAX), f32(), 0, HURRAY_OK},
+    {"64 extents of 1, huge strides", std::vector<int64_t>(64, 1),
+     std::vector<int64_t>(64, INT64_MAX), f32(), 0, HURRAY_OK},
     // The span bound of the fast path (2^38 elements) and just past it: both
     // valid, the second decided by the exact arithmetic.
     {"span 2^38 - 1", {k2e38}, {1}, dt(kDLInt, 8), 0, HURRAY_OK},
@@ -44,33 +45,46 @@ const Case kCases[] = {
     {"span -(2^38 + 1)", {k2e38 + 2}, {-1}, dt(kDLInt, 8), uint64_t{1} << 40, HURRAY_OK},
     // byte_offset at and past 2^62 (exact path), and the last valid byte.
     {"byte_offset 2^62", {4}, {1}, f32(), uint64_t{1} << 62, HURRAY_OK},
-    {"byte_offset INT64_MAX - 4, one float", {1}, {1}, f32(), uint64_t{INT64_MAX} - 4,
-     HURRAY_OK},
-    {"byte_offset INT64_MAX - 3, one float", {1}, {1}, f32(), uint64_t{INT64_MAX} - 3,
+    {"byte_offset INT64_MAX - 4, one float", {1}, {1}, f32(), uint64_t{INT64_MAX} - 4, HURRAY_OK},
+    {"byte_offset INT64_MAX - 3, one float",
+     {1},
+     {1},
+     f32(),
+     uint64_t{INT64_MAX} - 3,
      HURRAY_ERR_OVERFLOW},
     {"byte_offset 2^63", {1}, {1}, f32(), uint64_t{1} << 63, HURRAY_ERR_OVERFLOW},
     // Element count: exactly INT64_MAX is fine (broadcast), 2^63 is not.
     {"numel INT64_MAX", {INT64_MAX}, {0}, f32(), 0, HURRAY_OK},
     {"numel 2^63", {2, k2e62}, {0, 0}, f32(), 0, HURRAY_ERR_OVERFLOW},
-    {"numel 2^63 over 63 dimensions",
-     std::vector<int64_t>(63, 2), std::vector<int64_t>(63, 0), f32(), 0, HURRAY_ERR_OVERFLOW},
-    {"numel 2^62 over 62 dimensions",
-     std::vector<int64_t>(62, 2), std::vector<int64_t>(62, 0), f32(), 0, HURRAY_OK},
+    {"numel 2^63 over 63 dimensions", std::vector<int64_t>(63, 2), std::vector<int64_t>(63, 0),
+     f32(), 0, HURRAY_ERR_OVERFLOW},
+    {"numel 2^62 over 62 dimensions", std::vector<int64_t>(62, 2), std::vector<int64_t>(62, 0),
+     f32(), 0, HURRAY_OK},
     // A zero extent makes every other extent irrelevant.
     {"zero extent beside overflow", {0, k2e62, 4}, {1, INT64_MAX, 1}, f32(), 0, HURRAY_OK},
     {"negative extent beside a zero", {0, -1}, {1, 1}, f32(), 0, HURRAY_ERR_INVALID_ARGUMENT},
     // Spans: the product, the sums, the final scaling by the element size.
     {"span product 2^63", {3}, {k2e62}, dt(kDLInt, 8), 0, HURRAY_ERR_OVERFLOW},
     {"span sum 2^63", {2, 2}, {k2e62, k2e62}, dt(kDLInt, 8), 0, HURRAY_ERR_OVERFLOW},
-    {"negative span sum -2^63 fits, bytes do not", {2, 2}, {-k2e62, -k2e62}, dt(kDLInt, 8),
-     0, HURRAY_ERR_OVERFLOW},
-    {"bits overflow just past: 2^60 floats", {int64_t{1} << 60}, {1}, f32(), 0,
+    {"negative span sum -2^63 fits, bytes do not",
+     {2, 2},
+     {-k2e62, -k2e62},
+     dt(kDLInt, 8),
+     0,
      HURRAY_ERR_OVERFLOW},
-    {"bits just fit: 2^60 - 1 bytes", {(int64_t{1} << 60) - 1}, {1}, dt(kDLInt, 8), 0,
-     HURRAY_OK},
-    {"bits just past: 2^60 bytes", {int64_t{1} << 60}, {1}, dt(kDLInt, 8), 0,
+    {"bits overflow just past: 2^60 floats",
+     {int64_t{1} << 60},
+     {1},
+     f32(),
+     0,
      HURRAY_ERR_OVERFLOW},
-    {"mixed signs, both within range", {2, 2}, {k2e62 - 1, -k2e62}, dt(kDLInt, 1), k2e62,
+    {"bits just fit: 2^60 - 1 bytes", {(int64_t{1} << 60) - 1}, {1}, dt(kDLInt, 8), 0, HURRAY_OK},
+    {"bits just past: 2^60 bytes", {int64_t{1} << 60}, {1}, dt(kDLInt, 8), 0, HURRAY_ERR_OVERFLOW},
+    {"mixed signs, both within range",
+     {2, 2},
+     {k2e62 - 1, -k2e62},
+     dt(kDLInt, 1),
+     k2e62,
      HURRAY_OK},
 };
 
@@ -106,10 +120,10 @@ TEST(ValidateFast, EdgeCasesGiveTheExactAnswer) {
 // path first) and extent (exact only) must agree on every one.
 TEST(ValidateFast, AgreesWithTheExactCheckOnRandomLayouts) {
   std::mt19937_64 rng(20240608);
-  const int64_t extents[] = {0, 1, 2, 3, 1 << 10, k2e38 - 1, k2e38, k2e38 + 1,
-                             int64_t{1} << 31, k2e62, INT64_MAX, -1};
-  const int64_t strides[] = {0, 1, -1, 7, -7, k2e38, -k2e38, int64_t{1} << 31, k2e62,
-                             -k2e62, INT64_MAX, INT64_MIN};
+  const int64_t extents[] = {
+      0, 1, 2, 3, 1 << 10, k2e38 - 1, k2e38, k2e38 + 1, int64_t{1} << 31, k2e62, INT64_MAX, -1};
+  const int64_t strides[] = {
+      0, 1, -1, 7, -7, k2e38, -k2e38, int64_t{1} << 31, k2e62, -k2e62, INT64_MAX, INT64_MIN};
   const uint64_t offsets[] = {0, 64, uint64_t{1} << 62, uint64_t{INT64_MAX}};
   int ok = 0, failed = 0;
   for (int round = 0; round < 20000; ++round) {

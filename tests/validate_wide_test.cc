@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bound the fast check tries first at ndim >= 8 (src/layout_wide.cc):
 // every edge of its four conditions, in the vector part and in the scalar
 // tail, must give the exact check's verdict (hurray_buffer_extent runs only
@@ -42,7 +43,7 @@ Layout wide(int ndim, std::vector<Dim> dims, hurray_dtype dtype = dt(kDLInt, 8))
   return l;
 }
 
-using hurray::WidePath;
+using hurray::detail::WidePath;
 constexpr WidePath kPaths[] = {WidePath::kScalar, WidePath::kAvx2, WidePath::kAvx512};
 const char *path_name(WidePath p) {
   return p == WidePath::kScalar ? "scalar" : p == WidePath::kAvx2 ? "avx2" : "avx512";
@@ -53,13 +54,13 @@ const char *path_name(WidePath p) {
 void expect_paths_agree(const Layout &l, int32_t exact, const std::string &what) {
   const int ndim = static_cast<int>(l.shape.size());
   const bool scalar =
-      hurray::wide_dims_ok_with(WidePath::kScalar, ndim, l.shape.data(), l.strides.data());
+      hurray::detail::wide_dims_ok_with(WidePath::kScalar, ndim, l.shape.data(), l.strides.data());
   if (scalar) {
     EXPECT_EQ(exact, HURRAY_OK) << what << ": the bound held on an invalid layout";
   }
   for (WidePath p : kPaths) {
-    if (!hurray::wide_path_available(p)) continue;
-    EXPECT_EQ(hurray::wide_dims_ok_with(p, ndim, l.shape.data(), l.strides.data()), scalar)
+    if (!hurray::detail::wide_path_available(p)) continue;
+    EXPECT_EQ(hurray::detail::wide_dims_ok_with(p, ndim, l.shape.data(), l.strides.data()), scalar)
         << what << ", path " << path_name(p);
   }
 }
@@ -165,7 +166,8 @@ TEST(ValidateWide, BitLengthSumEdge) {
 TEST(ValidateWide, AgreesWithTheExactCheckOnRandomWideLayouts) {
   std::mt19937_64 rng(8008);
   const int64_t extents[] = {1, 1, 1, 1, 2, 3, 0, k2e31, k2e31 + 1, INT64_MAX, -1, 1 << 20};
-  const int64_t strides[] = {0, 1, -1, k2e31 - 1, k2e31, -k2e31, k2e32, INT64_MAX, INT64_MIN, 12345};
+  const int64_t strides[] = {0,      1,     -1,        k2e31 - 1, k2e31,
+                             -k2e31, k2e32, INT64_MAX, INT64_MIN, 12345};
   int ok = 0, failed = 0;
   for (int round = 0; round < 4000; ++round) {
     const int ndim = 8 + static_cast<int>(rng() % 57);
@@ -191,15 +193,16 @@ TEST(ValidateWide, AgreesWithTheExactCheckOnRandomWideLayouts) {
 // The paths this CPU runs are the ones it says it has (so the agreement
 // above really covered them where the hardware allows).
 TEST(ValidateWide, PathsAvailable) {
-  EXPECT_TRUE(hurray::wide_path_available(WidePath::kScalar));
+  EXPECT_TRUE(hurray::detail::wide_path_available(WidePath::kScalar));
   for (WidePath p : {WidePath::kAvx2, WidePath::kAvx512}) {
     std::printf("wide path %s: %s\n", path_name(p),
-                hurray::wide_path_available(p) ? "available" : "not on this CPU");
+                hurray::detail::wide_path_available(p) ? "available" : "not on this CPU");
   }
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  EXPECT_EQ(hurray::wide_path_available(WidePath::kAvx2), __builtin_cpu_supports("avx2") != 0);
-  EXPECT_EQ(hurray::wide_path_available(WidePath::kAvx512),
+  EXPECT_EQ(hurray::detail::wide_path_available(WidePath::kAvx2),
+            __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(hurray::detail::wide_path_available(WidePath::kAvx512),
             __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd"));
 #endif
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray_version / hurray_check_version (src/version.cc, c-ffi §1).
 #include <cstdint>
 #include <string>
@@ -22,8 +23,7 @@ TEST(Version, RuntimeVersionIsTheHeaderVersion) {
   EXPECT_EQ(hurray_version() >> 16, uint32_t{HURRAY_VERSION_MAJOR});
   EXPECT_EQ((hurray_version() >> 8) & 0xFFu, uint32_t{HURRAY_VERSION_MINOR});
   EXPECT_EQ(hurray_version() & 0xFFu, uint32_t{HURRAY_VERSION_PATCH});
-  EXPECT_EQ(HURRAY_VERSION,
-            pack(HURRAY_VERSION_MAJOR, HURRAY_VERSION_MINOR, HURRAY_VERSION_PATCH));
+  EXPECT_EQ(HURRAY_VERSION, pack(HURRAY_VERSION_MAJOR, HURRAY_VERSION_MINOR, HURRAY_VERSION_PATCH));
 }
 
 TEST(Version, OwnHeaderIsAccepted) { EXPECT_OK(hurray_check_version(HURRAY_VERSION)); }
@@ -65,15 +65,13 @@ TEST(Version, OtherMajorIsRejectedEvenWhenOlder) {
   EXPECT_TRUE(LastErrorMentions(dotted(pack(major + 1, 0, 0)).c_str()));
   EXPECT_TRUE(LastErrorMentions(dotted(lib).c_str()));
   if (major > 0) {
-    EXPECT_STATUS(hurray_check_version(pack(major - 1, 255, 255)),
-                  HURRAY_ERR_UNSUPPORTED_VERSION);
+    EXPECT_STATUS(hurray_check_version(pack(major - 1, 255, 255)), HURRAY_ERR_UNSUPPORTED_VERSION);
   }
 }
 
 TEST(Version, GarbageAboveTheMajorByteIsRejected) {
   EXPECT_STATUS(hurray_check_version(0xFFFFFFFFu), HURRAY_ERR_UNSUPPORTED_VERSION);
-  EXPECT_STATUS(hurray_check_version(HURRAY_VERSION | 0x01000000u),
-                HURRAY_ERR_UNSUPPORTED_VERSION);
+  EXPECT_STATUS(hurray_check_version(HURRAY_VERSION | 0x01000000u), HURRAY_ERR_UNSUPPORTED_VERSION);
 }
 
 TEST(Version, DLPackVersionWrittenOnExportIs13) {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hurray is the Go binding of libhurray: it holds, shares and hands
 // on tensor memory described by a hurray_buffer handle, whose release
 // callback runs exactly once, from any thread (ADR-009).

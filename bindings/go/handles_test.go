@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package hurray_test
 
 import (
@@ -250,7 +252,7 @@ func TestShareTooManyIsOutOfMemory(t *testing.T) {
 }
 
 // On fresh OS threads, a Share of an imported tensor as the thread's first
-// libhurray call hands out complete handles (issue 16's TLS defect; the
+// libhurray call hands out complete handles (a TLS-descriptor build once did not; the
 // dlopen'ed form of this check runs from bindings/run_tests.sh through the
 // interop consumer). A child process, so that no thread has called
 // libhurray before.

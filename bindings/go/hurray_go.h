@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hurray_go.h - C side of the Go binding.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A pytest fixture that fails any test leaking a hurray.Buffer.
 
 Copy this conftest.py next to your tests. Every test then runs with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A PyTorch C++ extension that fans one tensor out to n tensors through the
 // installed libhurray, zero-copy:
 //

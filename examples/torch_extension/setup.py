@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds the example PyTorch extension against an installed libhurray.
 
     HURRAY_PREFIX=/path/to/prefix python setup.py build_ext --inplace

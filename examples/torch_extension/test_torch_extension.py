@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the example PyTorch extension (hurray_torch_example).
 
 The module must be importable (built with setup.py, on sys.path or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A TVM FFI module that fans tensors out through the installed libhurray,
 // zero-copy:
 //
@@ -97,7 +98,8 @@ ffi::Array<ffi::Tensor> fan_out(ffi::Tensor x, int64_t n) {
     ffi::Array<ffi::Tensor> views;
     views.reserve(static_cast<int64_t>(shares.size()));
     for (hurray::Buffer &h : shares) {
-      hurray::DLPackVersionedPtr dl = wrap_counting(h.to_dlpack_versioned().release(), &g_view_releases);
+      hurray::DLPackVersionedPtr dl =
+          wrap_counting(h.to_dlpack_versioned().release(), &g_view_releases);
       // FromDLPackVersioned owns dl only once it returns; if it throws,
       // dl still owns the tensor and deletes it.
       views.push_back(ffi::Tensor::FromDLPackVersioned(dl.get()));
@@ -130,7 +132,8 @@ void free_counted(DLManagedTensorVersioned *t) {
 
 ffi::Tensor counted_copy(ffi::Tensor x) {
   const DLTensor *d = x.GetDLTensorPtr();
-  if (d->device.device_type != kDLCPU) TVM_FFI_THROW(ValueError) << "counted_copy: CPU tensors only";
+  if (d->device.device_type != kDLCPU)
+    TVM_FFI_THROW(ValueError) << "counted_copy: CPU tensors only";
   if (!x.IsContiguous()) TVM_FFI_THROW(ValueError) << "counted_copy: contiguous tensors only";
   int32_t ndim = d->ndim;
   std::size_t nbytes = ffi::GetDataSize(*d);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the example TVM FFI module (hurray_tvm_example.so).
 
 HURRAY_TVM_EXAMPLE names the built module (default:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hurray/dlpack.h - the DLPack 1.3 C declarations, written by the libhurray
  * project from the published DLPack specification. Layouts, enum values,
@@ -195,9 +196,10 @@ typedef struct DLManagedTensorVersioned {
  * SetError(error_ctx, kind, message) exactly once, where `kind` names a
  * Python exception type ("MemoryError", "ValueError", ...); SetError may need
  * the GIL. */
-typedef int (*DLPackManagedTensorAllocator)(
-    DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
-    void (*SetError)(void *error_ctx, const char *kind, const char *message));
+typedef int (*DLPackManagedTensorAllocator)(DLTensor *prototype, DLManagedTensorVersioned **out,
+                                            void *error_ctx,
+                                            void (*SetError)(void *error_ctx, const char *kind,
+                                                             const char *message));
 
 /* Exports the Python object `py_object` (a PyObject *, of exactly the type the
  * table was found on) as a new owning tensor in *out. Returns 0, or non-zero

@@ -1,12 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hurray.h - the normative C ABI of libhurray.
  *
  * A Hurray buffer handle (hurray_buffer) describes tensor memory with DLPack's
  * vocabulary and carries one release callback that its holder calls exactly
  * once. The handle layout and its contract are specified in
- * docs/spec/buffer-protocol.md; every function below is specified in
- * docs/impl/c-ffi.md, the GPU functions in docs/impl/gpu.md. Section
- * references ("spec §N", "c-ffi §N", "gpu §N") point there.
+ * docs/spec/buffer-protocol.md. Each function's contract is its comment
+ * below; docs/impl/c-ffi.md (what spans functions: loading, threads,
+ * versions, errors, the checking mode) and docs/impl/gpu.md (the GPU back
+ * ends) point here. Section references ("spec §N", "c-ffi §N", "gpu §N")
+ * point to those three documents.
  *
  * It compiles as C11 and C++17 and includes the project's DLPack 1.3
  * declarations (hurray/dlpack.h, installed beside it). A translation unit
@@ -24,6 +27,20 @@
  *  - It is safe to call from any thread; calls on distinct objects never race.
  *    Two threads must not pass the same hurray_buffer object to functions
  *    that consume or clear it at the same time.
+ *  - Checking mode (c-ffi §9): a function that reads or consumes a handle
+ *    passed in (hurray_buffer_validate, hurray_buffer_extent, hurray_share,
+ *    hurray_to_dlpack*, hurray_copy*) also returns HURRAY_ERR_RELEASED when
+ *    that handle is tracked and its reference is already gone, found before
+ *    any of its fields is read. The Returns lists below do not repeat it.
+ *  - A function whose status can report an error the caller must handle is
+ *    HURRAY_NODISCARD. The exceptions are hurray_buffer_release (its only
+ *    error is a NULL handle, and releases sit in cleanup paths) and the
+ *    functions that always return HURRAY_OK.
+ *  - A few functions always return HURRAY_OK (the DLPack deleters' wrappers,
+ *    hurray_set_diagnostic_hook). They return a status anyway so that every
+ *    member of the function table (c-ffi §8) has the same result type and a
+ *    later failure mode needs no new signature; the table's next major
+ *    version may make them return void instead.
  *
  * Every function's comment has the same parts, in this order: a one-line
  * summary and any description, then
@@ -31,11 +48,15 @@
  *                [in, consumed on success] ("Parameters: none" for (void));
  *   Returns:     HURRAY_OK and each error status with its cause (or the value
  *                returned by the functions that return no status);
- *   On failure:  what the caller still owns and what is left untouched;
+ *   Cost:        optional: the allocations or waits a call makes, where they
+ *                matter; it names no status;
+ *   On failure:  what the caller still owns and what is left untouched
+ *                ("cannot fail" for the functions that always succeed);
  *   Threads:     which threads may call it and where callbacks run;
  *   Spec:        the sections that specify it.
  * tests/packaging/check_doc_comments.cmake fails the build's tests when a
- * function declared with HURRAY_API lacks one of them.
+ * function declared with HURRAY_API lacks one of them, has them out of
+ * order, lists a status under Cost:, or breaks the HURRAY_NODISCARD rule.
  */
 #ifndef HURRAY_HURRAY_H_
 #define HURRAY_HURRAY_H_
@@ -53,9 +74,11 @@
 #endif
 
 /* HURRAY_API marks every function of the ABI. While libhurray itself is
- * built (HURRAY_BUILDING_LIBRARY) it gives the symbol default visibility, so
- * that it is exported although the library is compiled with hidden
- * visibility; for callers, and on Windows, it expands to nothing. */
+ * built (HURRAY_BUILDING_LIBRARY, set by CMakeLists.txt) it gives the symbol
+ * default visibility, so that it is exported although the library is
+ * compiled with hidden visibility; for callers it expands to nothing. The
+ * library is built for Linux only (CMake refuses Windows and macOS): there
+ * is no __declspec(dllexport) form, and on Windows it expands to nothing. */
 #if defined(_WIN32)
 #define HURRAY_API
 #elif defined(HURRAY_BUILDING_LIBRARY)
@@ -65,9 +88,8 @@
 #endif
 
 /* HURRAY_NODISCARD marks functions whose status must be looked at (GCC and
- * Clang warn when it is ignored); empty for other compilers. The functions
- * that cannot fail in a way the caller must handle (releases, deleters,
- * hook installation) do not carry it. */
+ * Clang warn when it is ignored); empty for other compilers. Which functions
+ * carry it: the conventions above. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HURRAY_NODISCARD __attribute__((warn_unused_result))
 #else
@@ -132,19 +154,19 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_version(uint32_t header_version
  * comes with a message for the calling thread (hurray_last_error).
  * (c-ffi §0) */
 typedef enum hurray_status {
-  HURRAY_OK = 0,                       /* success */
-  HURRAY_ERR_INVALID_ARGUMENT = 1,     /* NULL pointer, bad ndim/shape/strides */
-  HURRAY_ERR_UNSUPPORTED_VERSION = 2,  /* DLPack major != 1, handle layout, library */
-  HURRAY_ERR_UNSUPPORTED_DTYPE = 3,    /* unknown code, bits not valid for code, lanes 0 */
-  HURRAY_ERR_UNSUPPORTED_DEVICE = 4,   /* device type unknown or not served, device unavailable */
-  HURRAY_ERR_OUT_OF_MEMORY = 5,        /* host or device allocation failed */
-  HURRAY_ERR_OVERFLOW = 6,             /* element count or byte extent beyond 64-bit range */
-  HURRAY_ERR_DEVICE = 7,               /* a device runtime call failed */
-  HURRAY_ERR_INTERNAL = 8,             /* a bug in libhurray; please report it */
-  HURRAY_ERR_RELEASED = 9,             /* checking mode: the handle was already released
-                                          or consumed (c-ffi §9) */
-  HURRAY_ERR_LEAKED = 10               /* checking mode: a handle still live when the
-                                          leak report ran (sent to the hook, c-ffi §9) */
+  HURRAY_OK = 0,                      /* success */
+  HURRAY_ERR_INVALID_ARGUMENT = 1,    /* NULL pointer, bad ndim/shape/strides */
+  HURRAY_ERR_UNSUPPORTED_VERSION = 2, /* DLPack major != 1, handle layout, library */
+  HURRAY_ERR_UNSUPPORTED_DTYPE = 3,   /* unknown code, bits not valid for code, lanes 0 */
+  HURRAY_ERR_UNSUPPORTED_DEVICE = 4,  /* device type unknown or not served, device unavailable */
+  HURRAY_ERR_OUT_OF_MEMORY = 5,       /* host or device allocation failed */
+  HURRAY_ERR_OVERFLOW = 6,            /* element count or byte extent beyond 64-bit range */
+  HURRAY_ERR_DEVICE = 7,              /* a device runtime call failed */
+  HURRAY_ERR_INTERNAL = 8,            /* a bug in libhurray; please report it */
+  HURRAY_ERR_RELEASED = 9,            /* checking mode: the handle was already released
+                                         or consumed (c-ffi §9) */
+  HURRAY_ERR_LEAKED = 10              /* checking mode: a handle still live when the
+                                         leak report ran (sent to the hook, c-ffi §9) */
 } hurray_status;
 
 /* Message describing the last failed call made by this thread.
@@ -224,19 +246,19 @@ typedef void (*hurray_release_fn)(void *user_data);
  * A live handle has release_fn != NULL. An empty (or released) handle has
  * release_fn == NULL and describes nothing. */
 typedef struct hurray_buffer {
-  uint32_t version;         /* HURRAY_BUFFER_VERSION                     @0  */
-  uint32_t reserved;        /* 0                                         @4  */
+  uint32_t version;             /* HURRAY_BUFFER_VERSION                     @0  */
+  uint32_t reserved;            /* 0                                         @4  */
   hurray_release_fn release_fn; /* see spec §4; NULL when empty          @8  */
-  void *user_data;          /* passed to release_fn                      @16 */
-  uint64_t flags;           /* HURRAY_FLAG_* bits                        @24 */
-  void *data;               /* base address; may be NULL if no elements  @32 */
-  uint64_t byte_offset;     /* bytes from data to element (0,...,0)      @40 */
-  hurray_device device;     /*                                           @48 */
-  hurray_dtype dtype;       /*                                           @56 */
-  int32_t ndim;             /* 0..HURRAY_MAX_NDIM                        @60 */
-  const int64_t *shape;     /* ndim extents; NULL allowed when ndim == 0 @64 */
-  const int64_t *strides;   /* ndim strides in elements; non-NULL when
-                               ndim > 0; NULL allowed when ndim == 0     @72 */
+  void *user_data;              /* passed to release_fn                      @16 */
+  uint64_t flags;               /* HURRAY_FLAG_* bits                        @24 */
+  void *data;                   /* base address; may be NULL if no elements  @32 */
+  uint64_t byte_offset;         /* bytes from data to element (0,...,0)      @40 */
+  hurray_device device;         /*                                           @48 */
+  hurray_dtype dtype;           /*                                           @56 */
+  int32_t ndim;                 /* 0..HURRAY_MAX_NDIM                        @60 */
+  const int64_t *shape;         /* ndim extents; NULL allowed when ndim == 0 @64 */
+  const int64_t *strides;       /* ndim strides in elements; non-NULL when
+                                   ndim > 0; NULL allowed when ndim == 0     @72 */
 } hurray_buffer;
 
 /* Releases a handle: zeroes *h (so it reads as empty), then calls
@@ -276,9 +298,6 @@ HURRAY_API int32_t hurray_buffer_release(hurray_buffer *h);
  *   HURRAY_ERR_UNSUPPORTED_DEVICE   a device type DLPack 1.3 does not define
  *   HURRAY_ERR_OVERFLOW             element count, byte_offset or byte extent
  *                                   beyond signed 64-bit range
- *   HURRAY_ERR_RELEASED             checking mode (c-ffi §9): h is a tracked
- *                                   handle whose reference is already gone
- *                                   (checked before any field is read)
  * On failure: nothing changed; *h stays owned by the caller.
  * Threads: safe from any thread (reads only).
  * Spec: docs/spec/buffer-protocol.md §3; docs/impl/c-ffi.md §3. */
@@ -327,6 +346,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  * sharing it is released, on the thread that releases last. Sharing a handle
  * that came from hurray_share adds n - 1 to the same count (no second
  * control block, no nesting, no allocation). n == 1 moves *src to out[0].
+ * A handle this function issued and that is unchanged since is not
+ * validated again (its control block recorded the checked source); any
+ * other *src is (spec §3.4).
  *
  * Parameters:
  *   src  [in, consumed on success]  a live, valid handle; zeroed on success
@@ -340,16 +362,12 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: one allocation the first time a handle is shared with n > 1, none
  *   afterwards.
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); out
  *   untouched.
  * Threads: safe from any thread; the out handles may be released from any
  *   threads, in any order.
  * Spec: docs/spec/buffer-protocol.md §5; docs/impl/c-ffi.md §4. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
-                                                 hurray_buffer *out);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out);
 
 /* ---------------------------------------------------------------------------
  * DLPack conversion (spec §6, c-ffi §5)
@@ -365,7 +383,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
  * DLManagedTensorVersioned and that still describes that tensor exactly
  * (same fields, shape/strides pointers and flags) is unwrapped: *out is the
  * original tensor itself, with the 1.x version and the strides its producer
- * gave it.
+ * gave it. Such a handle, or one hurray_share issued and unchanged since, was
+ * validated when it entered and is not validated again; any other *src is
+ * (spec §3.4).
  *
  * Parameters:
  *   src  [in, consumed on success]  a live, valid handle; zeroed on success
@@ -376,16 +396,13 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n,
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: at most one heap allocation (DLPack struct and handle together);
  *   none when unwrapping.
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); *out
  *   untouched.
  * Threads: safe from any thread; the tensor's deleter may be called from any
  *   thread.
  * Spec: docs/spec/buffer-protocol.md §6.2, §6.4; docs/impl/c-ffi.md §5. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned(
-    hurray_buffer *src, struct DLManagedTensorVersioned **out);
+HURRAY_API HURRAY_NODISCARD int32_t
+hurray_to_dlpack_versioned(hurray_buffer *src, struct DLManagedTensorVersioned **out);
 
 /* Exports a handle as a legacy (unversioned) DLManagedTensor.
  *
@@ -403,9 +420,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned(
  *   HURRAY_ERR_OUT_OF_MEMORY     the export block cannot be allocated
  *   or any other error of hurray_buffer_validate for *src.
  * Cost: at most one heap allocation; none when unwrapping.
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: nothing consumed (*src unchanged, still the caller's); *out
  *   untouched.
  * Threads: safe from any thread; the tensor's deleter may be called from any
@@ -427,7 +441,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack(hurray_buffer *src,
  * tensor older than 1.2 with NULL strides is read as compact row-major and
  * costs one allocation. A tensor that libhurray itself exported and that
  * still describes its handle exactly (same fields, shape/strides pointers and
- * flags) is unwrapped: *out is the original handle and the wrapper is freed.
+ * flags) is unwrapped: *out is the original handle and the wrapper is freed;
+ * it is not validated again (its handle was validated at export), every
+ * other tensor is (spec §3.4).
  *
  * Parameters:
  *   t        [in, consumed on success]  the tensor
@@ -455,8 +471,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack(hurray_buffer *src,
  * Threads: safe from any thread; out's release, and so t->deleter, runs on
  *   whichever thread releases the handle.
  * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(
-    struct DLManagedTensorVersioned *t, uint32_t options, hurray_buffer *out);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(struct DLManagedTensorVersioned *t,
+                                                                 uint32_t options,
+                                                                 hurray_buffer *out);
 
 /* Imports a legacy DLManagedTensor as a handle.
  *
@@ -490,8 +507,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned(
  * Threads: safe from any thread; out's release, and so t->deleter, runs on
  *   whichever thread releases the handle.
  * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t,
-                                                       uint32_t options,
+HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t, uint32_t options,
                                                        hurray_buffer *out);
 
 /* Drops a DLManagedTensorVersioned nobody will consume: calls t->deleter(t)
@@ -499,7 +515,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack(struct DLManagedTensor *t
  *
  * Parameters:
  *   t  [in, consumed]  the tensor, or NULL (then nothing happens)
- * Returns: HURRAY_OK, always.
+ * Returns: HURRAY_OK, always (why a status at all: the conventions above).
  * On failure: cannot fail.
  * Threads: safe from any thread; the deleter runs on the calling thread.
  * Spec: docs/impl/c-ffi.md §5. */
@@ -510,7 +526,7 @@ HURRAY_API int32_t hurray_dlpack_versioned_delete(struct DLManagedTensorVersione
  *
  * Parameters:
  *   t  [in, consumed]  the tensor, or NULL (then nothing happens)
- * Returns: HURRAY_OK, always.
+ * Returns: HURRAY_OK, always (why a status at all: the conventions above).
  * On failure: cannot fail.
  * Threads: safe from any thread; the deleter runs on the calling thread.
  * Spec: docs/impl/c-ffi.md §5. */
@@ -563,8 +579,8 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  * Spec: docs/spec/buffer-protocol.md §7.1; docs/impl/c-ffi.md §6;
  *   docs/impl/gpu.md §2. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dtype dtype,
-                                                 int32_t ndim, const int64_t *shape,
-                                                 uint64_t flags, hurray_buffer *out);
+                                                 int32_t ndim, const int64_t *shape, uint64_t flags,
+                                                 hurray_buffer *out);
 
 /* Copies the elements of *src into new compact row-major memory on `device`
  * (same dtype and shape).
@@ -593,15 +609,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc(hurray_device device, hurray_dt
  *   HURRAY_ERR_DEVICE              a GPU runtime call failed
  *   or any other error of hurray_buffer_validate (for *src) or hurray_alloc
  *   (for the destination).
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: *out untouched; nothing stays allocated; *src unchanged.
  * Threads: safe from any thread.
  * Spec: docs/spec/buffer-protocol.md §7.2; docs/impl/c-ffi.md §6;
  *   docs/impl/gpu.md §4. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src,
-                                                hurray_device device,
+HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray_device device,
                                                 hurray_buffer *out);
 
 /* ===========================================================================
@@ -763,9 +775,6 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  *   HURRAY_ERR_INVALID_ARGUMENT    the copy must wait on the host for a
  *                                  stream that is being captured (above)
  *   HURRAY_ERR_DEVICE              the runtime fails the copy
- *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
- *                        whose reference is already gone (found before any
- *                        of its fields is read)
  * On failure: *out untouched; nothing stays allocated; *src unchanged. Work
  *   already queued on the stream stays queued.
  * Threads: safe from any thread.
@@ -804,8 +813,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
  * On failure: nothing to release; waits already queued stay queued.
  * Threads: safe from any thread.
  * Spec: docs/impl/gpu.md §4. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device,
-                                                       void *producer_stream,
+HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
                                                        void *consumer_stream);
 
 /* Counters of releases that did not free, since the process started.
@@ -891,7 +899,7 @@ typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, v
  * Parameters:
  *   hook  [in]  the new hook; NULL removes it
  *   user  [in]  passed to every call of `hook`; not owned by libhurray
- * Returns: HURRAY_OK, always.
+ * Returns: HURRAY_OK, always (why a status at all: the conventions above).
  * On failure: cannot fail.
  * Threads: safe from any thread, and from within the hook; waits while the
  *   previous hook runs on another thread.
@@ -932,10 +940,11 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
 /* Options of hurray_check_enable (bits). HURRAY_CHECK=1 in the environment
  * means HURRAY_CHECK_TRACK, HURRAY_CHECK=stderr means both bits, unset or 0
  * means off. (c-ffi §9) */
-#define HURRAY_CHECK_TRACK 0x1u  /* track handles, catch double releases */
-#define HURRAY_CHECK_STDERR 0x2u /* also print each finding, and at exit the
-                                    handles still live, to stderr (implies
-                                    HURRAY_CHECK_TRACK) */
+#define HURRAY_CHECK_TRACK 0x1u /* track handles, catch double releases */
+#define HURRAY_CHECK_STDERR                        \
+  0x2u /* also print each finding, and at exit the \
+          handles still live, to stderr (implies   \
+          HURRAY_CHECK_TRACK) */
 
 /* Turns the checking mode on or off for handles made from now on. Handles
  * made before stay as they were: untracked ones stay untracked, tracked ones
@@ -951,7 +960,7 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * Threads: safe from any thread; a handle made concurrently on another
  *   thread may be made under the old or the new setting.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_enable(uint32_t options);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_enable(uint32_t options);
 
 /* State of the checking mode. Size-prefixed like hurray_diagnostics. */
 typedef struct hurray_check_state {
@@ -981,20 +990,20 @@ typedef struct hurray_check_state {
  * Threads: safe from any thread; a snapshot of the counters under the
  *   checker's lock.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_get_state(hurray_check_state *out);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_get_state(hurray_check_state *out);
 
 /* One live tracked handle, as hurray_check_live shows it. Every pointer is
  * valid only during the visit call. */
 typedef struct hurray_check_entry {
-  uint32_t struct_size;   /* sizeof(hurray_check_entry) in the library */
-  uint32_t reserved;      /* 0 */
-  uint64_t id;            /* the handle's id (1, 2, ...) */
-  const char *made_by;    /* the function that made it ("hurray_alloc") */
-  const char *label;      /* set by hurray_check_label; "" when none */
-  const char *origin;     /* where it was made: one frame per line, callers
-                             of libhurray only, innermost first ("" when the
-                             platform gives no backtrace) */
-  void *data;             /* the handle's data, device, dtype and ndim */
+  uint32_t struct_size; /* sizeof(hurray_check_entry) in the library */
+  uint32_t reserved;    /* 0 */
+  uint64_t id;          /* the handle's id (1, 2, ...) */
+  const char *made_by;  /* the function that made it ("hurray_alloc") */
+  const char *label;    /* set by hurray_check_label; "" when none */
+  const char *origin;   /* where it was made: one frame per line, callers
+                           of libhurray only, innermost first ("" when the
+                           platform gives no backtrace) */
+  void *data;           /* the handle's data, device, dtype and ndim */
   hurray_device device;
   hurray_dtype dtype;
   int32_t ndim;
@@ -1021,8 +1030,8 @@ typedef void (*hurray_check_visit_fn)(const hurray_check_entry *entry, void *use
  * On failure: visit is not called; *count untouched.
  * Threads: safe from any thread.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit, void *user,
-                                     size_t *count);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit,
+                                                      void *user, size_t *count);
 
 /* Attaches a label to a tracked handle, shown with it in reports (a binding
  * puts its own language's creation site here, e.g. "test_x.py:12"). The text
@@ -1041,7 +1050,7 @@ HURRAY_API int32_t hurray_check_live(uint64_t since, hurray_check_visit_fn visit
  * On failure: nothing changed.
  * Threads: safe from any thread.
  * Spec: docs/impl/c-ffi.md §9. */
-HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, const char *label);
 
 /* ===========================================================================
  * Entry point for runtimes that dlopen libhurray, and a handle move helper
@@ -1065,8 +1074,7 @@ HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label)
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
 #define HURRAY_API_VERSION_MINOR 1u
-#define HURRAY_API_VERSION \
-  ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
+#define HURRAY_API_VERSION ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
 
 /* Function table of libhurray: one member per public function of this
  * header (hurray_get_api itself excepted), named after it without the
@@ -1133,9 +1141,8 @@ typedef struct hurray_api {
 /* 1 when the table `api` (a const hurray_api *) has `member`, i.e. the
  * member ends within api->struct_size; 0 otherwise. Needed only for members
  * newer than the minor version the caller asked hurray_get_api for. */
-#define HURRAY_API_HAS(api, member)                      \
-  ((api)->struct_size >= offsetof(hurray_api, member) + \
-                             sizeof(((const hurray_api *)0)->member))
+#define HURRAY_API_HAS(api, member) \
+  ((api)->struct_size >= offsetof(hurray_api, member) + sizeof(((const hurray_api *)0)->member))
 
 /* Type of hurray_get_api, for the pointer dlsym returns. */
 typedef int32_t (*hurray_get_api_fn)(uint32_t abi_version, const hurray_api **out);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray.hpp - header-only C++17 layer over hurray.h (and nothing else).
 //
 // hurray::Buffer owns one hurray_buffer and releases it in its destructor

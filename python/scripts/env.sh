@@ -1,32 +1,20 @@
 # Sourced by python/run_tests.sh and examples/run_demo.sh (bash).
 #
 # hurray_py_env VENV: makes sure a C/C++ toolchain, CMake and a Python with
-# venv support and headers are present (installing the missing ones with
-# apt-get when run as root on Debian), then creates VENV if needed, and sets
+# venv support and headers are present (tests/deps.sh installs the missing
+# ones), then creates VENV if needed, and sets
 # HURRAY_PY to its python. Nothing is installed that is already there.
 
 hurray_py_log() { printf '[hurray] %s\n' "$*" >&2; }
 
-_hurray_apt_updated=0
-hurray_apt_install() {
-  if ! command -v apt-get >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
-    hurray_py_log "missing: $* (install them, or run as root on Debian/Ubuntu to have them installed)"
-    return 1
-  fi
-  if [ "$_hurray_apt_updated" = 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || return 1
-    _hurray_apt_updated=1
-  fi
-  hurray_py_log "apt-get install $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
-}
+# hurray_apt_install PACKAGE...: the missing ones, through tests/deps.sh (the
+# one script that installs system packages).
+_hurray_deps_sh="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/deps.sh"
+hurray_apt_install() { bash "$_hurray_deps_sh" --packages "$@"; }
 
 hurray_py_env() {
-  local venv="$1" need=()
-  command -v cmake >/dev/null 2>&1 || need+=(cmake)
-  command -v g++ >/dev/null 2>&1 || need+=(g++)
-  command -v python3 >/dev/null 2>&1 || need+=(python3)
-  if [ ${#need[@]} -gt 0 ]; then hurray_apt_install "${need[@]}" || return 1; fi
+  local venv="$1"
+  bash "$_hurray_deps_sh" python || return 1
 
   if [ ! -x "$venv/bin/python" ]; then
     if ! python3 -m venv "$venv" >/dev/null 2>&1; then

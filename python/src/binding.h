@@ -67,12 +67,15 @@ struct SavedError {
 // (docs/impl/python.md §3), on the tensor itself, before libhurray imports
 // it: its manager_ctx and deleter move into a small block and come back
 // before the producer's deleter runs. Returns false with MemoryError set
-// (naming `what`), the tensor unchanged.
-bool wrap_foreign_deleter(void *tensor, bool versioned, const char *what);
+// (naming `what`), the tensor unchanged. Tensor: DLManagedTensorVersioned
+// or DLManagedTensor (instantiated in release.cc).
+template <typename Tensor>
+bool wrap_foreign_deleter(Tensor *t, const char *what);
 
 // Undoes wrap_foreign_deleter on a tensor libhurray refused (it is the
 // caller's again, as it was). Cannot fail.
-void unwrap_foreign_deleter(void *tensor, bool versioned);
+template <typename Tensor>
+void unwrap_foreign_deleter(Tensor *t);
 
 // Releases a live handle (no-op on an empty one), keeping the pending
 // exception.
@@ -191,6 +194,21 @@ bool check_live(const BufferObject *b);
 
 inline BufferObject *as_buffer(PyObject *o) { return reinterpret_cast<BufferObject *>(o); }
 
+// The hurray.Buffer type (ready once module init has run).
+PyTypeObject *buffer_type();
+
+// The handle of a live Buffer, which stays owned by the Buffer; nullptr with
+// TypeError set when obj is not a hurray.Buffer, ValueError when released.
+hurray_buffer *live_handle(PyObject *obj);
+
+// A new Buffer object holding no handle yet (it reads as released), or
+// nullptr with MemoryError set. Give it a handle with buffer_adopt, or drop it.
+PyObject *new_empty_buffer();
+
+// Moves the live handle *h into `buffer` (made by new_empty_buffer and not
+// yet given one) and zeroes *h. Cannot fail.
+void buffer_adopt(PyObject *buffer, hurray_buffer *h);
+
 // ---- buffer_protocol.cc ----------------------------------------------------------
 
 extern PyBufferProcs kBufferProcs;
@@ -216,14 +234,25 @@ uint32_t answer_minor(const hurray_buffer &h, long long asked_minor);
 PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
 
-// Imports one DLPack tensor (versioned or legacy) as a live handle, wrapping
-// a foreign deleter GIL-safely. A legacy tensor from any producer but
+// Imports one DLPack tensor (Tensor: DLManagedTensorVersioned or
+// DLManagedTensor, instantiated in import.cc) as a live handle, wrapping a
+// foreign deleter GIL-safely. A legacy tensor from any producer but
 // libhurray itself comes out READ_ONLY: the legacy struct cannot say whether
 // the memory may be written, and NumPy assumes it may not (docs §2).
 // Returns HURRAY_OK, or a failure status with an exception set, except
 // HURRAY_ERR_UNSUPPORTED_VERSION of a versioned tensor, which sets none (the
 // caller words it). On failure the caller still owns the tensor.
-int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer *out);
+template <typename Tensor>
+int32_t import_tensor(Tensor *t, const char *what, hurray_buffer *out);
+
+// import_tensor of a versioned tensor, wording HURRAY_ERR_UNSUPPORTED_VERSION
+// as a BufferError too (for exchange_api.cc). On success the handle owns the
+// tensor. On failure returns false with a Python exception set, and the
+// caller still owns the tensor.
+bool import_versioned(DLManagedTensorVersioned *t, const char *what, hurray_buffer *out);
+
+// Calls t->deleter(t) (if any), keeping the pending Python exception.
+void delete_tensor(DLManagedTensorVersioned *t);
 
 // ---- module.cc -----------------------------------------------------------------
 
@@ -241,6 +270,59 @@ extern Names g_names;
 // a tensor carrying one needs no second GIL-safe wrapper on import.
 extern void (*g_hurray_versioned_deleter)(DLManagedTensorVersioned *);
 extern void (*g_hurray_legacy_deleter)(DLManagedTensor *);
+
+// ---- exchange_api.cc: the DLPack C exchange API, both sides ------------------
+// (docs/impl/python.md, "The DLPack C exchange API"): publishes hurray.Buffer's
+// table (producer) and looks up and uses other types' tables in
+// hurray.from_dlpack (consumer).
+
+// Sets hurray.Buffer.__dlpack_c_exchange_api__ (a capsule named
+// "dlpack_exchange_api" holding the static table) and adds the private
+// _exchange_api_stats() to `module`. Call after PyType_Ready(buffer type).
+// Returns false with an exception set on failure.
+bool exchange_api_init(PyObject *module);
+
+// What hurray.from_dlpack knows of a producer type's table.
+struct ProducerTable {
+  // The usable table, or nullptr: take the capsule path.
+  const DLPackExchangeAPI *api;
+  // The type is a torch tensor type (its MRO holds torch._C.TensorBase):
+  // import_via_exchange_api applies torch's __dlpack__ refusals.
+  bool torch;
+};
+
+// The exchange API table published by `type` (looked up on the type, as
+// type(x).__dlpack_c_exchange_api__), when it is a capsule named
+// "dlpack_exchange_api" whose table has header.version.major == 1 and a
+// managed_tensor_from_py_object_no_sync, and no class of the MRO before the
+// one that defines the attribute defines __dlpack__ (a subclass that
+// overrides __dlpack__ is asked through it); else api is nullptr. A torch
+// type whose TensorBase lacks requires_grad/is_conj/is_neg also gets
+// nullptr. Cached per type object (see exchange_api.cc). Returns api nullptr
+// with an exception set only when the attribute lookup itself raised
+// something other than AttributeError.
+ProducerTable exchange_api_of(PyTypeObject *type);
+
+// Takes obj's tensor through its type's table (from exchange_api_of):
+// managed_tensor_from_py_object_no_sync, then, for a torch type, torch's
+// checks (docs/impl/python.md §7, "torch's table"), then, for a GPU tensor,
+// the producer's current_work_stream, and hurray_stream_wait so that the
+// Buffer's stream (buffer_stream) is ordered after the producer's work; then
+// import_versioned. Returns 1 when *out is a live handle that owns the
+// tensor; 0, no exception set and nothing held, when a torch tensor must be
+// asked through its __dlpack__ instead (torch's table failed, or the tensor
+// requires grad or has the conjugate bit: __dlpack__ gives torch's own
+// error; or reading those flags raised an Exception other than MemoryError,
+// as a subclass's __torch_function__ may); -1 with an exception set on
+// failure (a negative-bit torch view: BufferError). Nothing is leaked
+// either way.
+int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out);
+
+// Counts which path hurray.from_dlpack took for a producer object (shown by
+// _exchange_api_stats() as "consumer_table" / "consumer_capsule"; a table
+// call that sent a torch tensor on to __dlpack__ counts both, and also
+// "consumer_table_declined").
+void count_consumer_path(bool via_table);
 
 // ---- check.cc ----------------------------------------------------------------
 

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "binding.h"
-#include "exchange_api.h"
 
 namespace hurray_py {
 
@@ -373,7 +372,7 @@ bool buffer_type_ready() {
   return PyType_Ready(&BufferType) == 0;
 }
 
-// --- hooks of exchange_api.cc (exchange_api.h) --------------------------------
+// --- used by exchange_api.cc -------------------------------------------------
 
 PyTypeObject *buffer_type() { return &BufferType; }
 

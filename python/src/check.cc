@@ -123,7 +123,9 @@ PyMethodDef check_methods[] = {
 void label_python_site(const hurray_buffer *h) {
   char site[512];
   python_site(site, sizeof site);
-  if (site[0] != '\0') (void)hurray_check_label(h, site);
+  // Untracked, or no memory for the text: the Buffer stays unlabelled (the
+  // status is HURRAY_NODISCARD, and a (void) cast does not quiet GCC).
+  if (site[0] != '\0' && hurray_check_label(h, site) != HURRAY_OK) return;
 }
 
 bool check_init(PyObject *m) {

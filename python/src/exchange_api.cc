@@ -7,7 +7,7 @@
 // returns 0 or -1, never throws, and on failure leaves a Python exception set
 // (the allocator instead reports through its SetError callback) and owns or
 // frees nothing it did not own before.
-#include "exchange_api.h"
+#include "binding.h"
 
 #include <cstdint>
 #include <cstdio>

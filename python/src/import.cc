@@ -3,33 +3,41 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "binding.h"
-#include "exchange_api.h"
 
 namespace hurray_py {
 
-int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer *out) {
-  bool needs_wrap, ours;
-  if (versioned) {
-    auto *t = static_cast<DLManagedTensorVersioned *>(ptr);
+namespace {
+
+// libhurray's import of each DLPack struct.
+int32_t hurray_import(DLManagedTensorVersioned *t, hurray_buffer *out) {
+  return hurray_from_dlpack_versioned(t, HURRAY_IMPORT_DEFAULT, out);
+}
+int32_t hurray_import(DLManagedTensor *t, hurray_buffer *out) {
+  return hurray_from_dlpack(t, HURRAY_IMPORT_DEFAULT, out);
+}
+
+}  // namespace
+
+template <typename Tensor>
+int32_t import_tensor(Tensor *t, const char *what, hurray_buffer *out) {
+  constexpr bool versioned = std::is_same<Tensor, DLManagedTensorVersioned>::value;
+  bool ours, needs_wrap;
+  if constexpr (versioned) {
     ours = t->deleter == g_hurray_versioned_deleter;
     // Another major version is refused below; its other fields are not read.
     needs_wrap = t->deleter != nullptr && !ours && t->version.major == 1;
   } else {
-    auto *t = static_cast<DLManagedTensor *>(ptr);
     ours = t->deleter == g_hurray_legacy_deleter;
     needs_wrap = t->deleter != nullptr && !ours;
   }
-  if (needs_wrap && !wrap_foreign_deleter(ptr, versioned, what)) return HURRAY_ERR_OUT_OF_MEMORY;
+  if (needs_wrap && !wrap_foreign_deleter(t, what)) return HURRAY_ERR_OUT_OF_MEMORY;
   hurray_buffer h;
-  int32_t st = versioned
-                   ? hurray_from_dlpack_versioned(static_cast<DLManagedTensorVersioned *>(ptr),
-                                                  HURRAY_IMPORT_DEFAULT, &h)
-                   : hurray_from_dlpack(static_cast<DLManagedTensor *>(ptr),
-                                        HURRAY_IMPORT_DEFAULT, &h);
+  int32_t st = hurray_import(t, &h);
   if (st != HURRAY_OK) {
-    if (needs_wrap) unwrap_foreign_deleter(ptr, versioned);
+    if (needs_wrap) unwrap_foreign_deleter(t);
     if (st != HURRAY_ERR_UNSUPPORTED_VERSION || !versioned) raise_status(st, what);
     return st;
   }
@@ -41,6 +49,9 @@ int32_t import_tensor(void *ptr, bool versioned, const char *what, hurray_buffer
   *out = h;
   return HURRAY_OK;
 }
+
+template int32_t import_tensor(DLManagedTensorVersioned *, const char *, hurray_buffer *);
+template int32_t import_tensor(DLManagedTensor *, const char *, hurray_buffer *);
 
 namespace {
 
@@ -71,7 +82,9 @@ bool import_capsule(PyObject *cap, hurray_buffer *out) {
   if (ptr == nullptr) return false;
 
   hurray_buffer h;
-  int32_t st = import_tensor(ptr, versioned, "hurray.from_dlpack", &h);
+  int32_t st = versioned ? import_tensor(static_cast<DLManagedTensorVersioned *>(ptr),
+                                         "hurray.from_dlpack", &h)
+                         : import_tensor(static_cast<DLManagedTensor *>(ptr), "hurray.from_dlpack", &h);
   if (st == HURRAY_ERR_UNSUPPORTED_VERSION && versioned) {
     // libhurray's message speaks to C callers (they keep the tensor and
     // must call its deleter). Here the capsule keeps its name, hence the
@@ -369,10 +382,10 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   return new_buffer(&h, legacy_unsaid);
 }
 
-// --- hooks of exchange_api.cc (exchange_api.h) --------------------------------
+// --- used by exchange_api.cc -------------------------------------------------
 
 bool import_versioned(DLManagedTensorVersioned *t, const char *what, hurray_buffer *out) {
-  int32_t st = import_tensor(t, true, what, out);
+  int32_t st = import_tensor(t, what, out);
   if (st == HURRAY_ERR_UNSUPPORTED_VERSION) {
     PyErr_Format(PyExc_BufferError,
                  "%s: the tensor is DLPack version %u.%u, and only major version %u can be "

@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "binding.h"
-#include "exchange_api.h"
 
 namespace hurray_py {
 

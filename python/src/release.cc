@@ -88,18 +88,20 @@ bool wrap(Tensor *t, const char *what) {
 
 }  // namespace
 
-bool wrap_foreign_deleter(void *tensor, bool versioned, const char *what) {
-  return versioned ? wrap(static_cast<DLManagedTensorVersioned *>(tensor), what)
-                   : wrap(static_cast<DLManagedTensor *>(tensor), what);
+template <typename Tensor>
+bool wrap_foreign_deleter(Tensor *t, const char *what) {
+  return wrap(t, what);
 }
 
-void unwrap_foreign_deleter(void *tensor, bool versioned) {
-  if (versioned) {
-    (void)restore(static_cast<DLManagedTensorVersioned *>(tensor));
-  } else {
-    (void)restore(static_cast<DLManagedTensor *>(tensor));
-  }
+template <typename Tensor>
+void unwrap_foreign_deleter(Tensor *t) {
+  (void)restore(t);
 }
+
+template bool wrap_foreign_deleter(DLManagedTensorVersioned *, const char *);
+template bool wrap_foreign_deleter(DLManagedTensor *, const char *);
+template void unwrap_foreign_deleter(DLManagedTensorVersioned *);
+template void unwrap_foreign_deleter(DLManagedTensor *);
 
 void release_handle(hurray_buffer *h) {
   if (h->release_fn == nullptr) return;

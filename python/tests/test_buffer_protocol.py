@@ -1,4 +1,4 @@
-"""The Python buffer protocol of CPU Buffers (issue 10): memoryview,
+"""The Python buffer protocol of CPU Buffers: memoryview,
 np.asarray, bytes, array, struct; zero-copy, readonly honoured, the Buffer
 kept alive by the view; clean refusals."""
 from typing import List

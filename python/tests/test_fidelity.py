@@ -1,5 +1,5 @@
 """Never more writable than the source; __dlpack__ arguments as the DLPack
-Python specification and NumPy read them (issue 10)."""
+Python specification and NumPy read them."""
 from typing import List
 from typing import Any, Callable, Tuple
 import ctypes

@@ -141,7 +141,7 @@ def test_jax_exotic_dtypes(jax: ModuleType, name: str) -> None:
     assert buf.dtype == name
     # JAX gives (and takes) only legacy capsules: its Buffer is read-only, as
     # NumPy would make it, and goes back to JAX as the legacy tensor it came
-    # as, zero-copy (issue 22).
+    # as, zero-copy.
     assert buf.readonly
     back = jnp.from_dlpack(buf)
     assert back.dtype == j.dtype

@@ -1,4 +1,4 @@
-"""Module init when libhurray fails (issue 10): learn_export_deleters used to
+"""Module init when libhurray fails: learn_export_deleters used to
 release an uninitialised handle when its first hurray_alloc failed. An
 LD_PRELOAD shim (aid/init_failure_shim.c) makes one libhurray call fail and
 counts hurray_buffer_release calls."""

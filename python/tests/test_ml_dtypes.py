@@ -1,5 +1,5 @@
 """ml_dtypes' types by their dtype objects, whatever kind NumPy reports for
-them (issue 22: float8_e5m2 says kind 'f' with itemsize 1, and
+them (float8_e5m2 says kind 'f' with itemsize 1, and
 `hurray.empty(n, ml_dtypes.float8_e5m2)` raised "has no DLPack equivalent"
 while the string worked), and back to NumPy with the dtype preserved."""
 from typing import Any, Dict, List

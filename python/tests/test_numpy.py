@@ -120,7 +120,7 @@ def test_every_dtype_round_trips_zero_copy(dtype: Any, name: str, protocol: str)
     assert buf.ndim == a.ndim
     assert buf.device == (1, 0) == buf.__dlpack_device__()
     # A legacy capsule cannot say whether writing is allowed: like NumPy,
-    # hurray takes it as read-only (issue 10).
+    # hurray takes it as read-only.
     assert buf.readonly is (protocol != "versioned")
     out = np.from_dlpack(buf)
     check_same(a, out)

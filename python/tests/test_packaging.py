@@ -1,4 +1,4 @@
-"""The package as its peers ship (issue 10): typed, with libhurray's headers,
+"""The package as its peers ship: typed, with libhurray's headers,
 library, CMake package and pkg-config file inside, found through hurray's
 functions and `python -m hurray`; and a working sdist."""
 from typing import Any, Sequence
@@ -52,7 +52,7 @@ def test_paths_point_into_the_package() -> None:
 
 @needs_wheel
 def test_distribution_is_libhurray_and_owns_the_hurray_package() -> None:
-    """`hurray` on PyPI is an unrelated project (issue 16 §4): this one is
+    """`hurray` on PyPI is an unrelated project: this one is
     distributed as libhurray, and no other installed distribution claims the
     `hurray` import package."""
     from importlib import metadata
@@ -92,7 +92,7 @@ def check_license_in_dist_info(python: str) -> None:
 
 @needs_wheel
 def test_wheel_dist_info_carries_the_license() -> None:
-    """Issue 16 §4: the licence text travels in the wheel, not only its name."""
+    """The licence text travels in the wheel, not only its name."""
     check_license_in_dist_info(sys.executable)
 
 
@@ -170,7 +170,7 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> No
     r = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist),
                         os.path.join(REPO, "python")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    # No deprecated scikit-build-core setting (issue 22: tool.scikit-build.metadata).
+    # No deprecated scikit-build-core setting (such as tool.scikit-build.metadata).
     assert "scikit-build-core" in r.stdout
     assert "deprecat" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
     (sdist,) = dist.glob("libhurray-*.tar.gz")

@@ -1,4 +1,4 @@
-"""TensorFlow, the real peer (issue 22): TensorFlow produces and takes only
+"""TensorFlow, the real peer: TensorFlow produces and takes only
 legacy ('dltensor') capsules (tf.experimental.dlpack.to_dlpack and
 from_dlpack), so every route here goes through hurray's legacy import and
 export. What came in legacy with nothing said goes on legacy, zero-copy

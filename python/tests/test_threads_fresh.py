@@ -1,4 +1,4 @@
-"""The first call into libhurray on a fresh thread (issue 16).
+"""The first call into libhurray on a fresh thread hands out complete handles.
 
 The pip-built module is a Release build of libhurray, loaded the way users
 load it: `import hurray` dlopens the extension, whose DT_NEEDED pulls in

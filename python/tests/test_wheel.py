@@ -1,4 +1,4 @@
-"""The wheel as shipped (issue 22): built and repaired to a manylinux tag by
+"""The wheel as shipped: built and repaired to a manylinux tag by
 python/scripts/build_wheel.sh, with no deprecated scikit-build-core setting,
 installable and importable in a fresh venv, and usable by build systems
 there: the `hurray-config` console script and the `pkg_config` entry point

@@ -7,7 +7,7 @@ namespace hurray::detail {
 namespace {
 
 int32_t overflow(const char *what) {
-  return fail(HURRAY_ERR_OVERFLOW, "copying: the byte %s of the layout overflows 64 bits", what);
+  return detail::fail(HURRAY_ERR_OVERFLOW, "copying: the byte %s of the layout overflows 64 bits", what);
 }
 
 }  // namespace

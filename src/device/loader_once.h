@@ -44,8 +44,8 @@ class LoaderOnce {
   bool ready(Load load, const char *load_error, const char *forked_message) {
     switch (run(load)) {
       case Outcome::kLoaded: return true;
-      case Outcome::kForkedChild: fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", forked_message); break;
-      case Outcome::kFailed: fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", load_error); break;
+      case Outcome::kForkedChild: detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", forked_message); break;
+      case Outcome::kFailed: detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", load_error); break;
     }
     return false;
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target of the checking mode (docs/impl/fuzzing.md, "The
 // checking mode"): each input is a program of handle operations on eight
 // slots, where a slot may hold a copy of another slot's handle, so the
@@ -180,7 +181,8 @@ void op_export(World &w, int k, bool legacy, bool reimport) {
       legacy ? hurray_to_dlpack(&w.value[k], &tl) : hurray_to_dlpack_versioned(&w.value[k], &tv);
   if (!end_ref(w, k)) {
     ++w.doubles;
-    FUZZ_CHECK(st == HURRAY_ERR_RELEASED, "export of a released handle: %s", hurray_status_name(st));
+    FUZZ_CHECK(st == HURRAY_ERR_RELEASED, "export of a released handle: %s",
+               hurray_status_name(st));
     FUZZ_CHECK(tv == nullptr && tl == nullptr, "a refused export wrote *out");
     return;
   }
@@ -275,7 +277,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
     }
     expect_all(w, "a step");
-    FUZZ_CHECK(checker_doubles() - doubles0 == w.doubles, "checker counted %llu double releases, model %llu",
+    FUZZ_CHECK(checker_doubles() - doubles0 == w.doubles,
+               "checker counted %llu double releases, model %llu",
                static_cast<unsigned long long>(checker_doubles() - doubles0),
                static_cast<unsigned long long>(w.doubles));
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: hostile DLPack headers through libhurray's whole
 // lifetime path, import -> extent -> share -> export -> re-import -> copy ->
 // release (docs/impl/fuzzing.md).
@@ -50,9 +51,9 @@ struct Producer {
   void *tensor = nullptr;  // the DLManagedTensor(Versioned) handed to libhurray
   bool legacy = false;
   bool has_deleter = true;
-  int calls = 0;           // deleter calls seen
-  bool armed = false;      // the next release may be the last one
-  void *backing = nullptr; // the memory data points into (heap, exact extent)
+  int calls = 0;            // deleter calls seen
+  bool armed = false;       // the next release may be the last one
+  void *backing = nullptr;  // the memory data points into (heap, exact extent)
   int64_t *shape = nullptr;
   int64_t *strides = nullptr;
 };
@@ -83,12 +84,12 @@ void on_delete(void *self) {
 void versioned_deleter(DLManagedTensorVersioned *self) { on_delete(self); }
 void legacy_deleter(DLManagedTensor *self) { on_delete(self); }
 
-const uint8_t kDtypes[][2] = {{0, 1},  {0, 2},  {0, 4},  {0, 8},   {0, 16}, {0, 32}, {0, 64},
-                              {1, 1},  {1, 4},  {1, 8},  {1, 64},  {2, 16}, {2, 32}, {2, 64},
-                              {3, 8},  {3, 24}, {4, 16}, {5, 64},  {5, 128}, {6, 8}, {7, 8},
+const uint8_t kDtypes[][2] = {{0, 1},  {0, 2},  {0, 4},  {0, 8},  {0, 16},  {0, 32}, {0, 64},
+                              {1, 1},  {1, 4},  {1, 8},  {1, 64}, {2, 16},  {2, 32}, {2, 64},
+                              {3, 8},  {3, 24}, {4, 16}, {5, 64}, {5, 128}, {6, 8},  {7, 8},
                               {14, 8}, {15, 6}, {16, 6}, {17, 4}};
-const int32_t kDeviceTypes[] = {1, 1, 1, 1, 1, 1, 3,  11, 2,  10, 13, 4, 7,
-                                8, 9, 12, 14, 15, 16, 17, 18, 0, 5, 6, 19, -1};
+const int32_t kDeviceTypes[] = {1, 1, 1,  1,  1,  1,  3,  11, 2, 10, 13, 4,  7,
+                                8, 9, 12, 14, 15, 16, 17, 18, 0, 5,  6,  19, -1};
 
 // Header fields in the order docs/impl/fuzzing.md gives.
 struct Plan {
@@ -116,10 +117,10 @@ void trace(const Header &h, const Plan &p) {
                "[fuzz] %s tensor: version %u.%u flags 0x%llx device (%d, %d) dtype "
                "(code %u, bits %u, lanes %u) ndim %d byte_offset %llu options 0x%x mode 0x%02x "
                "plan 0x%02x order %u fill %u data %p\n",
-               (p.mode & 1) ? "legacy" : "versioned", p.major, p.minor,
-               (unsigned long long)h.flags, h.device_type, h.device_id, h.code, h.bits, h.lanes,
-               h.ndim, (unsigned long long)h.byte_offset, p.options, p.mode, p.plan, p.order,
-               p.fill, h.data);
+               (p.mode & 1) ? "legacy" : "versioned", p.major, p.minor, (unsigned long long)h.flags,
+               h.device_type, h.device_id, h.code, h.bits, h.lanes, h.ndim,
+               (unsigned long long)h.byte_offset, p.options, p.mode, p.plan, p.order, p.fill,
+               h.data);
   for (int32_t k = 0; k < h.ndim && k < HURRAY_MAX_NDIM + 8; ++k) {
     std::fprintf(stderr, "[fuzz]   dim %d: shape %lld stride %lld\n", k,
                  h.shape ? (long long)h.shape[k] : 0LL, h.strides ? (long long)h.strides[k] : 0LL);
@@ -188,9 +189,17 @@ Verdict judge_import(const Header &h, const Plan &p, bool legacy) {
 }
 
 Header header_of(const hurray_buffer &b) {
-  return Header{b.data,        b.byte_offset, b.device.device_type, b.device.device_id,
-                b.dtype.code,  b.dtype.bits,  b.dtype.lanes,        b.ndim,
-                b.shape,       b.strides,     b.flags};
+  return Header{b.data,
+                b.byte_offset,
+                b.device.device_type,
+                b.device.device_id,
+                b.dtype.code,
+                b.dtype.bits,
+                b.dtype.lanes,
+                b.ndim,
+                b.shape,
+                b.strides,
+                b.flags};
 }
 
 // The fields of a handle that say which memory it describes (not who owns it).
@@ -232,8 +241,7 @@ void check_extent(const hurray_buffer &b, const char *what) {
              "{%lld, %lld, [%lld, %lld), %d}",
              what, (long long)e.numel, (long long)e.itemsize_bits, (long long)e.lowest,
              (long long)e.highest, e.contiguous, e.reserved, (long long)v.numel,
-             (long long)v.itemsize_bits, (long long)v.lowest, (long long)v.highest,
-             v.contiguous);
+             (long long)v.itemsize_bits, (long long)v.lowest, (long long)v.highest, v.contiguous);
 }
 
 // Releases handles in a fuzz-chosen order; the producer's deleter must run
@@ -268,8 +276,8 @@ void copy_step(const hurray_buffer &src, uint8_t sel, hurray_buffer *copy, bool 
   const bool host_src = host_readable_type(src.device.device_type);
   if (host_src && v.numel > 0 && g.backing == nullptr) return;  // claims memory it has not
   const bool packed_strided = !v.contiguous && v.itemsize_bits % 8 != 0;
-  const bool can = host_src && dst.device_type == HURRAY_DEVICE_CPU && dst.device_id == 0 &&
-                   !packed_strided;
+  const bool can =
+      host_src && dst.device_type == HURRAY_DEVICE_CPU && dst.device_id == 0 && !packed_strided;
   const int calls_before = g.calls;
   hurray_buffer out;
   std::memset(&out, 0xA5, sizeof out);
@@ -314,7 +322,8 @@ void copy_step(const hurray_buffer &src, uint8_t sel, hurray_buffer *copy, bool 
       int64_t idx[HURRAY_MAX_NDIM] = {0};
       for (int64_t i = 0; i < v.numel; ++i) {
         __int128 off = static_cast<__int128>(src.byte_offset);
-        for (int32_t k = 0; k < src.ndim; ++k) off += static_cast<__int128>(idx[k]) * src.strides[k] * eb;
+        for (int32_t k = 0; k < src.ndim; ++k)
+          off += static_cast<__int128>(idx[k]) * src.strides[k] * eb;
         FUZZ_CHECK(off >= v.lowest && off + eb <= v.highest, "element %lld outside the extent",
                    (long long)i);
         FUZZ_CHECK(std::memcmp(got + i * eb, base + static_cast<int64_t>(off),
@@ -411,8 +420,10 @@ void run_one(const uint8_t *data, size_t size) {
     FUZZ_CHECK(hurray_last_error()[0] != '\0', "a failed import left no message");
     // Still ours: drop it the way a caller would.
     g.armed = true;
-    if (legacy) (void)hurray_dlpack_delete(tl);
-    else (void)hurray_dlpack_versioned_delete(tv);
+    if (legacy)
+      (void)hurray_dlpack_delete(tl);
+    else
+      (void)hurray_dlpack_versioned_delete(tv);
     FUZZ_CHECK(g.calls == (g.has_deleter ? 1 : 0), "dropping a refused tensor: %d deleter calls",
                g.calls);
     if (!g.has_deleter) free_producer_memory();
@@ -459,9 +470,9 @@ void run_one(const uint8_t *data, size_t size) {
   if (n == 0 || n > (uint64_t{1} << 32)) {
     hurray_buffer saved = imported, sentinel;
     std::memset(&sentinel, 0xA5, sizeof sentinel);
-    FUZZ_CHECK(hurray_share(&imported, static_cast<size_t>(n), &sentinel) ==
-                   HURRAY_ERR_INVALID_ARGUMENT,
-               "share with n=%llu did not fail", (unsigned long long)n);
+    FUZZ_CHECK(
+        hurray_share(&imported, static_cast<size_t>(n), &sentinel) == HURRAY_ERR_INVALID_ARGUMENT,
+        "share with n=%llu did not fail", (unsigned long long)n);
     FUZZ_CHECK(std::memcmp(&saved, &imported, sizeof saved) == 0, "a failed share changed *src");
     FUZZ_CHECK(all_bytes(&sentinel, sizeof sentinel, 0xA5), "a failed share wrote *out");
     live.push_back(imported);
@@ -475,7 +486,8 @@ void run_one(const uint8_t *data, size_t size) {
       FUZZ_CHECK(std::memcmp(&b, &out[0], sizeof b) == 0, "shared handles differ");
       live.push_back(b);
     }
-    if (n == 1) FUZZ_CHECK(std::memcmp(&out[0], &saved, sizeof saved) == 0, "share(1) is not a move");
+    if (n == 1)
+      FUZZ_CHECK(std::memcmp(&out[0], &saved, sizeof saved) == 0, "share(1) is not a move");
   }
   if (p.plan & 8) {
     hurray_buffer pair[2];
@@ -507,16 +519,17 @@ void run_one(const uint8_t *data, size_t size) {
   FUZZ_CHECK(g.calls == 0, "export called the deleter");
   void *exported = export_legacy ? static_cast<void *>(el) : static_cast<void *>(ev);
   const bool is_original = exported == g.tensor;
-  FUZZ_CHECK(is_original == expect_original,
-             "export %s the producer's tensor", is_original ? "handed back" : "did not hand back");
+  FUZZ_CHECK(is_original == expect_original, "export %s the producer's tensor",
+             is_original ? "handed back" : "did not hand back");
   DLTensor &edl = export_legacy ? el->dl_tensor : ev->dl_tensor;
   FUZZ_CHECK(same_dltensor(edl, pre), "the exported tensor describes something else");
   if (!export_legacy) {
     FUZZ_CHECK(ev->flags == pre.flags, "export flags 0x%llx != 0x%llx",
                (unsigned long long)ev->flags, (unsigned long long)pre.flags);
     if (!is_original) {
-      FUZZ_CHECK(ev->version.major == HURRAY_DLPACK_MAJOR && ev->version.minor == HURRAY_DLPACK_MINOR,
-                 "export version %u.%u", ev->version.major, ev->version.minor);
+      FUZZ_CHECK(
+          ev->version.major == HURRAY_DLPACK_MAJOR && ev->version.minor == HURRAY_DLPACK_MINOR,
+          "export version %u.%u", ev->version.major, ev->version.minor);
     }
   }
   if (!is_original) {
@@ -540,15 +553,19 @@ void run_one(const uint8_t *data, size_t size) {
   }
   hurray_buffer expect = pre;
   expect.shape = edl.ndim > 0 ? edl.shape : pre.shape;
-  if (!export_legacy) expect.flags = ev->flags;
-  else if (mutated || is_original) expect.flags = 0;
+  if (!export_legacy)
+    expect.flags = ev->flags;
+  else if (mutated || is_original)
+    expect.flags = 0;
 
   // 5. Re-import, or drop it unconsumed.
   if ((p.mode & kModeDrop) != 0) {
     g.armed = live.empty();
     const int before = g.calls;
-    if (export_legacy) (void)hurray_dlpack_delete(el);
-    else (void)hurray_dlpack_versioned_delete(ev);
+    if (export_legacy)
+      (void)hurray_dlpack_delete(el);
+    else
+      (void)hurray_dlpack_versioned_delete(ev);
     const int want = before + ((live.empty() && g.has_deleter) ? 1 : 0);
     FUZZ_CHECK(g.calls == want, "dropping the export: %d deleter calls, want %d", g.calls, want);
   } else {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decoding of the fuzz input into the fields of a hostile DLPack header.
 //
 // The input is read front to back; once it runs out every read returns 0, so

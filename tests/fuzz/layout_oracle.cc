@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The spec §3 model behind layout_oracle.h: every quantity is computed
 // exactly in __int128 and then compared with the signed 64-bit range, which
 // is what "overflow-checked in signed 64-bit arithmetic" means for each
@@ -22,16 +23,11 @@ bool dtype_ok(uint8_t code, uint8_t bits, uint16_t lanes) {
     case 1:
       return bits == 1 || bits == 2 || bits == 4 || bits == 8 || bits == 16 || bits == 32 ||
              bits == 64;
-    case 2:
-      return bits == 16 || bits == 32 || bits == 64;
-    case 3:
-      return bits != 0 && bits % 8 == 0;
-    case 4:
-      return bits == 16;
-    case 5:
-      return bits == 32 || bits == 64 || bits == 128;
-    case 6:
-      return bits == 8;
+    case 2: return bits == 16 || bits == 32 || bits == 64;
+    case 3: return bits != 0 && bits % 8 == 0;
+    case 4: return bits == 16;
+    case 5: return bits == 32 || bits == 64 || bits == 128;
+    case 6: return bits == 8;
     default:
       if (code >= 7 && code <= 14) return bits == 8;
       if (code == 15 || code == 16) return bits == 6;
@@ -135,7 +131,10 @@ Verdict judge(const Header &h, bool strides_required) {
     if (n > 1) {
       const i128 span = static_cast<i128>(n - 1) * s;
       if (!fits(span)) extent_overflow = true;
-      if (span < 0) lo += span; else hi += span;
+      if (span < 0)
+        lo += span;
+      else
+        hi += span;
       if (!fits(lo) || !fits(hi)) extent_overflow = true;
     }
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An independent model of docs/spec/buffer-protocol.md §3 (well-formed
 // handles, byte extent) computed in 128-bit arithmetic, against which the
 // fuzz target judges what libhurray accepts and the extents it reports.
@@ -53,8 +54,7 @@ inline bool status_allowed(const Verdict &v, int32_t status) {
 // Device types that HURRAY_IMPORT_CHECK_DEVICE_POINTER asks a GPU runtime about.
 inline bool gpu_checked_type(int32_t t) {
   return t == HURRAY_DEVICE_CUDA || t == HURRAY_DEVICE_CUDA_HOST ||
-         t == HURRAY_DEVICE_CUDA_MANAGED || t == HURRAY_DEVICE_ROCM ||
-         t == HURRAY_DEVICE_ROCM_HOST;
+         t == HURRAY_DEVICE_CUDA_MANAGED || t == HURRAY_DEVICE_ROCM || t == HURRAY_DEVICE_ROCM_HOST;
 }
 
 // Device types whose memory the host may read directly.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpus of tests/fuzz/dlpack_fuzz.cc into tests/fuzz/corpus/.
 
 Each seed is one hostile (or well-formed) DLPack header plus the plan of what

@@ -1,6 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
 # hurray.pc of an install names the prefix it was installed into, as a
 # normalised path: pkg-config's libdir and includedir are exactly
-# PREFIX/LIBDIR and PREFIX/include, with no `..` (issue 16).
+# PREFIX/LIBDIR and PREFIX/include, with no `..`.
 #   cmake -DPKG_CONFIG=... -DPREFIX=... -DLIBDIR=lib -P check_pkg_config.cmake
 # With -DBUILD_DIR=<a build tree> -DWORK_DIR=<dir> it first installs that
 # tree's Development component with a RELATIVE, unnormalised prefix

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* dlopen_probe.c - a runtime that dlopens an INSTALLED libhurray
  * (RTLD_NOW | RTLD_LOCAL, nothing of it linked) and runs the fresh-thread
  * probe of fresh_threads.h through hurray_get_api's function table.

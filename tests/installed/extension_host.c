@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* extension_host.c - a host that links nothing of libhurray and loads an
  * extension (extension_probe.c) with dlopen(RTLD_NOW | RTLD_LOCAL), as an
  * interpreter loads an extension module; libhurray comes in as the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* extension_probe.c - an extension-style shared object: it links libhurray
  * (DT_NEEDED libhurray.so.M.m, found through its RUNPATH) and calls it
  * directly, the way a Python extension module, a JNI library or a Go

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* fresh_threads.h - the body of the fresh-thread probe (tests/installed/).
  *
  * Included by exactly one translation unit, after it defines HR(name) as the
@@ -5,11 +6,10 @@
  * table of a dlopen'ed library (`api->name`) or by a direct call into a
  * library it links (`hurray_##name`). The TU also names the probe (PROBE).
  *
- * What it checks (issue 16): on each of several fresh threads the FIRST call
- * into libhurray is one hot-path operation (hurray_share of an imported
- * tensor, an import, an export, a release, an alloc, a failing call whose
- * message is read, or an import of a 12-d tensor, which takes the
- * CPU-dispatched wide-rank bound); after it, every field of every
+ * What it checks (any way of loading, any thread first: c-ffi §8): on each of several fresh threads
+ * the FIRST call into libhurray is one hot-path operation (hurray_share of an imported tensor, an
+ * import, an export, a release, an alloc, a failing call whose message is read, or an import of a
+ * 12-d tensor, which takes the CPU-dispatched wide-rank bound); after it, every field of every
  * handle and of both exported DLPack tensors is compared with what the
  * producer described, and at the end every producer's deleter ran exactly
  * once. A library whose first touch of a thread_local on a thread clobbers
@@ -43,10 +43,10 @@ static void ft_fail(int slot, const char *what, long long got, long long want) {
   fprintf(stderr, "%s: thread %d: %s: got %lld, want %lld\n", PROBE, slot, what, got, want);
   atomic_fetch_add(&ft_failures, 1);
 }
-#define FT_EXPECT(slot, what, got, want)                                        \
-  do {                                                                          \
-    long long g_ = (long long)(got), w_ = (long long)(want);                    \
-    if (g_ != w_) ft_fail((slot), (what), g_, w_);                              \
+#define FT_EXPECT(slot, what, got, want)                     \
+  do {                                                       \
+    long long g_ = (long long)(got), w_ = (long long)(want); \
+    if (g_ != w_) ft_fail((slot), (what), g_, w_);           \
   } while (0)
 
 static void ft_deleter(DLManagedTensorVersioned *self) {
@@ -73,8 +73,8 @@ static void ft_make_tensor(DLManagedTensorVersioned *t, int slot) {
 /* Every field of a handle that describes the producer's tensor. */
 static void ft_check_handle(int slot, const char *what, const hurray_buffer *h) {
   char w[96];
-#define FT_FIELD(field, got, want)                                \
-  snprintf(w, sizeof w, "%s: %s", what, field);                   \
+#define FT_FIELD(field, got, want)              \
+  snprintf(w, sizeof w, "%s: %s", what, field); \
   FT_EXPECT(slot, w, got, want)
   FT_FIELD("version", h->version, HURRAY_BUFFER_VERSION);
   FT_FIELD("release_fn set", h->release_fn != NULL, 1);
@@ -122,13 +122,21 @@ static void ft_check_dl(int slot, const char *what, const DLTensor *t) {
     /* Element [1][2] through the view: the producer wrote 100*slot + index. */
     const float *base = (const float *)((const char *)t->data + t->byte_offset);
     snprintf(w, sizeof w, "%s: element [1][2]", what);
-    FT_EXPECT(slot, w, (long long)base[1 * t->strides[0] + 2 * t->strides[1]],
-              100 * slot + 1 + 5);
+    FT_EXPECT(slot, w, (long long)base[1 * t->strides[0] + 2 * t->strides[1]], 100 * slot + 1 + 5);
   }
 }
 
 /* What a thread does first (and only first) before the common sequence. */
-enum ft_first { FT_SHARE, FT_IMPORT, FT_EXPORT, FT_RELEASE, FT_ALLOC, FT_ERROR, FT_WIDE, FT_N_FIRST };
+enum ft_first {
+  FT_SHARE,
+  FT_IMPORT,
+  FT_EXPORT,
+  FT_RELEASE,
+  FT_ALLOC,
+  FT_ERROR,
+  FT_WIDE,
+  FT_N_FIRST
+};
 static const char *const ft_first_name[FT_N_FIRST] = {
     "share", "import", "export", "release", "alloc", "failing call", "wide-rank import"};
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tests the library as users get it (issue 16; tests/installed/CMakeLists.txt):
+# SPDX-License-Identifier: Apache-2.0
+# Tests the library as users get it (tests/installed/CMakeLists.txt):
 #
 #   bash tests/installed/run.sh [PREFIX]     (default: build/prefix)
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks that every function a header declares with HURRAY_API has a doc
 # comment directly above it, of its own, with the labelled parts of
 # include/hurray/hurray.h's convention, in this order:
@@ -6,9 +7,15 @@
 #                 parameter on a line of its own as "*   name  [in] ...",
 #                 "[out]", "[in, out]", "[in, consumed on success]", ...
 #   Returns:
-#   On failure:
+#   Cost:         optional; names no status (no HURRAY_OK, no HURRAY_ERR_*)
+#   On failure:   "cannot fail" when Returns names no error
 #   Threads:
 #   Spec:         followed by a docs/ path
+#
+# and that a function returning int32_t follows the header's HURRAY_NODISCARD
+# rule: HURRAY_NODISCARD when its Returns names an error (HURRAY_ERR_*, or
+# "the errors of" another function), except hurray_buffer_release; none, and
+# "Returns: HURRAY_OK, always", when it names none.
 #
 #   cmake -DHEADER=<header.h> -P check_doc_comments.cmake
 #
@@ -67,6 +74,47 @@ function(check_chunk code comment)
     endif()
     set(last ${pos})
   endforeach()
+  # Cost: optional, between Returns and On failure, and no status in it.
+  set(part_re "\n[ \t]*\\*[ \t]*")
+  string(REGEX MATCH "${part_re}Cost:" cost_hit "${comment}")
+  if(NOT cost_hit STREQUAL "")
+    string(FIND "${comment}" "${cost_hit}" cost_pos)
+    string(REGEX MATCH "${part_re}Returns:" r_hit "${comment}")
+    string(REGEX MATCH "${part_re}On failure:" f_hit "${comment}")
+    string(FIND "${comment}" "${r_hit}" r_pos)
+    string(FIND "${comment}" "${f_hit}" f_pos)
+    if(r_hit STREQUAL "" OR f_hit STREQUAL "" OR cost_pos LESS r_pos OR cost_pos GREATER f_pos)
+      string(APPEND bad "\n  ${name}: 'Cost:' is out of order (after Returns:, before On failure:)")
+    else()
+      math(EXPR cost_len "${f_pos} - ${cost_pos}")
+      string(SUBSTRING "${comment}" ${cost_pos} ${cost_len} cost_text)
+      if(cost_text MATCHES "HURRAY_(OK|ERR_)")
+        string(APPEND bad "\n  ${name}: 'Cost:' lists a status (statuses go under Returns:)")
+      endif()
+    endif()
+  endif()
+  # The HURRAY_NODISCARD rule, for the functions that return a status.
+  string(REGEX MATCH "HURRAY_API([^(]*)${name}" rt "${code}")
+  set(ret_type "${CMAKE_MATCH_1}")
+  string(REGEX MATCH "${part_re}Returns:.*${part_re}On failure:" returns_text "${comment}")
+  string(REGEX MATCH "${part_re}On failure:[^\n]*" fail_line "${comment}")
+  if(ret_type MATCHES "(^|[^u])int32_t" AND NOT returns_text STREQUAL "")
+    if(returns_text MATCHES "HURRAY_ERR_|errors? of ")
+      if(NOT ret_type MATCHES "HURRAY_NODISCARD" AND NOT name STREQUAL "hurray_buffer_release")
+        string(APPEND bad "\n  ${name}: can fail but is not HURRAY_NODISCARD")
+      endif()
+    else()
+      if(ret_type MATCHES "HURRAY_NODISCARD")
+        string(APPEND bad "\n  ${name}: always succeeds but is HURRAY_NODISCARD")
+      endif()
+      if(NOT returns_text MATCHES "HURRAY_OK, always")
+        string(APPEND bad "\n  ${name}: names no error but does not say 'Returns: HURRAY_OK, always'")
+      endif()
+      if(NOT fail_line MATCHES "cannot fail")
+        string(APPEND bad "\n  ${name}: names no error but 'On failure:' does not say 'cannot fail'")
+      endif()
+    endif()
+  endif()
   if(comment MATCHES "\n[ \t]*\\*[ \t]*Spec:" AND
      NOT comment MATCHES "\n[ \t]*\\*[ \t]*Spec:[ \t]+docs/")
     string(APPEND bad "\n  ${name}: 'Spec:' names no docs/ section")

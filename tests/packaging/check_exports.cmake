@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks the dynamic symbol table and the dynamic section of libhurray.so.
 #
 #   cmake -DLIB=<libhurray.so> -DNM=<nm> -DREADELF=<readelf>

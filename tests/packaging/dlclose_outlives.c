@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A runtime that dlopens libhurray, hands out handles and DLPack tensors,
  * and dlcloses the library before its consumers release them. The release
  * callbacks and deleters live in libhurray, so the library must stay mapped

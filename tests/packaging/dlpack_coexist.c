@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* hurray/dlpack.h and an upstream DLPack 1.3 dlpack/dlpack.h in one
  * translation unit. HURRAY_COEXIST_UPSTREAM_FIRST picks the order. Whichever
  * comes first must be the only set of definitions (a second set would be a
@@ -127,7 +128,7 @@ int main(void) {
            (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) == 0;
   mt->deleter(mt);
   if (!ok) return 1;
-  printf("dlpack_coexist (%s): DLPack %d.%d, one set of definitions\n", ORDER,
-         DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+  printf("dlpack_coexist (%s): DLPack %d.%d, one set of definitions\n", ORDER, DLPACK_MAJOR_VERSION,
+         DLPACK_MINOR_VERSION);
   return 0;
 }

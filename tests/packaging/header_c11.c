@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Compiled as strict C11 with -Wall -Wextra -Wpedantic -Werror: hurray.h
  * must be self-contained (no dlpack.h needed) and warning-free in C. */
 #include <hurray/hurray.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hurray.h in C++17 under -Wall -Wextra -Wpedantic -Werror, included before a
 // dlpack.h this time (the other order is tested in C), plus the header-only
 // C++ layer when it is there.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A C11 file that sees a dlpack.h first (the one libhurray was built with:
  * ours, or the external one from HURRAY_DLPACK_INCLUDE_DIR) and hurray.h
  * second. The two must not clash, and hurray.h's forward declarations must

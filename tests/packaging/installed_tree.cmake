@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The installed tree as a consumer sees it. Run by CTest in three steps:
 #   STEP=install       cmake --install the Runtime and Development components
 #                      into WORK_DIR/prefix and check the files that appear;

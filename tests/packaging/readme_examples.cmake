@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The README's example programs, built and run the way the README tells a
 # user to, against the prefix that packaging.install filled. The program and
 # its CMakeLists.txt are cut out of README.md at test time, so the README and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # run_checked(WHAT COMMAND...): runs COMMAND, echoes its output, and stops
 # the script with WHAT and the command line when it exits non-zero. Included
 # by the packaging scripts run with `cmake -P`.

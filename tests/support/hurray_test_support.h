@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test doubles and assertions shared by the core GoogleTest suite.
 //
 // - ReleaseLog + counting_release: a hurray release callback whose user_data
@@ -51,9 +52,8 @@ inline ::testing::AssertionResult StatusEq(const char *actual_expr, const char *
 inline ::testing::AssertionResult LastErrorMentions(const char *needle) {
   const std::string message = hurray_last_error();
   if (message.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "hurray_last_error() is \"" << message << "\", which does not mention \"" << needle
-         << "\"";
+  return ::testing::AssertionFailure() << "hurray_last_error() is \"" << message
+                                       << "\", which does not mention \"" << needle << "\"";
 }
 
 // ---------------------------------------------------------------------------
@@ -112,7 +112,7 @@ struct Layout {
   int32_t device_id = 0;
   uint64_t byte_offset = 0;
   uint64_t flags = 0;
-  bool null_data = false;        // data pointer NULL (zero-size cases)
+  bool null_data = false;  // data pointer NULL (zero-size cases)
 
   int32_t ndim() const { return static_cast<int32_t>(shape.size()); }
 };
@@ -338,8 +338,7 @@ inline std::vector<DtypeCase> all_dlpack13_dtypes() {
   };
 }
 
-
-// Layouts that every conversion must accept and keep exactly (issue 2):
+// Layouts that every conversion must accept and keep exactly:
 // 0-d, zero-size, non-contiguous, Fortran order, negative and zero strides,
 // size-1 dims with any stride, byte_offset, lanes, every DLPack 1.3 dtype
 // (sub-byte ones also padded), flags, and devices with non-zero ids.
@@ -405,9 +404,12 @@ inline std::vector<Layout> preserved_layouts() {
   const struct {
     const char *name;
     int32_t type, id;
-  } devices[] = {{"kDLCUDA id 3", kDLCUDA, 3},         {"kDLROCM id 7", kDLROCM, 7},
-                 {"kDLCUDAHost", kDLCUDAHost, 0},       {"kDLCUDAManaged", kDLCUDAManaged, 0},
-                 {"kDLOneAPI id 1", kDLOneAPI, 1},      {"kDLTrn id 2", kDLTrn, 2},
+  } devices[] = {{"kDLCUDA id 3", kDLCUDA, 3},
+                 {"kDLROCM id 7", kDLROCM, 7},
+                 {"kDLCUDAHost", kDLCUDAHost, 0},
+                 {"kDLCUDAManaged", kDLCUDAManaged, 0},
+                 {"kDLOneAPI id 1", kDLOneAPI, 1},
+                 {"kDLTrn id 2", kDLTrn, 2},
                  {"kDLVulkan id 65535", kDLVulkan, 65535}};
   for (const auto &d : devices) {
     Layout l = strided({2, 3}, {1, 2});

@@ -273,9 +273,9 @@ int32_t CudaTraits::copy_strided(int32_t ordinal, const DeviceCopy &c, void *str
   if (!writable_from(c.dst_dev, ordinal) &&
       !(c.dst_dev.device_type == HURRAY_DEVICE_CPU && plan_rect(c.plan, 0, &r)) &&
       !plan_dst_compact(c.plan)) {
-    return fail(HURRAY_ERR_INTERNAL,
+    return detail::fail(HURRAY_ERR_INTERNAL,
                 "a strided copy into %s memory needs a compact destination on this path",
-                device_type_name(c.dst_dev.device_type));
+                detail::device_type_name(c.dst_dev.device_type));
   }
   Job j{&c, ordinal, static_cast<CUstream>(stream), "cuLaunchKernel"};
   // run() keeps j.call naming the driver call it is in; with_device reads

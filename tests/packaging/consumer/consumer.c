@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Allocates a tensor, shares it with two consumers, writes through one and
  * reads through the other, releases both. Uses only the installed header. */
 #include <hurray/hurray.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The installed headers from C++17: the C ABI, and the header-only C++ layer
 // when the installed tree has it.
 #include <hurray/hurray.h>

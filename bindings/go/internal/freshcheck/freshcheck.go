@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package freshcheck checks the handles that a Share hands out when it is
 // the first libhurray call on a fresh OS thread. A libhurray built with TLS
 // descriptors and loaded with dlopen (as a Go c-shared library loaded by a
 // JVM or a Python process loads it) returned NULL shapes and strides there
-// and cleared the source (issue 16). The package's tests run it in a child
+// and cleared the source (any way of loading, any thread first: c-ffi §8). The package's tests run it in a child
 // process linked as usual; the interop consumer exports it to a C host that
 // loads the consumer with dlopen (bindings/run_tests.sh). Test code only.
 package freshcheck

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* odd.c - see odd.h. */
 #include "odd.h"
 
@@ -74,8 +75,7 @@ DLManagedTensorVersioned *tpg_make_odd(int32_t kind) {
       h.shape = o->shape;
       h.strides = o->strides;
       break;
-    default:
-      return NULL;
+    default: return NULL;
   }
   DLManagedTensorVersioned *t = NULL;
   if (hurray_to_dlpack_versioned(&h, &t) != HURRAY_OK) return NULL;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * odd.h - Go-only test producer: handles whose pointer-sized fields hold
  * values that are not pointers, as producers may legally choose (a small

@@ -1,9 +1,11 @@
-// Package testprod exposes the C test producer of bindings/testprod to the
+// SPDX-License-Identifier: Apache-2.0
+
+// Package testprod exposes the C test producer of tests/dlpack_producer to the
 // Go tests (cgo cannot be used in _test.go files). Test code only.
 package testprod
 
-// #cgo CFLAGS: -I${SRCDIR}/../../../testprod
-// #include "testprod.h"
+// #cgo CFLAGS: -I${SRCDIR}/../../../../tests/dlpack_producer
+// #include "dlpack_producer.h"
 // #include "odd.h"
 import "C"
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command consumer is the Go side of the interop test, built with
 // -buildmode=c-shared and loaded into the JVM of the Java tests
 // (bindings/java InteropTest): it takes a C DLPack tensor through the hurray

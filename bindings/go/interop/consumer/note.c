@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Calls a C function pointer handed to the Go consumer. */
 #include "note.h"
 

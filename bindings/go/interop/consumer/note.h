@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* note.h - C helper of the Go interop consumer: calls a C callback. */
 #ifndef HURRAY_GO_INTEROP_NOTE_H_
 #define HURRAY_GO_INTEROP_NOTE_H_

@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * host.c - loads the Go interop consumer (a -buildmode=c-shared library
  * whose DT_NEEDED includes libhurray) with dlopen, RTLD_LOCAL, nothing else
  * linked, the way a JVM or a Python process loads a Go library, and runs its
  * fresh-thread check: on each of several fresh OS threads the first
  * libhurray call is a Share of an imported tensor, and every field of every
- * handle is checked (issue 16).
+ * handle is checked (any way of loading, any thread first: c-ffi §8).
  *
  *   host <libhurray_go_consumer.so> [threads [shares]]
  *
@@ -39,7 +40,9 @@ int main(int argc, char **argv) {
     printf("FAIL dlopen'ed Go consumer, %d fresh threads: %s\n", threads, msg);
     return 1;
   }
-  printf("ok   dlopen'ed Go consumer: Share as the first call on %d fresh threads, %d shares each, all fields right\n",
-         threads, shares);
+  printf(
+      "ok   dlopen'ed Go consumer: Share as the first call on %d fresh threads, %d shares each, "
+      "all fields right\n",
+      threads, shares);
   return 0;
 }

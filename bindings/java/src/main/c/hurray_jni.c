@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * hurray_jni.c - JNI side of dev.hurray.Native (see Native.java).
  *
@@ -44,14 +45,14 @@ static hurray_buffer *new_handle(JNIEnv *env, const char *op) {
   return h;
 }
 
-JNIEXPORT jlong JNICALL Java_dev_hurray_Native_fromDLPackVersioned(JNIEnv *env, jclass c,
-                                                                    jlong t) {
+JNIEXPORT jlong JNICALL Java_dev_hurray_Native_fromDLPackVersioned(JNIEnv *env, jclass c, jlong t) {
   (void)c;
   const char *op = "HurrayBuffer.fromDLPackVersioned";
   hurray_buffer *h = new_handle(env, op);
   if (h == NULL) return 0;
-  if (check(env, hurray_from_dlpack_versioned((DLManagedTensorVersioned *)(intptr_t)t,
-                                              HURRAY_IMPORT_DEFAULT, h),
+  if (check(env,
+            hurray_from_dlpack_versioned((DLManagedTensorVersioned *)(intptr_t)t,
+                                         HURRAY_IMPORT_DEFAULT, h),
             op) != HURRAY_OK) {
     free(h);
     return 0;
@@ -185,7 +186,7 @@ JNIEXPORT void JNICALL Java_dev_hurray_Native_shareInto(JNIEnv *env, jclass c, j
 }
 
 JNIEXPORT jlong JNICALL Java_dev_hurray_Native_toDLPackVersioned(JNIEnv *env, jclass c,
-                                                                  jlong handle) {
+                                                                 jlong handle) {
   (void)c;
   DLManagedTensorVersioned *t = NULL;
   if (check(env, hurray_to_dlpack_versioned(H(handle), &t), "HurrayBuffer.toDLPackVersioned") !=

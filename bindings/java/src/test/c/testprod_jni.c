@@ -1,5 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
- * testprod_jni.c - JNI access to the C test producer (bindings/testprod) for
+ * testprod_jni.c - JNI access to the C test producer (tests/dlpack_producer) for
  * the Java tests, and to the Go interop consumer (a Go c-shared library
  * loaded with dlopen into the same JVM). Test code only.
  */
@@ -8,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "testprod.h"
+#include "dlpack_producer.h"
 
 #define T(x) ((void *)(intptr_t)(x))
 
@@ -69,8 +70,7 @@ JNIEXPORT jlong JNICALL Java_dev_hurray_TestProducer_notesAtDelete(JNIEnv *e, jc
   return tp_notes_at_delete();
 }
 
-JNIEXPORT void JNICALL Java_dev_hurray_TestProducer_deleteVersioned(JNIEnv *e, jclass c,
-                                                                    jlong t) {
+JNIEXPORT void JNICALL Java_dev_hurray_TestProducer_deleteVersioned(JNIEnv *e, jclass c, jlong t) {
   (void)e, (void)c;
   DLManagedTensorVersioned *v = T(t);
   if (v != NULL && v->deleter != NULL) v->deleter(v);
@@ -98,8 +98,8 @@ JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_consumeLegacy(JNIEnv *env
  * deleter == NULL, data == NULL, shape[0..ndim), strides[0..ndim)} (the
  * arrays only when non-NULL), or NULL with IllegalStateException for a NULL
  * tensor or an ndim outside 0..64. The tensor is only read. */
-JNIEXPORT jlongArray JNICALL Java_dev_hurray_TestProducer_describeVersioned(JNIEnv *env,
-                                                                           jclass c, jlong t) {
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_TestProducer_describeVersioned(JNIEnv *env, jclass c,
+                                                                            jlong t) {
   (void)c;
   const DLManagedTensorVersioned *v = T(t);
   if (v == NULL || v->dl_tensor.ndim < 0 || v->dl_tensor.ndim > 64) {
@@ -135,7 +135,7 @@ JNIEXPORT jlongArray JNICALL Java_dev_hurray_TestProducer_describeVersioned(JNIE
  * double_releases}; NULL with IllegalStateException when the library or
  * hurray_check_get_state cannot be found. */
 JNIEXPORT jlongArray JNICALL Java_dev_hurray_TestProducer_checkState(JNIEnv *env, jclass c,
-                                                                    jstring lib) {
+                                                                     jstring lib) {
   (void)c;
   const char *path = (*env)->GetStringUTFChars(env, lib, NULL);
   if (path == NULL) return NULL;
@@ -155,8 +155,7 @@ JNIEXPORT jlongArray JNICALL Java_dev_hurray_TestProducer_checkState(JNIEnv *env
     throw_error(env, "checkState: hurray_check_get_state not found or failed");
     return NULL;
   }
-  jlong out[4] = {(jlong)st.options, (jlong)st.live, (jlong)st.tracked,
-                  (jlong)st.double_releases};
+  jlong out[4] = {(jlong)st.options, (jlong)st.live, (jlong)st.tracked, (jlong)st.double_releases};
   jlongArray a = (*env)->NewLongArray(env, 4);
   if (a != NULL) (*env)->SetLongArrayRegion(env, a, 0, 4, out);
   return a;
@@ -168,8 +167,8 @@ typedef void (*go_wait_fn)(void);
 static go_consume_fn g_go_consume;
 static go_wait_fn g_go_wait;
 
-JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_goConsume(JNIEnv *env, jclass c,
-                                                                 jstring lib, jlong t, jint n) {
+JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_goConsume(JNIEnv *env, jclass c, jstring lib,
+                                                                 jlong t, jint n) {
   (void)c;
   if (g_go_consume == NULL) {
     const char *path = (*env)->GetStringUTFChars(env, lib, NULL);

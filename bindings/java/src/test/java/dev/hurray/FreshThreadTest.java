@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.hurray;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -16,7 +17,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The first libhurray call of a thread is where libhurray's thread_local
- * state is first touched (issue 16: built with TLS descriptors and loaded
+ * state is first touched (once, built with TLS descriptors and loaded
  * with dlopen, as System.load does, the first hurray_share of each thread
  * handed out ndim 2 with NULL shape and strides, and shape() then crashed
  * the JVM). Each test here makes that first call a share or an export on a

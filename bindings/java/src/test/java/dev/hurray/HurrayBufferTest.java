@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.hurray;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -219,7 +220,7 @@ class HurrayBufferTest {
     assertTrue(b.isOpen(), "a failed share closed the buffer");
     b.close();
     b.close();
-    // Issue 19: a closed buffer is an IllegalStateException, bad arguments
+    // A closed buffer is an IllegalStateException, bad arguments
     // IllegalArgumentException; HurrayException is for libhurray's statuses.
     assertThrows(IllegalStateException.class, () -> b.share(1));
     assertThrows(IllegalStateException.class, () -> b.share(2));
@@ -243,7 +244,7 @@ class HurrayBufferTest {
             .statusName());
   }
 
-  // Issue 16: after the JNI side's NewLongArray failed, it went on to calloc
+  // After the JNI side's NewLongArray failed, it once went on to calloc
   // 2^31 handles and loop over them (about a minute). Now the first failed
   // allocation ends the call; nothing is shared.
   @Test
@@ -278,7 +279,7 @@ class HurrayBufferTest {
     return s;
   }
 
-  // Issue 16: toDLPack* moved the handle out and marked the buffer closed in
+  // toDLPack* once moved the handle out and marked the buffer closed in
   // two critical sections; a reader in between saw an open buffer with
   // shape [] and device type 0. A reader must see the full buffer or a
   // closed one (IllegalStateException), never an emptied open one.

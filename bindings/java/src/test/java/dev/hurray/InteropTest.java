@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.hurray;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -15,7 +16,7 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
  * releases on its own threads, concurrently. The producer's deleter must run
  * once, after all 16 releases began.
  *
- * <p>Self-contained: it needs no other test to have run first (issue 16: it
+ * <p>Self-contained: it needs no other test to have run first (it
  * used to pass only on a thread an earlier test had already used). Each
  * round runs on a new thread whose first libhurray call is the Java import
  * and share, and checks the shares' fields before handing them on.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.hurray;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -11,7 +12,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * Issue 19: after a failed load, every later use said only
+ * After a failed load, every later use once said only
  * "NoClassDefFoundError: Could not initialize class dev.hurray.Native". Now
  * each use gets an UnsatisfiedLinkError that names the first load error and
  * carries it as the cause. Runs LoadFailureMain in a new JVM with a bogus

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.hurray;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -14,9 +15,9 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Issue 19: asByteBuffer() stays readable and writable after close. The
- * scoped accessors keep the buffer open while they run; the checked
- * accessors check liveness and bounds on each call.
+ * The safe views: a raw asByteBuffer() stays readable and writable after
+ * close, so the scoped accessors keep the buffer open while they run, and
+ * the checked accessors check liveness and bounds on each call.
  */
 class SafeViewTest {
   @BeforeEach

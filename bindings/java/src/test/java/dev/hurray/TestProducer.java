@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.hurray;
 
-/** The C test producer (bindings/testprod) and the Go interop consumer, through JNI. */
+/** The C test producer (tests/dlpack_producer) and the Go interop consumer, through JNI. */
 final class TestProducer {
   static {
     System.load(System.getProperty("hurray.testprod.library"));

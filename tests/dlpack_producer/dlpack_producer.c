@@ -1,5 +1,6 @@
-/* testprod.c - see testprod.h. */
-#include "testprod.h"
+// SPDX-License-Identifier: Apache-2.0
+/* dlpack_producer.c - see dlpack_producer.h. */
+#include "dlpack_producer.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

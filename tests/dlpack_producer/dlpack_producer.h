@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
- * testprod.h - a tiny C tensor producer for the Go and Java binding tests.
+ * dlpack_producer.h - a tiny C DLPack tensor producer for the Go and Java
+ * binding tests.
  *
  * It makes float32 DLPack tensors whose deleter counts its calls, and it
  * consumes tensors that a binding exported (reads them, then calls their
@@ -7,8 +9,8 @@
  * other language. Test code only: not part of libhurray or its ABI. The
  * counters are process-wide atomics, reset by tp_reset.
  */
-#ifndef HURRAY_BINDINGS_TESTPROD_H_
-#define HURRAY_BINDINGS_TESTPROD_H_
+#ifndef HURRAY_TESTS_DLPACK_PRODUCER_H_
+#define HURRAY_TESTS_DLPACK_PRODUCER_H_
 
 #include <stdint.h>
 
@@ -58,4 +60,4 @@ int32_t tp_consume_legacy(DLManagedTensor *t, double *sum);
 }
 #endif
 
-#endif /* HURRAY_BINDINGS_TESTPROD_H_ */
+#endif /* HURRAY_TESTS_DLPACK_PRODUCER_H_ */
