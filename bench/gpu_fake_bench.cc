@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What libhurray adds around the vendor calls, measured against the fake
-// drivers of tests/fakes (call logging off): each libhurray case has a
+// drivers of tests/fake_drivers (call logging off): each libhurray case has a
 // "driver only" twin making the same vendor calls by hand, so the difference
 // is libhurray's own work (validation, host bookkeeping, context handling).
 //

@@ -20,7 +20,7 @@
 # when no test ran.
 #
 # GPU paths run against the fake CUDA driver of the repository's CMake test
-# build when one is found ($HURRAY_BUILD_DIR/tests/fakes/cuda/libcuda.so.1,
+# build when one is found ($HURRAY_BUILD_DIR/tests/fake_drivers/cuda/libcuda.so.1,
 # as tests/run_all.sh passes, or $HURRAY_FAKE_CUDA_DRIVER); else they skip.
 #
 # HURRAY_PY_FROM_BUILD=1 tests a plain CMake build instead of the installed

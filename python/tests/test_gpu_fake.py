@@ -1,10 +1,10 @@
 """GPU paths of the binding against the test-double CUDA driver.
 
-tests/fakes/fake_cuda.cc (built by the repository's CMake test build as
-tests/fakes/cuda/libcuda.so.1) is a CUDA driver backed by host memory that
+tests/fake_drivers/fake_cuda.cc (built by the repository's CMake test build as
+tests/fake_drivers/cuda/libcuda.so.1) is a CUDA driver backed by host memory that
 logs every call. libhurray is pointed at it with HURRAY_CUDA_DRIVER_PATH,
 read once per process, so each check runs in a subprocess. Found through
-$HURRAY_FAKE_CUDA_DRIVER, else $HURRAY_BUILD_DIR/tests/fakes/cuda/libcuda.so.1,
+$HURRAY_FAKE_CUDA_DRIVER, else $HURRAY_BUILD_DIR/tests/fake_drivers/cuda/libcuda.so.1,
 else build/dev/ in the repository; skipped (with the reason) when none exists.
 """
 from typing import Optional
@@ -24,8 +24,8 @@ def find_fake_driver() -> Optional[str]:
     if os.environ.get("HURRAY_FAKE_CUDA_DRIVER"):
         candidates.append(pathlib.Path(os.environ["HURRAY_FAKE_CUDA_DRIVER"]))
     if os.environ.get("HURRAY_BUILD_DIR"):
-        candidates.append(pathlib.Path(os.environ["HURRAY_BUILD_DIR"]) / "tests/fakes/cuda/libcuda.so.1")
-    candidates.append(REPO / "build/dev/tests/fakes/cuda/libcuda.so.1")
+        candidates.append(pathlib.Path(os.environ["HURRAY_BUILD_DIR"]) / "tests/fake_drivers/cuda/libcuda.so.1")
+    candidates.append(REPO / "build/dev/tests/fake_drivers/cuda/libcuda.so.1")
     for c in candidates:
         if c.is_file():
             return str(c)
@@ -35,7 +35,7 @@ def find_fake_driver() -> Optional[str]:
 FAKE = find_fake_driver()
 pytestmark = pytest.mark.skipif(
     FAKE is None,
-    reason="no fake CUDA driver build (tests/fakes/cuda/libcuda.so.1; set HURRAY_BUILD_DIR "
+    reason="no fake CUDA driver build (tests/fake_drivers/cuda/libcuda.so.1; set HURRAY_BUILD_DIR "
     "or HURRAY_FAKE_CUDA_DRIVER)",
 )
 

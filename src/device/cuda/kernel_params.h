@@ -1,6 +1,6 @@
 /* The one parameter of libhurray's strided device copy kernel
  * (src/device/cuda/strided_kernel.ptx, entry "hurray_strided_copy"), passed by value
- * to cuLaunchKernel. Plain C so that the fake CUDA driver of tests/fakes can
+ * to cuLaunchKernel. Plain C so that the fake CUDA driver of tests/fake_drivers can
  * interpret a launch with the same layout (docs/impl/gpu.md §4, §7).
  *
  * Element i of the row-major order of shape[0..ndim) is copied from

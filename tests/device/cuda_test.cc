@@ -1,4 +1,4 @@
-// libhurray's CUDA back end against the fake driver (tests/fakes/fake_cuda.cc):
+// libhurray's CUDA back end against the fake driver (tests/fake_drivers/fake_cuda.cc):
 // allocation of each kind, release from any thread in the right context,
 // stream-ordered frees, fan-out, failures, fork, DLPack, import checks,
 // copies and stream waits (docs/impl/gpu.md).

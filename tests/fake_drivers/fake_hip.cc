@@ -1,5 +1,5 @@
 // A stand-in for ROCm's libamdhip64.so, backed by host memory, for
-// tests/gpu_fake. Written against HIP's documented C API with its own
+// tests/device. Written against HIP's documented C API with its own
 // declarations (no ROCm header), because it must speak both the ROCm 5 and
 // the ROCm 6+ dialect of hipPointerAttribute_t, chosen by
 // FAKE_HIP_RUNTIME_VERSION.

@@ -1,5 +1,5 @@
 /*
- * Control API of the test-double GPU libraries in tests/fakes/:
+ * Control API of the test-double GPU libraries in tests/fake_drivers/:
  *   libcuda.so.1   (fake_cuda.cc)  - a CUDA driver backed by host memory
  *   libamdhip64.so (fake_hip.cc)   - a HIP runtime backed by host memory
  *

@@ -1,5 +1,5 @@
 // A stand-in for the NVIDIA driver's libcuda.so.1, backed by host memory,
-// for tests/gpu_fake. It exports only cuGetProcAddress and
+// for tests/device. It exports only cuGetProcAddress and
 // cuGetProcAddress_v2 (plus the control API of fake_control.h): every other
 // entry point is reachable only through them, as libhurray must use them.
 //

@@ -71,7 +71,7 @@ struct ProbeResult {
   std::string err;
 };
 
-// Runs tests/gpu_fake/probe.cc's program with `args`, the current
+// Runs tests/device/probe.cc's program with `args`, the current
 // environment changed by `env` (an empty value removes the variable).
 ProbeResult run_probe(const std::vector<std::string> &args,
                       const std::map<std::string, std::string> &env);

@@ -1,4 +1,4 @@
-// libhurray's HIP back end against the fake runtime (tests/fakes/fake_hip.cc,
+// libhurray's HIP back end against the fake runtime (tests/fake_drivers/fake_hip.cc,
 // ROCm 6 encoding by default; the ROCm 5 encoding runs in scenario_test.cc).
 #include <hurray/dlpack.h>
 #include <gtest/gtest.h>

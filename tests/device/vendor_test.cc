@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the CUDA and HIP back ends do alike, as one typed suite over the two
-// fakes (tests/fakes): both run on libhurray's shared vendor plumbing
+// fakes (tests/fake_drivers): both run on libhurray's shared vendor plumbing
 // (src/device/vendor.h). What only one vendor does stays in cuda_test.cc /
 // hip_test.cc.
 #include <hurray/dlpack.h>
