@@ -261,7 +261,7 @@ TEST_F(CudaLifecycle, MemoryForAStreamOfAnotherDeviceIsFreedAfterThatStream) {
   stream_destroy(s0);
 }
 
-// Issue 17: a stream the caller may since have destroyed is never passed to
+// A stream the caller may since have destroyed is never passed to
 // the driver to find out (undefined behaviour: the driver does not validate
 // handles and hands destroyed ones out again). The release of memory
 // ordered on a stream uses only the stream itself, which hurray.h makes the
@@ -298,7 +298,7 @@ TEST_F(CudaLifecycle, ReleaseNeverAsksTheDriverAboutTheStream) {
   EXPECT_EQ(f().live_allocations(), live_before_);
 }
 
-// Issue 17: a copy to another device on the legacy default stream (1) is
+// A copy to another device on the legacy default stream (1) is
 // queued on the *source* device's legacy stream; its destination's release
 // must wait for that one, not for the legacy stream of whichever context is
 // current at release (what cuStreamGetCtx(1) answers).
@@ -323,7 +323,7 @@ TEST_F(CudaLifecycle, LegacyStreamCopyToAnotherDeviceWaitsForTheSourceDevicesLeg
   EXPECT_EQ(f().live_allocations(), live_before_);
 }
 
-// Issue 17: a release while the memory's stream is being captured into a
+// A release while the memory's stream is being captured into a
 // graph may neither query nor synchronise the stream (or its context, or
 // the legacy stream), nor free on it (a free node needs a graph
 // allocation): the free is deferred, the capture stays valid, and once the
@@ -374,7 +374,7 @@ TEST_F(CudaLifecycle, ReleaseDuringACaptureOfItsStreamIsDeferredUntilTheCaptureE
   stream_destroy(s0);
 }
 
-// Issue 17: a copy that waits on the host (into kDLCPU memory, or without a
+// A copy that waits on the host (into kDLCPU memory, or without a
 // stream) is refused before anything is queued while its stream (for no
 // stream: a blocking stream of the device) is being captured.
 TEST_F(CudaLifecycle, CopyThatWaitsOnTheHostIsRefusedDuringACapture) {
@@ -651,7 +651,7 @@ TEST(HipLifecycle, PerThreadStreamCopyToAnotherDeviceIsFreedAfterThatDevice) {
   f.reset();
 }
 
-// Issue 17, HIP: the release never asks the runtime about a stream (ROCm 7
+// HIP: the release never asks the runtime about a stream (ROCm 7
 // may crash on a destroyed handle, which the caller's next create may hand
 // out again); during a capture of the stream the free is deferred until the
 // capture has ended, and the capture stays valid.
@@ -701,7 +701,7 @@ TEST(HipLifecycle, ReleaseNeverQueriesTheStreamAndDefersDuringACapture) {
   f.reset();
 }
 
-// Issue 17, HIP: a caller that destroys a stream before releasing memory
+// HIP: a caller that destroys a stream before releasing memory
 // ordered on it breaks hurray_alloc_async's contract. Should ROCm answer
 // hipErrorContextIsDestroyed (its answer for a stream it no longer knows,
 // and also its teardown code) instead of crashing, that is one failed

@@ -293,7 +293,7 @@ TEST_F(StridedCuda, KernelIsLoadedAgainInARenewedContext) {
   for (hurray_buffer *h : {&a, &b, &v, &src, &v2, &src2}) hurray_buffer_release(h);
 }
 
-// Issue 17: a kernel that the driver cannot load names the driver's error
+// A kernel that the driver cannot load names the driver's error
 // (JIT and PTX load errors used to print as "CUresult").
 TEST_F(StridedCuda, KernelLoadErrorsAreNamed) {
   auto renew = reinterpret_cast<void (*)(int)>(dlsym(f().lib, "fake_cuda_renew_context"));

@@ -705,7 +705,7 @@ int main(int argc, char **argv) {
     std::printf("SKIP %-44s needs two devices\n", "stream-2 copy to device 1, freed on another thread");
   }
 
-  // Issue 17: a release while the memory's stream is being captured must
+  // A release while the memory's stream is being captured must
   // not touch the stream (cuStreamQuery, cuStreamSynchronize or a free node
   // of memory from outside the graph would invalidate the capture): the
   // free is deferred and made by the next release after the capture ended.
