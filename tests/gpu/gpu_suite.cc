@@ -747,7 +747,7 @@ int main(int argc, char **argv) {
     CHECK(diagnostics().failed_releases == before.failed_releases, "a release failed");
   });
 
-  // Issue 17: the legacy default stream in a copy to another device: the
+  // The legacy default stream in a copy to another device: the
   // destination's release waits for device 0's legacy stream (where the
   // copy is queued), not the releasing thread's current context's.
   if (devices > 1) {
