@@ -544,8 +544,9 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  *
  * The handle has compact row-major strides, byte_offset 0 and the given
  * flags. CPU data (kDLCPU, device_id 0) is aligned to HURRAY_CPU_ALIGNMENT
- * bytes, metadata and data in one allocation, and is a valid non-NULL
- * address even when there are no elements. Sub-byte dtypes are packed
+ * bytes (the handle's shape and strides live in a separate host block)
+ * and is a valid non-NULL address even when there are no elements.
+ * Sub-byte dtypes are packed
  * unless `flags` has HURRAY_FLAG_SUBBYTE_PADDED. GPU memory: see the GPU
  * section below and gpu §2 (a zero-element GPU tensor gets no device memory
  * and data NULL).
