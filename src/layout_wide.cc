@@ -17,6 +17,9 @@
 //       m + 1 <= 2^bit_length(m), is at most 2^62.
 // All four prove what the exact loop of desc_fast_ok proves; a tensor that
 // misses the bound goes to that loop, so the verdict never depends on it.
+#include <cstdlib>
+#include <cstring>
+
 #include "layout.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -144,14 +147,27 @@ __attribute__((target("avx512f,avx512cd"))) bool wide_dims_avx512(int32_t ndim,
 #pragma GCC diagnostic pop
 #endif
 
+// Benchmark hook, not an interface: HURRAY_INTERNAL_WIDE_PATH=avx2 or
+// =scalar in the environment when the library is loaded turns off the wider
+// paths (never on one the CPU lacks), so that bench/side_by_side.py can
+// measure a CPU without AVX-512 (or AVX2) on one that has it. Every path
+// gives the same verdict, so only speed changes.
+int wide_path_cap() {
+  const char *v = std::getenv("HURRAY_INTERNAL_WIDE_PATH");
+  if (v == nullptr) return 2;
+  if (std::strcmp(v, "scalar") == 0) return 0;
+  if (std::strcmp(v, "avx2") == 0) return 1;
+  return 2;
+}
 bool detect_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
+  return wide_path_cap() >= 1 && __builtin_cpu_supports("avx2");
 }
 // __builtin_cpu_supports also checks that the OS saves the AVX-512 state.
 bool detect_avx512() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd");
+  return wide_path_cap() >= 2 && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512cd");
 }
 const bool kHasAvx2 = detect_avx2();
 const bool kHasAvx512 = detect_avx512();
