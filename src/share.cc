@@ -85,24 +85,26 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
     if (st != HURRAY_OK) return st;
   }
 
-  hurray_buffer h = *src;  // out may alias src
+  // Copied as five 16-byte chunks (handle.h: HandleChunks); out may alias src.
+  HandleChunks h = load_chunks(src);
   if (n > 1) {
-    if (h.release_fn == &share_release) {
+    if (src->release_fn == &share_release) {
       // Already shared: the source's reference becomes the first of n.
-      static_cast<ShareBlock *>(h.user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
+      static_cast<ShareBlock *>(src->user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
     } else {
       void *mem = LibraryBlocks::get();
       if (mem == nullptr) {
         return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte share block failed",
                     sizeof(ShareBlock));
       }
-      auto *b = new (mem) ShareBlock{{n}, h};
-      h.release_fn = &share_release;
-      h.user_data = b;
+      auto *b = new (mem) ShareBlock;
+      b->refs.store(n, std::memory_order_relaxed);
+      store_chunks(&b->source, h);
+      h = with_owner(h, &share_release, b);
     }
   }
   clear(src);
-  for (size_t i = 0; i < n; ++i) out[i] = h;
+  for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
   return check::produced(HURRAY_OK, out, n, "hurray_share");
 }
 
