@@ -76,7 +76,19 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
   // A handle this function issued and nobody changed was validated when its
   // block was made, an unchanged imported one by its import; anything else
   // is validated here (spec §3.4).
-  if (src == nullptr || !(is_unchanged_share(*src) || is_unchanged_import(*src))) {
+  if (src != nullptr && is_unchanged_share(*src)) {
+    // Re-sharing (the steady state of fan-out and of an export that keeps a
+    // reference): one count for all, the source's reference the first of n.
+    // Nothing here can fail or call out, so the chunks stay in registers.
+    if (n > 1) {
+      static_cast<ShareBlock *>(src->user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
+    }
+    const HandleChunks h = load_chunks(src);  // out may alias src
+    clear(src);
+    for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
+    return check::produced(HURRAY_OK, out, n, "hurray_share");
+  }
+  if (src == nullptr || !is_unchanged_import(*src)) {
     // A tracked handle is checked as the handle it stands for, once the
     // checker knows its reference is live (a released one's shape may be
     // gone).
