@@ -41,6 +41,42 @@ int32_t share_tracked(hurray_buffer *src, size_t n, hurray_buffer *out) {
       &args, out, n);
 }
 
+// hurray_share of anything but an unchanged shared handle (arguments
+// checked): out of line, so that the re-share path of hurray_share saves no
+// registers.
+__attribute__((noinline)) int32_t share_checked(hurray_buffer *src, size_t n, hurray_buffer *out) {
+  if (src == nullptr || !is_unchanged_import(*src)) {
+    // A tracked handle is checked as the handle it stands for, once the
+    // checker knows its reference is live (a released one's shape may be
+    // gone).
+    if (check::is_tracked(src)) return share_tracked(src, n, out);
+    int32_t st = check_handle(src, "src", nullptr);
+    if (st != HURRAY_OK) return st;
+  }
+
+  // Copied as five 16-byte chunks (handle.h: HandleChunks); out may alias src.
+  HandleChunks h = load_chunks(src);
+  if (n > 1) {
+    if (src->release_fn == &share_release) {
+      // Already shared: the source's reference becomes the first of n.
+      static_cast<ShareBlock *>(src->user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
+    } else {
+      void *mem = LibraryBlocks::get();
+      if (mem == nullptr) {
+        return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte share block failed",
+                    sizeof(ShareBlock));
+      }
+      auto *b = new (mem) ShareBlock;
+      b->refs.store(n, std::memory_order_relaxed);
+      store_chunks(&b->source, h);
+      h = with_owner(h, &share_release, b);
+    }
+  }
+  clear(src);
+  for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
+  return check::produced(HURRAY_OK, out, n, "hurray_share");
+}
+
 }  // namespace
 
 void share_release(void *block) {
@@ -88,36 +124,7 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
     for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
     return check::produced(HURRAY_OK, out, n, "hurray_share");
   }
-  if (src == nullptr || !is_unchanged_import(*src)) {
-    // A tracked handle is checked as the handle it stands for, once the
-    // checker knows its reference is live (a released one's shape may be
-    // gone).
-    if (check::is_tracked(src)) return share_tracked(src, n, out);
-    int32_t st = check_handle(src, "src", nullptr);
-    if (st != HURRAY_OK) return st;
-  }
-
-  // Copied as five 16-byte chunks (handle.h: HandleChunks); out may alias src.
-  HandleChunks h = load_chunks(src);
-  if (n > 1) {
-    if (src->release_fn == &share_release) {
-      // Already shared: the source's reference becomes the first of n.
-      static_cast<ShareBlock *>(src->user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
-    } else {
-      void *mem = LibraryBlocks::get();
-      if (mem == nullptr) {
-        return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte share block failed",
-                    sizeof(ShareBlock));
-      }
-      auto *b = new (mem) ShareBlock;
-      b->refs.store(n, std::memory_order_relaxed);
-      store_chunks(&b->source, h);
-      h = with_owner(h, &share_release, b);
-    }
-  }
-  clear(src);
-  for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
-  return check::produced(HURRAY_OK, out, n, "hurray_share");
+  return share_checked(src, n, out);
 }
 
 }  // extern "C"
