@@ -77,6 +77,12 @@ __attribute__((noinline)) int32_t share_checked(hurray_buffer *src, size_t n, hu
   return check::produced(HURRAY_OK, out, n, "hurray_share");
 }
 
+__attribute__((noinline)) void put_block_and_release(void *block, hurray_release_fn fn,
+                                                     void *user_data) {
+  LibraryBlocks::put(block);
+  fn(user_data);
+}
+
 }  // namespace
 
 void share_release(void *block) {
@@ -94,8 +100,8 @@ void share_release(void *block) {
   hurray_release_fn fn = b->source.release_fn;
   void *user_data = b->source.user_data;
   b->~ShareBlock();
-  LibraryBlocks::put(b);
-  fn(user_data);
+  if (!LibraryBlocks::try_put(b)) return put_block_and_release(b, fn, user_data);
+  fn(user_data);  // a tail call: nothing saved on this path
 }
 
 }  // namespace hurray
@@ -123,6 +129,20 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
     clear(src);
     for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
     return check::produced(HURRAY_OK, out, n, "hurray_share");
+  }
+  if (n > 1 && src != nullptr && is_unchanged_import(*src)) {
+    // The first share of an unchanged import (what a Python Buffer does on
+    // every __dlpack__): with a cached block, again nothing that calls out.
+    if (void *mem = LibraryBlocks::try_get()) {
+      HandleChunks h = load_chunks(src);
+      auto *b = new (mem) ShareBlock;
+      b->refs.store(n, std::memory_order_relaxed);
+      store_chunks(&b->source, h);
+      h = with_owner(h, &share_release, b);
+      clear(src);
+      for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
+      return check::produced(HURRAY_OK, out, n, "hurray_share");
+    }
   }
   return share_checked(src, n, out);
 }
