@@ -16,8 +16,6 @@ static_assert(sizeof(ExportedVersioned) <= LibraryBlocks::kSize &&
                   sizeof(ExportedLegacy) <= LibraryBlocks::kSize,
               "export blocks come from the library's block cache");
 
-// Only the release function and its argument are needed once the block is
-// back in the cache (which reuses its memory at once).
 namespace {
 __attribute__((noinline)) void put_and_release(void *block, hurray_release_fn fn,
                                                void *user_data) {
@@ -26,8 +24,10 @@ __attribute__((noinline)) void put_and_release(void *block, hurray_release_fn fn
 }
 }  // namespace
 
-// The block goes back without a call where the cache takes it (both calls
-// are then tail calls: nothing to save).
+// Only the release function and its argument are needed once the block is
+// back in the cache (which reuses its memory at once). The block goes back
+// without a call where the cache takes it (both calls are then tail calls:
+// nothing to save).
 void exported_versioned_deleter(DLManagedTensorVersioned *t) {
   auto *block = reinterpret_cast<ExportedVersioned *>(t);
   hurray_release_fn fn = block->handle.release_fn;
@@ -81,13 +81,15 @@ typedef int32_t Chunk32 __attribute__((vector_size(16)));
 inline void fill_versioned(ExportedVersioned *__restrict block, hurray_buffer *__restrict src) {
   const HandleChunks h = load_chunks(src);
   store_chunks(&block->handle, h);
-  constexpr int64_t kVersion = int64_t{HURRAY_DLPACK_MAJOR} | (int64_t{HURRAY_DLPACK_MINOR} << 32);
+  const DLPackVersion version{HURRAY_DLPACK_MAJOR, HURRAY_DLPACK_MINOR};
+  int64_t version_word;  // any byte order (the compiler folds it to a constant)
+  std::memcpy(&version_word, &version, 8);
   const HandleChunk deleter{
       static_cast<int64_t>(reinterpret_cast<uintptr_t>(&exported_versioned_deleter)), 0};
   char *t = reinterpret_cast<char *>(&block->tensor);
   // {version, manager_ctx}, {deleter, flags}, {data, device},
   // {ndim, dtype, shape}, {strides, byte_offset}.
-  store_chunk(t, HandleChunk{kVersion, static_cast<int64_t>(reinterpret_cast<uintptr_t>(block))});
+  store_chunk(t, HandleChunk{version_word, static_cast<int64_t>(reinterpret_cast<uintptr_t>(block))});
   store_chunk(t + 16, HURRAY_PICK64(deleter, h.c1, 0, 3));
   store_chunk(t + 32, HURRAY_PICK64(h.c2, h.c3, 0, 2));
   store_chunk(t + 48, reinterpret_cast<HandleChunk>(HURRAY_PICK32(

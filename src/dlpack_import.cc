@@ -106,11 +106,18 @@ inline int64_t load64(const void *p) {
 }
 inline void write_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
                          hurray_buffer *out) {
-  const uint64_t ndim_dtype = static_cast<uint64_t>(load64(&t.ndim));
-  const int64_t dtype_ndim = static_cast<int64_t>((ndim_dtype >> 32) | (ndim_dtype << 32));
+  // The two 8-byte words whose layout depends on byte order, assembled
+  // through memory (the compiler folds it to a rotate and a constant).
+  char words[16];
+  std::memcpy(words, &t.dtype, 4);
+  std::memcpy(words + 4, &t.ndim, 4);
+  const uint32_t version_reserved[2] = {HURRAY_BUFFER_VERSION, 0};
+  std::memcpy(words + 8, version_reserved, 8);
+  const int64_t dtype_ndim = load64(words);
+  const int64_t version_word = load64(words + 8);
   HandleChunk shape_strides;
   std::memcpy(&shape_strides, &t.shape, 16);
-  const HandleChunk c0{HURRAY_BUFFER_VERSION,
+  const HandleChunk c0{version_word,
                       static_cast<int64_t>(reinterpret_cast<uintptr_t>(release))};
   const HandleChunk c1{static_cast<int64_t>(reinterpret_cast<uintptr_t>(tensor)),
                        static_cast<int64_t>(flags)};
