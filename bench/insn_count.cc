@@ -10,7 +10,8 @@
 // the difference / 1000 (start-up and the first calls excluded). The
 // driver's own work (building the handle or tensor, about 25-40
 // instructions) is included. OPs: import, export, share2, roundtrip,
-// validate, reshare2, fanout8, share1. Tensor: float32, extent 32 in the
+// validate, reshare2, fanout8, share1, keep (re-share 2 of a shared handle,
+// export one: "export keeping a reference"). Tensor: float32, extent 32 in the
 // first 4 dimensions, 2 in the next 12, 1 after that, compact strides (the
 // tensor of BM_Ndim* in bench/core_bench.cc).
 #include <cstdio>
@@ -50,7 +51,7 @@ void check(int32_t st) {
   }
 }
 
-enum Op { kImport, kExport, kShare2, kRoundTrip, kValidate, kReshare2, kFanOut8, kShare1 };
+enum Op { kImport, kExport, kShare2, kRoundTrip, kValidate, kReshare2, kFanOut8, kShare1, kKeep };
 
 __attribute__((noinline)) void run_op(Op op, int nd, long reps) {
   for (long r = 0; r < reps; ++r) {
@@ -111,6 +112,15 @@ __attribute__((noinline)) void run_op(Op op, int nd, long reps) {
         hurray_buffer_release(&one);
         break;
       }
+      case kKeep: {  // export keeping a reference: re-share 2, keep one, export one
+        hurray_buffer pair[2];
+        check(hurray_share(&g_held, 2, pair));
+        g_held = pair[0];
+        DLManagedTensorVersioned *t;
+        check(hurray_to_dlpack_versioned(&pair[1], &t));
+        t->deleter(t);
+        break;
+      }
     }
   }
 }
@@ -118,14 +128,14 @@ __attribute__((noinline)) void run_op(Op op, int nd, long reps) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  static const char *const kNames[] = {"import",   "export",   "share2",  "roundtrip",
-                                       "validate", "reshare2", "fanout8", "share1"};
+  static const char *const kNames[] = {"import",   "export",   "share2",  "roundtrip", "validate",
+                                       "reshare2", "fanout8", "share1",  "keep"};
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s OP NDIM REPS\n", argv[0]);
     return 2;
   }
   int op = -1;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 9; ++i) {
     if (std::strcmp(argv[1], kNames[i]) == 0) op = i;
   }
   const int nd = std::atoi(argv[2]);

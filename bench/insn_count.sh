@@ -6,10 +6,12 @@
 # build/release/bench/hurray_insn_count; build it with
 # `cmake --build --preset release --target hurray_insn_count`).
 # Valgrind reports a CPU without AVX-512 (and with AVX2) to the program, so
-# the counts are of the AVX2 wide path where the real CPU would take AVX-512.
+# the counts are of the AVX2 wide path where the real CPU would take AVX-512;
+# HURRAY_INTERNAL_WIDE_PATH=scalar in the environment counts the scalar one.
+# INSN_OPS="export keep" limits the operations.
 set -euo pipefail
 bin=${1:-build/release/bench/hurray_insn_count}
-ops=(import export share2 roundtrip validate reshare2 fanout8 share1)
+ops=(${INSN_OPS:-import export keep share2 roundtrip validate reshare2 fanout8 share1})
 ndims=(1 2 4 16 64)
 count() {  # OP NDIM REPS -> instructions collected in run_op
   valgrind --tool=callgrind --toggle-collect='*run_op*' --callgrind-out-file=/dev/null \

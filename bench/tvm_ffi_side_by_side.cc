@@ -362,12 +362,34 @@ void register_all() {
   reg("copy80/floor", floor_copy80);
 }
 
+// The path of libhurray's wide-rank bound (ndim >= 8) this run takes, by the
+// library's rule (src/layout_wide.cc): the widest the CPU has, capped by
+// HURRAY_INTERNAL_WIDE_PATH (avx2, scalar), the benchmark hook that lets
+// bench/side_by_side.py measure a CPU without AVX-512 on one that has it.
+std::string wide_path() {
+  const char *cap = std::getenv("HURRAY_INTERNAL_WIDE_PATH");
+  const int limit = cap == nullptr ? 2 : std::strcmp(cap, "scalar") == 0 ? 0
+                                     : std::strcmp(cap, "avx2") == 0     ? 1
+                                                                         : 2;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (limit >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd")) {
+    return "avx512";
+  }
+  if (limit >= 1 && __builtin_cpu_supports("avx2")) return "avx2";
+#else
+  (void)limit;
+#endif
+  return "scalar";
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   init_layouts();
   check_cases();
   register_all();
+  benchmark::AddCustomContext("hurray_wide_path", wide_path());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

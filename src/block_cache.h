@@ -96,6 +96,28 @@ class BlockCache {
     return b;
   }
 
+  // A cached block of this thread's (contents undefined), or NULL when the
+  // cache is empty (then get() would call malloc): for callers that keep
+  // their fast path free of calls.
+  static void *try_get() {
+    Slot *s = mine(thread_id_word());
+    Link *b = s != nullptr ? s->head : nullptr;
+    if (b == nullptr) return nullptr;
+    HURRAY_UNPOISON(b, Size);
+    s->head = b->next;
+    --s->count;
+    return b;
+  }
+
+  // put() where it needs no call: true when `p` went into this thread's
+  // cache; false (nothing done) when put() would take its slow path.
+  static bool try_put(void *p) {
+    Slot *s = mine(thread_id_word());
+    if (s == nullptr || s->count >= Bound) return false;
+    push(*s, p);
+    return true;
+  }
+
   // Takes back a block from get() of any thread (or any malloc of Size bytes).
   static void put(void *p) {
     const uintptr_t me = thread_id_word();

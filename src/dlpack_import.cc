@@ -2,7 +2,9 @@
 // DLManagedTensorVersioned / DLManagedTensor -> hurray_buffer (spec §6.3),
 // recognising libhurray's own exports so round trips never nest (§6.4).
 #include <cinttypes>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 
 #include "block_cache.h"
 #include "dlpack_wrappers.h"
@@ -91,21 +93,50 @@ __attribute__((noinline)) int32_t make_strides_block(const DLTensor &t, void (*r
 
 // Writes the handle of a checked tensor whose strides are given (or ndim
 // 0) straight into *out: it cannot fail.
+// As five 16-byte chunks (handle.h: HandleChunks), built in registers from
+// 8-byte reads of the tensor: DLTensor's device is the handle's (two
+// int32), and its ndim and dtype (8 bytes at offset 16) are the handle's
+// dtype and ndim with the halves swapped.
+static_assert(offsetof(DLTensor, device) == 8 && sizeof(DLDevice) == 8 &&
+                  offsetof(DLTensor, ndim) == 16 && offsetof(DLTensor, dtype) == 20 &&
+                  offsetof(DLTensor, strides) == offsetof(DLTensor, shape) + 8,
+              "DLTensor layout (DLPack 1.x)");
+static_assert(offsetof(hurray_buffer, device) == 48 && offsetof(hurray_buffer, dtype) == 56 &&
+                  offsetof(hurray_buffer, ndim) == 60 && offsetof(hurray_buffer, shape) == 64,
+              "handle layout version 1");
+inline int64_t load64(const void *p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 inline void write_handle(const DLTensor &t, uint64_t flags, void (*release)(void *), void *tensor,
                          hurray_buffer *out) {
-  out->version = HURRAY_BUFFER_VERSION;
-  out->reserved = 0;
-  out->release_fn = release;
-  out->user_data = tensor;
-  out->flags = flags;
-  out->data = t.data;
-  out->byte_offset = t.byte_offset;
-  out->device.device_type = static_cast<int32_t>(t.device.device_type);
-  out->device.device_id = t.device.device_id;
-  out->dtype = hurray_dtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
-  out->ndim = t.ndim;
-  out->shape = t.ndim > 0 ? t.shape : nullptr;
-  out->strides = t.ndim > 0 ? t.strides : nullptr;
+  // The two 8-byte words whose layout depends on byte order, assembled
+  // through memory (the compiler folds it to a rotate and a constant).
+  char words[16];
+  std::memcpy(words, &t.dtype, 4);
+  std::memcpy(words + 4, &t.ndim, 4);
+  const uint32_t version_reserved[2] = {HURRAY_BUFFER_VERSION, 0};
+  std::memcpy(words + 8, version_reserved, 8);
+  const int64_t dtype_ndim = load64(words);
+  const int64_t version_word = load64(words + 8);
+  HandleChunk shape_strides;
+  std::memcpy(&shape_strides, &t.shape, 16);
+  const HandleChunk c0{version_word,
+                      static_cast<int64_t>(reinterpret_cast<uintptr_t>(release))};
+  const HandleChunk c1{static_cast<int64_t>(reinterpret_cast<uintptr_t>(tensor)),
+                       static_cast<int64_t>(flags)};
+  const HandleChunk c2{static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data)),
+                       static_cast<int64_t>(t.byte_offset)};
+  const HandleChunk c3{load64(&t.device), dtype_ndim};
+  // NULL shape and strides at ndim 0.
+  const HandleChunk c4 = t.ndim > 0 ? shape_strides : HandleChunk{0, 0};
+  char *p = reinterpret_cast<char *>(out);
+  std::memcpy(p, &c0, 16);
+  std::memcpy(p + 16, &c1, 16);
+  std::memcpy(p + 32, &c2, 16);
+  std::memcpy(p + 48, &c3, 16);
+  std::memcpy(p + 64, &c4, 16);
 }
 
 // Shared tail of both imports once the tensor has been checked.

@@ -4,6 +4,7 @@
 #define HURRAY_SRC_HANDLE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "hurray/hurray.h"
@@ -52,6 +53,50 @@ inline bool same_description(const hurray_buffer &a, const hurray_buffer &b) {
 
 // Leaves `h` empty (all fields zero) without calling anything.
 inline void clear(hurray_buffer *h) { std::memset(h, 0, sizeof *h); }
+
+// A handle as five 16-byte chunks (offsets 0, 16, ..., 64), for writing and
+// copying handles the library hands out. Every handle the library writes is
+// stored as these five chunks, so that whoever reads it next (a struct copy,
+// the next call's wide loads, a field) reads within one earlier store: a
+// load that spans several narrower stores still in flight cannot be
+// forwarded from them and waits for them to reach the cache (about 10-20
+// cycles each on current x86 cores), which cost the export paths more than
+// their instructions did (docs/performance.md, "Round 4").
+typedef int64_t HandleChunk __attribute__((vector_size(16)));
+// Five named chunks (not an array: GCC keeps named members in registers
+// where it spills an array to the stack).
+struct HandleChunks {
+  HandleChunk c0, c1, c2, c3, c4;
+};
+static_assert(sizeof(HandleChunks) == sizeof(hurray_buffer), "a handle is five chunks");
+
+// Unaligned 16-byte moves (a handle is only 8-byte aligned).
+inline HandleChunk load_chunk(const void *p) {
+  HandleChunk v;
+  std::memcpy(&v, p, 16);
+  return v;
+}
+inline void store_chunk(void *p, HandleChunk v) { std::memcpy(p, &v, 16); }
+inline HandleChunks load_chunks(const hurray_buffer *h) {
+  const char *p = reinterpret_cast<const char *>(h);
+  return HandleChunks{load_chunk(p), load_chunk(p + 16), load_chunk(p + 32), load_chunk(p + 48),
+                      load_chunk(p + 64)};
+}
+inline void store_chunks(hurray_buffer *h, const HandleChunks &v) {
+  char *p = reinterpret_cast<char *>(h);
+  store_chunk(p, v.c0);
+  store_chunk(p + 16, v.c1);
+  store_chunk(p + 32, v.c2);
+  store_chunk(p + 48, v.c3);
+  store_chunk(p + 64, v.c4);
+}
+// `v` with release_fn and user_data replaced (chunk 0's upper half, chunk
+// 1's lower half).
+inline HandleChunks with_owner(HandleChunks v, hurray_release_fn fn, void *user_data) {
+  v.c0 = HandleChunk{v.c0[0], static_cast<int64_t>(reinterpret_cast<uintptr_t>(fn))};
+  v.c1 = HandleChunk{static_cast<int64_t>(reinterpret_cast<uintptr_t>(user_data)), v.c1[1]};
+  return v;
+}
 
 }  // namespace hurray::detail
 

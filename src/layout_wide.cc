@@ -18,6 +18,9 @@
 //       m + 1 <= 2^bit_length(m), is at most 2^62.
 // All four prove what the exact loop of desc_fast_ok proves; a tensor that
 // misses the bound goes to that loop, so the verdict never depends on it.
+#include <cstdlib>
+#include <cstring>
+
 #include "layout.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -55,41 +58,57 @@ bool wide_dims_scalar(int32_t ndim, const int64_t *shape, const int64_t *strides
 }
 
 #ifdef HURRAY_HAVE_AVX2_PATH
-__attribute__((target("avx2"))) bool wide_dims_avx2(int32_t ndim, const int64_t *shape,
-                                                    const int64_t *strides) {
+// Four dimensions into the AVX2 accumulators. With bound (1) holding
+// (m < 2^31), (m | 2^52) read as a double is 2^52 + m exactly, and minus
+// (2^52 - 0.5) it is m + 0.5 exactly, whose exponent field is
+// 1023 + floor(log2(m + 0.5)) = 1022 + bit_length(m), for m = 0 too. Where
+// (1) fails the lane's exponent is garbage but the verdict is false anyway.
+struct Avx2Acc {
+  __m256i ma, span, exp;
+};
+__attribute__((target("avx2"), always_inline)) inline Avx2Acc avx2_step(Avx2Acc acc,
+                                                                        const int64_t *shape,
+                                                                        const int64_t *strides) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i one = _mm256_set1_epi64x(1);
-  // 2^52 as bits and as a double: (x | magic) - 2^52 is x as a double for
-  // 0 <= x < 2^52, whose exponent field is 1023 + floor(log2 x).
-  const __m256i magic = _mm256_set1_epi64x(0x4330000000000000LL);
-  const __m256d magic_d = _mm256_castsi256_pd(magic);
-  __m256i acc_ma = zero, acc_span = zero, acc_exp = zero;
+  const __m256i magic = _mm256_set1_epi64x(0x4330000000000000LL);  // 2^52
+  const __m256d magic_half = _mm256_set1_pd(4503599627370495.5);     // 2^52 - 0.5
+  const __m256i n = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(shape));
+  const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(strides));
+  const __m256i m = _mm256_sub_epi64(n, one);
+  // |s| (the sign bit picks -s), then 0 where m == 0 (extent 1).
+  const __m256i neg = _mm256_sub_epi64(zero, s);
+  const __m256i abs = _mm256_castpd_si256(
+      _mm256_blendv_pd(_mm256_castsi256_pd(s), _mm256_castsi256_pd(neg), _mm256_castsi256_pd(s)));
+  const __m256i a = _mm256_andnot_si256(_mm256_cmpeq_epi64(m, zero), abs);
+  const __m256d d = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(m, magic)), magic_half);
+  return Avx2Acc{_mm256_or_si256(acc.ma, _mm256_or_si256(m, a)),
+                 _mm256_or_si256(acc.span, _mm256_mul_epu32(m, a)),
+                 _mm256_add_epi64(acc.exp, _mm256_srli_epi64(_mm256_castpd_si256(d), 52))};
+}
+
+__attribute__((target("avx2"))) bool wide_dims_avx2(int32_t ndim, const int64_t *shape,
+                                                    const int64_t *strides) {
+  // Two sets of accumulators, eight dimensions per turn, so the two halves'
+  // dependency chains overlap; the last ndim % 8 in scalar code.
+  const __m256i z = _mm256_setzero_si256();
+  Avx2Acc a0{z, z, z}, a1{z, z, z};
   int32_t k = 0;
-  for (; k + 4 <= ndim; k += 4) {
-    const __m256i n = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(shape + k));
-    const __m256i s0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(strides + k));
-    const __m256i m = _mm256_sub_epi64(n, one);
-    const __m256i s = _mm256_andnot_si256(_mm256_cmpeq_epi64(m, zero), s0);
-    const __m256i sign = _mm256_cmpgt_epi64(zero, s);
-    const __m256i a = _mm256_sub_epi64(_mm256_xor_si256(s, sign), sign);
-    acc_ma = _mm256_or_si256(acc_ma, _mm256_or_si256(m, a));
-    acc_span = _mm256_or_si256(acc_span, _mm256_mul_epu32(m, a));
-    // bit_length(m) = exponent(2m + 1) - 1023 (valid while m < 2^51, which
-    // bound (1) ensures whenever the verdict is true).
-    const __m256i x = _mm256_or_si256(_mm256_slli_epi64(m, 1), one);
-    const __m256d d = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(x, magic)), magic_d);
-    acc_exp = _mm256_add_epi64(acc_exp, _mm256_srli_epi64(_mm256_castpd_si256(d), 52));
+  for (; k + 8 <= ndim; k += 8) {
+    a0 = avx2_step(a0, shape + k, strides + k);
+    a1 = avx2_step(a1, shape + k + 4, strides + k + 4);
   }
-  alignas(32) uint64_t ma[4], span[4], ex[4];
-  _mm256_store_si256(reinterpret_cast<__m256i *>(ma), acc_ma);
-  _mm256_store_si256(reinterpret_cast<__m256i *>(span), acc_span);
-  _mm256_store_si256(reinterpret_cast<__m256i *>(ex), acc_exp);
-  uint64_t acc_ma_s = ma[0] | ma[1] | ma[2] | ma[3];
-  uint64_t acc_span_s = span[0] | span[1] | span[2] | span[3];
+  const __m256i ma = _mm256_or_si256(a0.ma, a1.ma);
+  const __m256i span = _mm256_or_si256(a0.span, a1.span);
+  // (1)-(3) on all lanes: no bit at or above 2^31 in ma, 2^32 in span.
+  const __m256i big = _mm256_or_si256(_mm256_srli_epi64(ma, 31), _mm256_srli_epi64(span, 32));
+  const __m256i ex = _mm256_add_epi64(a0.exp, a1.exp);
+  const __m128i ex2 = _mm_add_epi64(_mm256_castsi256_si128(ex), _mm256_extracti128_si256(ex, 1));
   // Each exponent is at most 2047, so the sum of k of them fits an int.
-  int bits = static_cast<int>(ex[0] + ex[1] + ex[2] + ex[3]) - 1023 * k;
-  wide_tail(k, ndim, shape, strides, acc_ma_s, acc_span_s, bits);
-  return wide_verdict(acc_ma_s, acc_span_s, bits);
+  int bits = static_cast<int>(_mm_cvtsi128_si64(ex2) + _mm_extract_epi64(ex2, 1)) - 1022 * k;
+  uint64_t acc_ma = 0, acc_span = 0;
+  wide_tail(k, ndim, shape, strides, acc_ma, acc_span, bits);
+  return _mm256_testz_si256(big, big) != 0 && wide_verdict(acc_ma, acc_span, bits);
 }
 
 // GCC 12's AVX-512 headers build masked intrinsics on _mm512_undefined_*,
@@ -145,14 +164,27 @@ __attribute__((target("avx512f,avx512cd"))) bool wide_dims_avx512(int32_t ndim,
 #pragma GCC diagnostic pop
 #endif
 
+// Benchmark hook, not an interface: HURRAY_INTERNAL_WIDE_PATH=avx2 or
+// =scalar in the environment when the library is loaded turns off the wider
+// paths (never on one the CPU lacks), so that bench/side_by_side.py can
+// measure a CPU without AVX-512 (or AVX2) on one that has it. Every path
+// gives the same verdict, so only speed changes.
+int wide_path_cap() {
+  const char *v = std::getenv("HURRAY_INTERNAL_WIDE_PATH");
+  if (v == nullptr) return 2;
+  if (std::strcmp(v, "scalar") == 0) return 0;
+  if (std::strcmp(v, "avx2") == 0) return 1;
+  return 2;
+}
 bool detect_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
+  return wide_path_cap() >= 1 && __builtin_cpu_supports("avx2");
 }
 // __builtin_cpu_supports also checks that the OS saves the AVX-512 state.
 bool detect_avx512() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd");
+  return wide_path_cap() >= 2 && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512cd");
 }
 const bool kHasAvx2 = detect_avx2();
 const bool kHasAvx512 = detect_avx512();

@@ -42,6 +42,48 @@ int32_t share_tracked(hurray_buffer *src, size_t n, hurray_buffer *out) {
       &args, out, n);
 }
 
+// hurray_share of anything but an unchanged shared handle (arguments
+// checked): out of line, so that the re-share path of hurray_share saves no
+// registers.
+__attribute__((noinline)) int32_t share_checked(hurray_buffer *src, size_t n, hurray_buffer *out) {
+  if (src == nullptr || !is_unchanged_import(*src)) {
+    // A tracked handle is checked as the handle it stands for, once the
+    // checker knows its reference is live (a released one's shape may be
+    // gone).
+    if (check::is_tracked(src)) return share_tracked(src, n, out);
+    int32_t st = check_handle(src, "src", nullptr);
+    if (st != HURRAY_OK) return st;
+  }
+
+  // Copied as five 16-byte chunks (handle.h: HandleChunks); out may alias src.
+  HandleChunks h = load_chunks(src);
+  if (n > 1) {
+    if (src->release_fn == &share_release) {
+      // Already shared: the source's reference becomes the first of n.
+      static_cast<ShareBlock *>(src->user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
+    } else {
+      void *mem = LibraryBlocks::get();
+      if (mem == nullptr) {
+        return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte share block failed",
+                    sizeof(ShareBlock));
+      }
+      auto *b = new (mem) ShareBlock;
+      b->refs.store(n, std::memory_order_relaxed);
+      store_chunks(&b->source, h);
+      h = with_owner(h, &share_release, b);
+    }
+  }
+  clear(src);
+  for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
+  return check::produced(HURRAY_OK, out, n, "hurray_share");
+}
+
+__attribute__((noinline)) void put_block_and_release(void *block, hurray_release_fn fn,
+                                                     void *user_data) {
+  LibraryBlocks::put(block);
+  fn(user_data);
+}
+
 }  // namespace
 
 void share_release(void *block) {
@@ -59,8 +101,8 @@ void share_release(void *block) {
   hurray_release_fn fn = b->source.release_fn;
   void *user_data = b->source.user_data;
   b->~ShareBlock();
-  LibraryBlocks::put(b);
-  fn(user_data);
+  if (!LibraryBlocks::try_put(b)) return put_block_and_release(b, fn, user_data);
+  fn(user_data);  // a tail call: nothing saved on this path
 }
 
 }  // namespace hurray::detail
@@ -77,34 +119,33 @@ HURRAY_API int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out
   // A handle this function issued and nobody changed was validated when its
   // block was made, an unchanged imported one by its import; anything else
   // is validated here (spec §3.4).
-  if (src == nullptr || !(is_unchanged_share(*src) || is_unchanged_import(*src))) {
-    // A tracked handle is checked as the handle it stands for, once the
-    // checker knows its reference is live (a released one's shape may be
-    // gone).
-    if (check::is_tracked(src)) return share_tracked(src, n, out);
-    int32_t st = check_handle(src, "src", nullptr);
-    if (st != HURRAY_OK) return st;
+  if (src != nullptr && is_unchanged_share(*src)) {
+    // Re-sharing (the steady state of fan-out and of an export that keeps a
+    // reference): one count for all, the source's reference the first of n.
+    // Nothing here can fail or call out, so the chunks stay in registers.
+    if (n > 1) {
+      static_cast<ShareBlock *>(src->user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
+    }
+    const HandleChunks h = load_chunks(src);  // out may alias src
+    clear(src);
+    for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
+    return check::produced(HURRAY_OK, out, n, "hurray_share");
   }
-
-  hurray_buffer h = *src;  // out may alias src
-  if (n > 1) {
-    if (h.release_fn == &share_release) {
-      // Already shared: the source's reference becomes the first of n.
-      static_cast<ShareBlock *>(h.user_data)->refs.fetch_add(n - 1, std::memory_order_relaxed);
-    } else {
-      void *mem = LibraryBlocks::get();
-      if (mem == nullptr) {
-        return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the %zu-byte share block failed",
-                    sizeof(ShareBlock));
-      }
-      auto *b = new (mem) ShareBlock{{n}, h};
-      h.release_fn = &share_release;
-      h.user_data = b;
+  if (n > 1 && src != nullptr && is_unchanged_import(*src)) {
+    // The first share of an unchanged import (what a Python Buffer does on
+    // every __dlpack__): with a cached block, again nothing that calls out.
+    if (void *mem = LibraryBlocks::try_get()) {
+      HandleChunks h = load_chunks(src);
+      auto *b = new (mem) ShareBlock;
+      b->refs.store(n, std::memory_order_relaxed);
+      store_chunks(&b->source, h);
+      h = with_owner(h, &share_release, b);
+      clear(src);
+      for (size_t i = 0; i < n; ++i) store_chunks(&out[i], h);
+      return check::produced(HURRAY_OK, out, n, "hurray_share");
     }
   }
-  clear(src);
-  for (size_t i = 0; i < n; ++i) out[i] = h;
-  return check::produced(HURRAY_OK, out, n, "hurray_share");
+  return share_checked(src, n, out);
 }
 
 }  // extern "C"

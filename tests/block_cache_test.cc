@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -56,6 +57,49 @@ TEST(BlockCache, HoldsAtMostBoundBlocksAndFreesTheRest) {
   }
   EXPECT_EQ(Small::cached(), Small::kBound);
   Small::drain();
+}
+
+// try_get / try_put: the call-free halves of get / put (the steady export
+// and share paths use them). try_get never allocates; try_put never frees.
+TEST(BlockCache, TryGetAndTryPutNeverCallTheAllocator) {
+  Small::drain();
+  void *a = Small::get();  // a slot is claimed on this thread's first put
+  ASSERT_NE(a, nullptr);
+  Small::put(a);
+  EXPECT_EQ(Small::cached(), 1u);
+  EXPECT_EQ(Small::try_get(), a);
+  EXPECT_EQ(Small::cached(), 0u);
+  EXPECT_EQ(Small::try_get(), nullptr);  // empty: NULL, not malloc
+  EXPECT_TRUE(Small::try_put(a));
+  EXPECT_EQ(Small::cached(), 1u);
+  // Any malloc of kSize bytes may go in (as with put).
+  for (uint32_t i = 1; i < Small::kBound; ++i) {
+    void *p = std::malloc(Small::kSize);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(Small::try_put(p));
+  }
+  EXPECT_EQ(Small::cached(), Small::kBound);
+  void *fresh = std::malloc(Small::kSize);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_FALSE(Small::try_put(fresh));  // full: nothing done, the caller keeps it
+  EXPECT_EQ(Small::cached(), Small::kBound);
+  std::free(fresh);
+  Small::drain();
+  EXPECT_EQ(Small::cached(), 0u);
+}
+
+// A thread that never put a block owns no slot: try_put declines, try_get
+// finds nothing.
+TEST(BlockCache, TryPutOnAThreadWithoutASlotDeclines) {
+  std::thread t([] {
+    void *p = std::malloc(Small::kSize);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(Small::try_get(), nullptr);
+    EXPECT_FALSE(Small::try_put(p));
+    EXPECT_EQ(Small::cached(), 0u);
+    std::free(p);
+  });
+  t.join();
 }
 
 TEST(BlockCache, BlocksPutOnAnotherThreadGoToThatThreadsCache) {

@@ -55,13 +55,14 @@ template int32_t import_tensor(DLManagedTensor *, const char *, hurray_buffer *)
 
 namespace {
 
-// Takes a DLPack capsule over as a live handle and marks it used. Returns
-// false with an exception set (the capsule then still owns its tensor).
-bool import_capsule(PyObject *cap, hurray_buffer *out) {
+// Takes a DLPack capsule over as a live handle and marks it used; *legacy
+// says which form it was. Returns false with an exception set (the capsule
+// then still owns its tensor). One name comparison for a versioned capsule.
+bool import_capsule(PyObject *cap, hurray_buffer *out, bool *was_legacy) {
   const char *name = PyCapsule_GetName(cap);
   if (name == nullptr && PyErr_Occurred()) return false;
   const bool versioned = name != nullptr && std::strcmp(name, kCapsuleVersioned) == 0;
-  const bool legacy = name != nullptr && std::strcmp(name, kCapsuleLegacy) == 0;
+  const bool legacy = !versioned && name != nullptr && std::strcmp(name, kCapsuleLegacy) == 0;
   if (!versioned && !legacy) {
     if (name != nullptr && (std::strcmp(name, kCapsuleVersionedUsed) == 0 ||
                             std::strcmp(name, kCapsuleLegacyUsed) == 0)) {
@@ -103,6 +104,7 @@ bool import_capsule(PyObject *cap, hurray_buffer *out) {
   // (SetName cannot fail on a capsule whose pointer was just read.)
   (void)PyCapsule_SetName(cap, versioned ? kCapsuleVersionedUsed : kCapsuleLegacyUsed);
   *out = h;
+  *was_legacy = legacy;
   return true;
 }
 
@@ -350,11 +352,11 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
         return nullptr;
       }
     }
-    bool ok = import_capsule(cap, &h);
     // A legacy capsule said nothing about writability (read-only for now,
     // as NumPy takes it; BufferObject::legacy_unsaid).
-    const char *used = ok ? PyCapsule_GetName(cap) : nullptr;
-    legacy_unsaid = used != nullptr && std::strcmp(used, kCapsuleLegacyUsed) == 0;
+    bool was_legacy = false;
+    bool ok = import_capsule(cap, &h, &was_legacy);
+    legacy_unsaid = ok && was_legacy;
     Py_DECREF(cap);
     if (!ok) return nullptr;
   }
