@@ -395,6 +395,8 @@ TEST(IpcImport, EveryFieldIsChecked) {
       {"fds[0] closed", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { close(m->fds[0]); m->fds[0] = -1; }},
       {"fds[1] not a pipe", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { close(m->fds[1]); m->fds[1] = dup(m->fds[0]); }},
+      {"one fd twice", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) { close(m->fds[1]); m->fds[1] = m->fds[0]; }},
       {"fds swapped", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { std::swap(m->fds[0], m->fds[1]); }},
   };
