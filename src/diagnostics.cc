@@ -22,6 +22,8 @@ std::atomic<uint64_t> g_teardown_leaks{0};
 std::atomic<uint64_t> g_fork_skips{0};
 std::atomic<uint64_t> g_context_reset_skips{0};
 std::atomic<uint64_t> g_double_releases{0};
+std::atomic<uint64_t> g_ipc_copies{0};
+std::atomic<uint64_t> g_ipc_returns{0};
 
 // The hook and its argument change together under g_hook_mutex, which is
 // also held while the hook runs: set_diagnostic_hook returning means the old
@@ -104,6 +106,8 @@ void unlock_hook_after_fork() {
 void count_teardown_leak() { g_teardown_leaks.fetch_add(1, std::memory_order_relaxed); }
 
 void count_fork_skip() { g_fork_skips.fetch_add(1, std::memory_order_relaxed); }
+void count_ipc_copy() { g_ipc_copies.fetch_add(1, std::memory_order_relaxed); }
+void count_ipc_return() { g_ipc_returns.fetch_add(1, std::memory_order_relaxed); }
 
 void register_fork_child_handler(void (*child_handler)(void)) {
   // Can only fail with ENOMEM; then a forked child would still try to free,
@@ -134,7 +138,9 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
                              sizeof d.context_reset_skips,
                          offsetof(hurray_diagnostics, stream_fallback_frees) +
                              sizeof d.stream_fallback_frees,
-                         offsetof(hurray_diagnostics, double_releases) + sizeof d.double_releases};
+                         offsetof(hurray_diagnostics, double_releases) + sizeof d.double_releases,
+                         offsetof(hurray_diagnostics, ipc_copies) + sizeof d.ipc_copies,
+                         offsetof(hurray_diagnostics, ipc_returns) + sizeof d.ipc_returns};
   size_t written = 0;
   for (size_t end : ends) {
     if (end <= size) written = end;
@@ -147,6 +153,8 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   d.context_reset_skips = g_context_reset_skips.load(std::memory_order_relaxed);
   d.stream_fallback_frees = 0;  // no longer counted (docs/impl/gpu.md §3, destroyed streams)
   d.double_releases = g_double_releases.load(std::memory_order_relaxed);
+  d.ipc_copies = g_ipc_copies.load(std::memory_order_relaxed);    // docs/impl/ipc.md §4
+  d.ipc_returns = g_ipc_returns.load(std::memory_order_relaxed);  // docs/impl/ipc.md §5
   std::memcpy(out, &d, written);
   return HURRAY_OK;
 }

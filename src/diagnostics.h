@@ -31,6 +31,10 @@ void report_check_finding(int32_t status, const char *message, bool double_relea
 void count_teardown_leak();
 // A GPU release in a child process after fork(): counted, nothing else.
 void count_fork_skip();
+// Cross-process (src/ipc, docs/impl/ipc.md): a copy of non-shareable memory
+// into a memfd, and a reference a receiver gave back to this process.
+void count_ipc_copy();
+void count_ipc_return();
 
 // fork(): the process's atfork handlers (src/fork_handlers.cc) take the
 // hook's mutex before a fork (waiting for a running hook to return; nothing

@@ -12,8 +12,9 @@
 #   style           tests/style/check.sh: the SPDX licence line in every source,
 #                   header, script and CMake file; clang-format-14 on C and C++
 #   fuzz            tests/fuzz/run.sh: the libFuzzer targets (clang, build/fuzz): the DLPack
-#                   one for two minutes on the seed corpus tests/fuzz/corpus, the
-#                   checking mode's for 30 s (docs/impl/fuzzing.md)
+#                   one for 100 s on the seed corpus tests/fuzz/corpus, the
+#                   cross-process descriptor one for 20 s on tests/fuzz/ipc_corpus,
+#                   the checking mode's for 30 s (docs/impl/fuzzing.md)
 #   installed       what users get (tests/installed/run.sh): libhurray built as the
 #                   README says (build/lib: Release, tests off), installed into
 #                   build/prefix, then dlopen'ed / loaded through an extension
