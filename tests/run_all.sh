@@ -23,6 +23,9 @@
 #                   release stage's binary, else a Release build in build/bench),
 #                   run for a few seconds; no thresholds
 #   python          bash python/run_tests.sh, when python/tests and that script exist
+#   distributed     the Python tests that start a Ray or Dask cluster (pytest -m
+#                   distributed; ray and distributed installed when missing), against
+#                   a plain CMake build of the package in build/python-distributed
 #   extensions      bash examples/run_extensions.sh: the PyTorch and TVM FFI
 #                   extension examples built against libhurray installed
 #                   (cmake --install) from build/lib (Release), and their pytest suites
@@ -47,7 +50,7 @@ export DEBIAN_FRONTEND=noninteractive
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan fuzz installed external-dlpack release bench-smoke python extensions bindings)
+DEFAULT_STAGES=(dev asan tsan fuzz installed external-dlpack release bench-smoke python distributed extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -319,6 +322,14 @@ stage_python() {
 }
 
 # --------------------------------------------------------------------------
+# distributed: hurray.Buffer through Ray and Dask clusters (issue 18).
+# --------------------------------------------------------------------------
+stage_distributed() {
+  HURRAY_VENV=$VENV HURRAY_PY_DISTRIBUTED=1 HURRAY_PY_FROM_BUILD=1 \
+    HURRAY_PY_BUILD_DIR=$ROOT/build/python-distributed bash python/run_tests.sh
+}
+
+# --------------------------------------------------------------------------
 # extensions: C++ extensions of PyTorch and TVM FFI linking installed libhurray
 # (the Release build of the installed stage; built here if that did not run).
 # --------------------------------------------------------------------------
@@ -352,7 +363,7 @@ run_stage deps stage_deps || {
 }
 for s in "${STAGES[@]}"; do
   case "$s" in
-    dev|asan|tsan|release|installed|python) fn=stage_$s ;;
+    dev|asan|tsan|release|installed|python|distributed) fn=stage_$s ;;
     fuzz) fn=stage_fuzz ;;
     external-dlpack) fn=stage_external_dlpack ;;
     bench-smoke) fn=stage_bench_smoke ;;
