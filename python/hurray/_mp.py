@@ -6,9 +6,13 @@ forkserver) and concurrent.futures.ProcessPoolExecutor pickle with
 ``multiprocessing.reduction.ForkingPickler``. hurray registers a reducer
 there that sends a Buffer as libhurray's IPC message
 (``hurray_ipc_export``): a small versioned descriptor plus file
-descriptors, moved by ``multiprocessing.reduction.DupFd`` (the way
-multiprocessing moves sockets and fds), and turned back into a Buffer by
-``hurray_ipc_import`` in the receiver.
+descriptors, which the receiver fetches from the sender's
+``multiprocessing.resource_sharer`` (the way multiprocessing moves sockets
+and fds: all fds of one message in one connection; arguments of a process
+being started travel with its launch), and turned back into a Buffer by
+``hurray_ipc_import`` in the receiver. A message that is never received
+keeps its fds (and so the memory) in the sender until the sender exits, as
+multiprocessing's own DupFd does.
 
 * Shareable memory (``hurray.empty(..., shared=True)``, a Buffer received
   this way, or a share of either) is sent zero-copy: both processes map the
@@ -28,6 +32,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import socket
 import sys
 import weakref
 from types import ModuleType
@@ -39,16 +44,57 @@ _MODULE = "multiprocessing.reduction"
 _registered = False
 
 
-def _rebuild_ipc(descriptor: bytes, dupfds: Sequence[Any], legacy_unsaid: bool) -> _native.Buffer:
-    fds: List[int] = []
-    try:
-        for d in dupfds:
-            fds.append(d.detach())
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    # _ipc_import owns the fds from here on, also when it fails.
+class _SharedFds:
+    """The fds of one message, fetched by the receiver in one connection to
+    this process's multiprocessing.resource_sharer (multiprocessing's own
+    DupFd takes one connection, with its authentication handshake, per fd).
+    Holds duplicates until the receiver fetches them."""
+
+    def __init__(self, fds: Sequence[int]) -> None:
+        from multiprocessing import reduction, resource_sharer
+
+        dups: List[int] = []
+        try:
+            for fd in fds:
+                dups.append(os.dup(fd))
+        except BaseException:
+            for fd in dups:
+                os.close(fd)
+            raise
+        self._n = len(dups)
+
+        def send(conn: Any, pid: int) -> None:
+            with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                reduction.sendfds(s, dups)
+
+        def close() -> None:
+            for fd in dups:
+                os.close(fd)
+
+        self._id = resource_sharer._resource_sharer.register(send, close)  # type: ignore[attr-defined]
+
+    def detach(self) -> List[int]:
+        from multiprocessing import reduction, resource_sharer
+
+        with resource_sharer._resource_sharer.get_connection(self._id) as conn:  # type: ignore[attr-defined]
+            with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                return list(reduction.recvfds(s, self._n))
+
+
+def _rebuild_ipc(descriptor: bytes, shared: Any, legacy_unsaid: bool) -> _native.Buffer:
+    """Receiver: fetch the fds, import (the fds are _ipc_import's from then
+    on, also when it fails)."""
+    if isinstance(shared, _SharedFds):
+        fds = shared.detach()
+    else:  # one DupFd per fd (arguments of a process being started)
+        fds = []
+        try:
+            for d in shared:
+                fds.append(d.detach())
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
     return _native._ipc_import(descriptor, fds, legacy_unsaid)
 
 
@@ -57,26 +103,25 @@ def _reduce_buffer(buf: _native.Buffer) -> Tuple[Callable[..., _native.Buffer], 
 
     descriptor, fds, legacy_unsaid = _native._ipc_export(buf)
     popen = context.get_spawning_popen()
-    dupfds: List[Any] = []
     try:
-        for fd in fds:
-            dupfds.append(reduction.DupFd(fd))
+        if popen is None:
+            shared: Any = _SharedFds(fds)
+        else:
+            # Arguments of a process being started (spawn, forkserver): the
+            # Popen passes these fds to the child when it launches it, after
+            # pickling, so they stay open until the Popen object goes.
+            shared = tuple(reduction.DupFd(fd) for fd in fds)
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
     if popen is None:
-        # resource_sharer's DupFd holds a duplicate of its own until the
-        # receiver fetches it: ours can go now.
-        for fd in fds:
+        for fd in fds:  # _SharedFds holds duplicates of its own
             os.close(fd)
     else:
-        # Arguments of a process being started (spawn, forkserver): the fds
-        # are passed to the child when it is launched, after pickling, so
-        # they stay open until the Popen object goes.
         for fd in fds:
             weakref.finalize(popen, os.close, fd)
-    return _rebuild_ipc, (descriptor, tuple(dupfds), legacy_unsaid)
+    return _rebuild_ipc, (descriptor, shared, legacy_unsaid)
 
 
 def register() -> None:
