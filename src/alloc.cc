@@ -9,6 +9,7 @@
 #include "check.h"
 #include "error.h"
 #include "gpu/backend.h"
+#include "ipc/memfd_block.h"
 #include "layout.h"
 
 namespace hurray {
@@ -30,15 +31,20 @@ void device_release(void *block) {
 
 constexpr uint64_t kKnownFlags =
     HURRAY_FLAG_READ_ONLY | HURRAY_FLAG_IS_COPIED | HURRAY_FLAG_SUBBYTE_PADDED;
+// Bits 32..63 are allocation options, never copied into the handle.
+constexpr uint64_t kOptionBits = ~uint64_t{0} << 32;
+constexpr uint64_t kKnownOptions = HURRAY_ALLOC_SHAREABLE;
 
 }  // namespace
 
 int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
                  uint64_t flags, void *stream, int32_t stream_device, hurray_buffer *out) {
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
-  if ((flags & ~kKnownFlags) != 0) {
+  if ((flags & ~(kKnownFlags | kKnownOptions)) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "flags 0x%" PRIx64 " has reserved bits set", flags);
   }
+  const bool shareable = (flags & HURRAY_ALLOC_SHAREABLE) != 0;
+  flags &= ~kOptionBits;
   // Check the request as the compact tensor it will become; any non-NULL
   // data pointer stands in for the memory not yet allocated.
   static char placeholder;
@@ -54,7 +60,14 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
       return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "CPU memory has device_id 0, not %" PRId32,
                   device.device_id);
     }
+    if (shareable) return detail::shareable_cpu_alloc(dtype, ndim, shape, flags, nbytes, out);
     return cpu_alloc(dtype, ndim, shape, flags, nbytes, out);
+  }
+  if (shareable) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "HURRAY_ALLOC_SHAREABLE on %s is not supported yet (shareable GPU memory is "
+                "pending; docs/impl/ipc.md §6)",
+                device_type_name(device.device_type));
   }
 
   const DeviceBackend *a = backend_for(device.device_type);

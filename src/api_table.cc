@@ -39,7 +39,12 @@ namespace {
   X(check_enable)                   \
   X(check_get_state)                \
   X(check_live)                     \
-  X(check_label)
+  X(check_label)                    \
+  X(ipc_export)                     \
+  X(ipc_message_discard)            \
+  X(ipc_import)                     \
+  X(ipc_send)                       \
+  X(ipc_recv)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {
@@ -50,11 +55,15 @@ enum MemberIndex : size_t {
 };
 
 constexpr size_t kHeaderBytes = offsetof(hurray_api, version);
-static_assert(kHeaderBytes == offsetof(hurray_api, reserved) + sizeof(uint32_t),
+static_assert(kHeaderBytes == offsetof(hurray_api, extension_start) + sizeof(void *),
               "hurray_api: the first member follows the header without padding");
-static_assert(sizeof(void *) != 8 || (offsetof(hurray_api, abi_version) == 8 &&
-                                      offsetof(hurray_api, reserved) == 12 && kHeaderBytes == 16),
+static_assert(sizeof(void *) != 8 ||
+                  (offsetof(hurray_api, abi_version) == 8 && offsetof(hurray_api, reserved) == 12 &&
+                   offsetof(hurray_api, extension_start) == 16 && kHeaderBytes == 24),
               "hurray_api header layout on 64-bit targets");
+static_assert(sizeof(void *) != 8 || (sizeof(hurray_api_extension) == 24 &&
+                                      offsetof(hurray_api_extension, next) == 16),
+              "hurray_api_extension layout on 64-bit targets");
 
 // One member per listed function, nothing else: the table's size is the
 // header plus one pointer per list entry, and each member sits at its list
@@ -75,6 +84,7 @@ constexpr hurray_api make_table() {
   t.struct_size = sizeof(hurray_api);
   t.abi_version = HURRAY_API_VERSION;
   t.reserved = 0;
+  t.extension_start = nullptr;  // no extension type is defined yet
   // Assigned by name from the same list, so every member is set (the size
   // assert above leaves no unlisted member), and the type of &hurray_<name>
   // must be the member's type.
@@ -98,21 +108,27 @@ HURRAY_API int32_t hurray_get_api(uint32_t abi_version, const hurray_api **out) 
     return hurray::fail(HURRAY_ERR_INVALID_ARGUMENT, "hurray_get_api: out is NULL");
   }
   const uint32_t lib_major = HURRAY_API_VERSION_MAJOR, lib_minor = HURRAY_API_VERSION_MINOR;
+  const uint32_t oldest = HURRAY_API_VERSION_OLDEST_MINOR;
   const uint32_t major = abi_version >> 16, minor = abi_version & 0xFFFFu;
   if (abi_version == 0) {
     return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
                         "hurray_get_api: abi_version is 0; pass HURRAY_API_VERSION (this "
-                        "library serves table version %" PRIu32 ".0 to %" PRIu32 ".%" PRIu32 ")",
-                        lib_major, lib_major, lib_minor);
+                        "library serves table version %" PRIu32 ".%" PRIu32 " to %" PRIu32
+                        ".%" PRIu32 ")",
+                        lib_major, oldest, lib_major, lib_minor);
   }
-  if (major != lib_major || minor > lib_minor) {
+  if (major != lib_major || minor > lib_minor || minor < oldest) {
     return hurray::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
                         "hurray_get_api: caller wants function table version %" PRIu32
-                        ".%" PRIu32 " but this libhurray (%s) serves %" PRIu32 ".0 to %" PRIu32
-                        ".%" PRIu32 " (%s)",
-                        major, minor, HURRAY_VERSION_STRING, lib_major, lib_major, lib_minor,
+                        ".%" PRIu32 " but this libhurray (%s) serves %" PRIu32 ".%" PRIu32
+                        " to %" PRIu32 ".%" PRIu32 " (%s)",
+                        major, minor, HURRAY_VERSION_STRING, lib_major, oldest, lib_major,
+                        lib_minor,
                         major != lib_major ? "the major version differs"
-                                           : "the caller's header is newer than the library");
+                        : minor > lib_minor
+                            ? "the caller's header is newer than the library"
+                            : "the caller's header is older than the table's last layout change "
+                              "(rebuild against this hurray.h)");
   }
   *out = &hurray::kTable;
   return HURRAY_OK;

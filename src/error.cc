@@ -58,6 +58,8 @@ HURRAY_API const char *hurray_status_name(int32_t status) {
     case HURRAY_ERR_INTERNAL: return "HURRAY_ERR_INTERNAL";
     case HURRAY_ERR_RELEASED: return "HURRAY_ERR_RELEASED";
     case HURRAY_ERR_LEAKED: return "HURRAY_ERR_LEAKED";
+    case HURRAY_ERR_IPC: return "HURRAY_ERR_IPC";
+    case HURRAY_ERR_IPC_CLOSED: return "HURRAY_ERR_IPC_CLOSED";
     default: return "HURRAY_UNKNOWN_STATUS";
   }
 }

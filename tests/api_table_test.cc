@@ -53,6 +53,9 @@ std::vector<Member> members(const hurray_api *api) {
       MEMBER(set_diagnostic_hook),
       MEMBER(check_enable),    MEMBER(check_get_state),
       MEMBER(check_live),      MEMBER(check_label),
+      MEMBER(ipc_export),      MEMBER(ipc_message_discard),
+      MEMBER(ipc_import),      MEMBER(ipc_send),
+      MEMBER(ipc_recv),
   };
 }
 #undef MEMBER
@@ -79,15 +82,20 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   const hurray_api *api = get_table();
   ASSERT_NE(api, nullptr);
   const size_t n = members(api).size();
-  EXPECT_EQ(n, 25u);
-  EXPECT_EQ(offsetof(hurray_api, version), 16u);
-  EXPECT_EQ(sizeof(hurray_api), 16u + n * sizeof(AnyFn));
+  EXPECT_EQ(n, 30u);
+  // Header: struct_size, abi_version, reserved, extension_start (c-ffi §8.1).
+  const size_t header = 2 * sizeof(size_t) + sizeof(void *);
+  EXPECT_EQ(offsetof(hurray_api, extension_start), 2 * sizeof(size_t));
+  EXPECT_EQ(offsetof(hurray_api, version), header);
+  EXPECT_EQ(sizeof(hurray_api), header + n * sizeof(AnyFn));
   EXPECT_EQ(api->struct_size, sizeof(hurray_api));
   EXPECT_EQ(api->abi_version, HURRAY_API_VERSION);
   EXPECT_EQ(api->reserved, 0u);
-  // The members follow each other in header order, starting at byte 16.
-  EXPECT_EQ(offsetof(hurray_api, check_version), 16u + 1 * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, check_label), 16u + (n - 1) * sizeof(AnyFn));
+  EXPECT_EQ(api->extension_start, nullptr);  // no extension type is defined yet
+  // The members follow each other in header order, right after the header.
+  EXPECT_EQ(offsetof(hurray_api, check_version), header + 1 * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, check_label), header + 24 * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, ipc_recv), header + (n - 1) * sizeof(AnyFn));
 }
 
 TEST(ApiTable, HasSaysWhichMembersFitInStructSize) {
@@ -143,10 +151,12 @@ TEST(ApiTable, WorksThroughTheTable) {
 // Version negotiation
 // ---------------------------------------------------------------------------
 
-TEST(ApiVersion, EveryMinorUpToTheLibrarysIsServed) {
+TEST(ApiVersion, EveryMinorFromTheOldestToTheLibrarysIsServed) {
   const uint32_t major = HURRAY_API_VERSION_MAJOR;
   EXPECT_GE(major, 1u);
-  for (uint32_t minor = 0; minor <= HURRAY_API_VERSION_MINOR; ++minor) {
+  EXPECT_LE(HURRAY_API_VERSION_OLDEST_MINOR, HURRAY_API_VERSION_MINOR);
+  for (uint32_t minor = HURRAY_API_VERSION_OLDEST_MINOR; minor <= HURRAY_API_VERSION_MINOR;
+       ++minor) {
     SCOPED_TRACE(minor);
     const hurray_api *api = nullptr;
     ASSERT_OK(hurray_get_api(pack(major, minor), &api));
@@ -173,6 +183,16 @@ void ExpectRefused(uint32_t version, int32_t status, std::vector<std::string> me
 
 std::string dotted(uint32_t major, uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
+}
+
+// Tables 1.0 and 1.1 had a 16-byte header: a caller built against them
+// would read every member 8 bytes off, so it is refused (c-ffi §8.1).
+TEST(ApiVersion, MinorsBeforeTheLastLayoutChangeAreRefused) {
+  const uint32_t major = HURRAY_API_VERSION_MAJOR;
+  for (uint32_t minor = 0; minor < HURRAY_API_VERSION_OLDEST_MINOR; ++minor) {
+    ExpectRefused(pack(major, minor), HURRAY_ERR_UNSUPPORTED_VERSION,
+                  {dotted(major, minor), "older", "rebuild"});
+  }
 }
 
 TEST(ApiVersion, NewerMinorIsRefused) {

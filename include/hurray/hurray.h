@@ -143,8 +143,14 @@ typedef enum hurray_status {
   HURRAY_ERR_INTERNAL = 8,             /* a bug in libhurray; please report it */
   HURRAY_ERR_RELEASED = 9,             /* checking mode: the handle was already released
                                           or consumed (c-ffi §9) */
-  HURRAY_ERR_LEAKED = 10               /* checking mode: a handle still live when the
+  HURRAY_ERR_LEAKED = 10,              /* checking mode: a handle still live when the
                                           leak report ran (sent to the hook, c-ffi §9) */
+  HURRAY_ERR_IPC = 11,                 /* cross-process: a malformed or refused message
+                                          (descriptor, fds, memfd), a peer of another
+                                          user, a failed socket or system call
+                                          (docs/impl/ipc.md) */
+  HURRAY_ERR_IPC_CLOSED = 12           /* cross-process: the peer closed the connection
+                                          before a message began (end of stream) */
 } hurray_status;
 
 /* Message describing the last failed call made by this thread.
@@ -523,13 +529,26 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
 /* Byte alignment of memory from hurray_alloc on the CPU. */
 #define HURRAY_CPU_ALIGNMENT 64
 
+/* Allocation option of hurray_alloc's `flags` (bits 32..63 of those flags
+ * are allocation options: they select how the memory is made and are never
+ * copied into the handle's flags). HURRAY_ALLOC_SHAREABLE asks for memory
+ * another process can map: on kDLCPU an anonymous memfd (memfd_create with
+ * MFD_CLOEXEC, sealed with F_SEAL_SHRINK and F_SEAL_GROW, nothing named in
+ * /dev/shm) mapped MAP_SHARED and page-aligned; hurray_ipc_export sends such
+ * memory without a copy. Its metadata (shape, strides, the block that frees
+ * it) lives in ordinary heap memory, never in the shared pages. Other
+ * devices: HURRAY_ERR_UNSUPPORTED_DEVICE for now (docs/impl/ipc.md §2). */
+#define HURRAY_ALLOC_SHAREABLE ((uint64_t)1 << 32)
+
 /* Allocates uninitialised memory for a (dtype, shape) tensor on `device`
  * as one live handle whose release frees it.
  *
  * The handle has compact row-major strides, byte_offset 0 and the given
  * flags. CPU data (kDLCPU, device_id 0) is aligned to HURRAY_CPU_ALIGNMENT
  * bytes, metadata and data in one allocation, and is a valid non-NULL
- * address even when there are no elements. Sub-byte dtypes are packed
+ * address even when there are no elements (with HURRAY_ALLOC_SHAREABLE: a
+ * page-aligned memfd mapping of at least one page, metadata on the heap).
+ * Sub-byte dtypes are packed
  * unless `flags` has HURRAY_FLAG_SUBBYTE_PADDED. GPU memory: see the GPU
  * section below and gpu §2 (a zero-element GPU tensor gets no device memory
  * and data NULL).
@@ -541,7 +560,8 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  *   shape   [in]   ndim extents, >= 0 (zero extents are allowed); copied,
  *                  so it need not outlive the call; may be NULL when ndim
  *                  is 0
- *   flags   [in]   HURRAY_FLAG_* bits, copied into the handle
+ *   flags   [in]   HURRAY_FLAG_* bits, copied into the handle, and
+ *                  allocation options (HURRAY_ALLOC_SHAREABLE), not copied
  *   out     [out]  the new handle, owned by the caller; written only on
  *                  success
  * Returns: HURRAY_OK, or
@@ -552,10 +572,15 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  *   HURRAY_ERR_UNSUPPORTED_DEVICE  device type unknown, not served by this
  *                                  build or unavailable (GPU runtime missing,
  *                                  no such device ordinal); kDLCPU with a
- *                                  device_id other than 0
+ *                                  device_id other than 0;
+ *                                  HURRAY_ALLOC_SHAREABLE on a device other
+ *                                  than kDLCPU (pending, docs/impl/ipc.md)
  *   HURRAY_ERR_OVERFLOW            element count or byte size beyond 64-bit
  *                                  range
  *   HURRAY_ERR_OUT_OF_MEMORY       host or device allocation failed
+ *   HURRAY_ERR_IPC                 HURRAY_ALLOC_SHAREABLE: memfd_create,
+ *                                  ftruncate, sealing or mmap failed (the
+ *                                  message names the call and errno)
  *   HURRAY_ERR_DEVICE              a GPU runtime call failed otherwise
  *                                  (docs/impl/gpu.md)
  * On failure: *out untouched; nothing stays allocated.
@@ -838,6 +863,14 @@ typedef struct hurray_diagnostics {
                                      reference was gone; caught, the producer's
                                      release not called again; also sent to
                                      the hook (HURRAY_ERR_RELEASED) */
+  uint64_t ipc_copies;            /* hurray_ipc_export / hurray_ipc_send of
+                                     memory that is not shareable: copied once
+                                     into a new memfd (docs/impl/ipc.md §4) */
+  uint64_t ipc_returns;           /* exported references given back: every
+                                     copy of a message's lifetime fd was
+                                     closed (released, discarded or its
+                                     holder died) and the sender released its
+                                     reference (docs/impl/ipc.md §5) */
 } hurray_diagnostics;
 
 /* Fills *out with the counters.
@@ -897,6 +930,208 @@ typedef void (*hurray_diagnostic_hook_fn)(int32_t status, const char *message, v
  *   previous hook runs on another thread.
  * Spec: docs/impl/gpu.md §3. */
 HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, void *user);
+
+/* ===========================================================================
+ * Across processes (docs/impl/ipc.md)
+ *
+ * A buffer crosses to another process as a message: a versioned descriptor
+ * of at most HURRAY_IPC_DESCRIPTOR_MAX bytes (the wire format, byte by byte,
+ * is docs/impl/ipc.md §3) and up to HURRAY_IPC_MAX_FDS file descriptors.
+ * hurray_ipc_export/hurray_ipc_import make and read messages for any
+ * transport that can carry fds (a Unix socket, fork inheritance);
+ * hurray_ipc_send/hurray_ipc_recv carry one over a connected Unix-domain
+ * socket (SCM_RIGHTS). Linux only: every function here returns
+ * HURRAY_ERR_UNSUPPORTED_DEVICE on other systems.
+ *
+ * Lifetime (ipc §5): each export makes a pipe; its write end (the
+ * "lifetime fd") travels in the message, its read end stays with the sender,
+ * watched by one internal thread (epoll) started at the first export of the
+ * process (again in a forked child). When every copy of the write end is
+ * closed, in every process (the receiver's handle released, the message
+ * discarded, or its holder died, SIGKILL included), the kernel reports end of
+ * file and the sender releases the reference the export consumed, on that
+ * thread: the producer's release runs once, after the last holder in every
+ * process let go. A sender that dies leaves the receivers' mappings valid;
+ * their releases then only unmap and close. A process that forks while it
+ * holds a message or an imported handle gives the child copies of those fds:
+ * the reference comes back once the child, too, has closed them (it does so
+ * when it exits).
+ * ======================================================================== */
+
+/* Version of the descriptor's wire format this library writes and reads
+ * (ipc §3). */
+#define HURRAY_IPC_WIRE_VERSION 1u
+/* Most file descriptors one message carries. */
+#define HURRAY_IPC_MAX_FDS 4
+/* Bytes of the largest descriptor (a descriptor of ndim 64 takes 1104). */
+#define HURRAY_IPC_DESCRIPTOR_MAX 1280
+
+/* One message: the descriptor and the fds it needs. A plain value; whoever
+ * holds it owns its fds until hurray_ipc_import or hurray_ipc_message_discard
+ * consumes them (copying the struct does not duplicate them). */
+typedef struct hurray_ipc_message {
+  uint32_t size;                             /* bytes used in `bytes` */
+  uint32_t nfds;                             /* entries used in `fds` */
+  int32_t fds[HURRAY_IPC_MAX_FDS];           /* owned by the holder; unused: -1 */
+  uint8_t bytes[HURRAY_IPC_DESCRIPTOR_MAX];  /* the descriptor (ipc §3) */
+} hurray_ipc_message;
+
+/* Options of hurray_ipc_export and hurray_ipc_send (bits). */
+#define HURRAY_IPC_DEFAULT 0u
+/* Refuse memory that is not shareable instead of copying it. */
+#define HURRAY_IPC_ZERO_COPY_ONLY (1u << 0)
+
+/* Turns a handle into a message another process can import.
+ *
+ * Shareable memory is sent without a copy: memory from hurray_alloc with
+ * HURRAY_ALLOC_SHAREABLE, a buffer received by hurray_ipc_import, and a
+ * hurray_share of either, whose elements lie within that memory. Other
+ * kDLCPU memory is copied once into a new sealed memfd (compact row-major,
+ * flags HURRAY_FLAG_IS_COPIED plus src's READ_ONLY and SUBBYTE_PADDED;
+ * counted in hurray_diagnostics.ipc_copies) and *src is released at once,
+ * unless `options` has HURRAY_IPC_ZERO_COPY_ONLY. The message carries the
+ * memfd and the lifetime fd (ipc §5); the sender keeps the reference *src
+ * had until every copy of the lifetime fd is closed.
+ *
+ * Parameters:
+ *   src      [in, consumed on success]  a live, valid handle; zeroed on
+ *            success
+ *   options  [in]   HURRAY_IPC_DEFAULT or HURRAY_IPC_ZERO_COPY_ONLY
+ *   out      [out]  the message, owned by the caller (its fds); written only
+ *            on success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT    out NULL; src NULL, empty or malformed;
+ *                                  unknown option bits
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  memory not on kDLCPU (GPU memory:
+ *                                  pending, ipc §6); HURRAY_IPC_ZERO_COPY_ONLY
+ *                                  and the memory is not shareable (the
+ *                                  message says so); not Linux
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE   a copy was needed of a non-contiguous
+ *                                  tensor of packed sub-byte elements
+ *   HURRAY_ERR_OUT_OF_MEMORY       the bookkeeping or the copy's memory
+ *                                  could not be allocated
+ *   HURRAY_ERR_IPC                 pipe2, dup, memfd_create, mmap, epoll or
+ *                                  the watcher thread failed (call and errno
+ *                                  in the message)
+ *   or any other error of hurray_buffer_validate for *src.
+ *   HURRAY_ERR_RELEASED  checking mode (c-ffi §9): *src is a tracked handle
+ *                        whose reference is already gone
+ * On failure: nothing consumed (*src unchanged, still the caller's); *out
+ *   untouched; no fd left open.
+ * Threads: safe from any thread; the sender's reference is released later
+ *   on the watcher thread (or, when the message is discarded before the
+ *   watcher runs, still there).
+ * Spec: docs/impl/ipc.md §4, §5. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_export(hurray_buffer *src, uint32_t options,
+                                                      hurray_ipc_message *out);
+
+/* Closes the fds of a message that will not be imported (a sender's
+ * undelivered message, a receiver's unwanted one); the sender's reference
+ * then comes back to it (once no other copy of the lifetime fd is open).
+ *
+ * Parameters:
+ *   m  [in, out]  the message; its fds are closed and nfds set to 0. A
+ *                 message with nfds 0 is left as it is.
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  m NULL, or nfds > HURRAY_IPC_MAX_FDS (then
+ *                                the HURRAY_IPC_MAX_FDS entries are closed
+ *                                all the same and nfds set to 0)
+ * On failure: m NULL: nothing done.
+ * Threads: safe from any thread for distinct messages.
+ * Spec: docs/impl/ipc.md §4. */
+HURRAY_API int32_t hurray_ipc_message_discard(hurray_ipc_message *m);
+
+/* Makes a live handle of a message hurray_ipc_export made (in this or
+ * another process): the memfd is mapped MAP_SHARED (read-only when the
+ * descriptor has HURRAY_FLAG_READ_ONLY), so writes are seen by every process
+ * that maps it. Every field is checked before any is used (ipc §3.2): magic,
+ * wire version, sizes, kind, nfds against the descriptor, dtype, ndim,
+ * shape, strides and their byte extent against the mapped region, the
+ * region against the memfd's size (fstat), that fds[0] is a memfd sealed
+ * against shrinking and fds[1] the write end of a pipe.
+ *
+ * Parameters:
+ *   m    [in, consumed]  the message; its fds are consumed on success AND
+ *        on failure (closed on any error, so a receiver never leaks them),
+ *        and m->nfds is set to 0; m NULL consumes nothing
+ *   out  [out]  the new handle, owned by the caller; written only on
+ *        success. Its release unmaps, closes, and so gives the reference
+ *        back to the sender. It may be shared, exported and sent on.
+ * Returns: HURRAY_OK, or, with a message naming the field at fault:
+ *   HURRAY_ERR_INVALID_ARGUMENT     m or out NULL; a bad ndim, shape or
+ *                                   strides; m->size or m->nfds beyond
+ *                                   their arrays
+ *   HURRAY_ERR_UNSUPPORTED_VERSION  the wire version is not
+ *                                   HURRAY_IPC_WIRE_VERSION
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE    the dtype is not valid for DLPack 1.3
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE   a GPU kind (reserved, pending) or a
+ *                                   device other than kDLCPU 0; not Linux
+ *   HURRAY_ERR_OVERFLOW             element count or extent beyond 64 bits
+ *   HURRAY_ERR_OUT_OF_MEMORY        the bookkeeping could not be allocated
+ *   HURRAY_ERR_IPC                  wrong magic, truncated or oversized
+ *                                   descriptor, wrong header or total size,
+ *                                   unknown kind, nonzero reserved bytes,
+ *                                   too many or too few fds, an fd that is
+ *                                   not a sealed memfd or not a pipe's write
+ *                                   end, a region beyond the memfd, elements
+ *                                   outside the region, a failed mmap
+ * On failure: every fd of m closed, nothing mapped; *out untouched.
+ * Threads: safe from any thread; the handle may be released from any
+ *   thread.
+ * Spec: docs/impl/ipc.md §3, §4. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_import(hurray_ipc_message *m, hurray_buffer *out);
+
+/* hurray_ipc_export, then sendmsg of the message (descriptor bytes, fds as
+ * SCM_RIGHTS) on a connected AF_UNIX SOCK_STREAM or SOCK_SEQPACKET socket;
+ * the local copies of the fds are closed once the kernel holds them. The
+ * peer must run with this process's effective uid (SO_PEERCRED, ipc §7).
+ * Blocks until the message is written (a non-blocking socket is waited on
+ * with poll); SIGPIPE is never raised (MSG_NOSIGNAL).
+ *
+ * Parameters:
+ *   socket_fd  [in]  the socket; not closed
+ *   src        [in, consumed on success]  as for hurray_ipc_export
+ *   options    [in]  as for hurray_ipc_export
+ * Returns: HURRAY_OK, or the errors of hurray_ipc_export, and
+ *   HURRAY_ERR_IPC  not a connected AF_UNIX stream or seqpacket socket; the
+ *                   peer's uid is not geteuid(); sendmsg failed (the peer
+ *                   closed: EPIPE; errno in the message)
+ * On failure: nothing consumed (*src unchanged, still the caller's; a copy
+ *   made for it is freed); no fd left open. A message cut short by a
+ *   failure after its first bytes cannot be imported by the peer (import
+ *   refuses a truncated descriptor and closes its fds).
+ * Threads: safe from any thread; two threads must not send on one stream
+ *   socket at once (their bytes could interleave).
+ * Spec: docs/impl/ipc.md §4, §7. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_send(int socket_fd, hurray_buffer *src,
+                                                    uint32_t options);
+
+/* Receives one message sent by hurray_ipc_send and imports it: checks the
+ * peer's uid (SO_PEERCRED) first, then a blocking recvmsg with
+ * MSG_CMSG_CLOEXEC (a non-blocking socket is waited on with poll), then
+ * hurray_ipc_import.
+ *
+ * Parameters:
+ *   socket_fd  [in]   a connected AF_UNIX SOCK_STREAM or SOCK_SEQPACKET
+ *                     socket; not closed
+ *   out        [out]  the new handle, owned by the caller; written only on
+ *                     success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  out NULL
+ *   HURRAY_ERR_IPC_CLOSED        the peer closed the connection before a
+ *                                message began
+ *   HURRAY_ERR_IPC               not such a socket; the peer's uid is not
+ *                                geteuid(); recvmsg failed; the stream
+ *                                ended inside a message; more fds than
+ *                                HURRAY_IPC_MAX_FDS (control data truncated)
+ *   or any error of hurray_ipc_import.
+ * On failure: every fd received closed, nothing mapped; *out untouched.
+ *   After an error other than HURRAY_ERR_IPC_CLOSED the position in a stream
+ *   socket is unknown: close it.
+ * Threads: safe from any thread; two threads must not receive on one stream
+ *   socket at once.
+ * Spec: docs/impl/ipc.md §4, §7. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_recv(int socket_fd, hurray_buffer *out);
 
 /* ===========================================================================
  * Checking mode (c-ffi §9)
@@ -1052,21 +1287,46 @@ HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label)
  * function through the table it returns. It includes this header for the
  * types only and links nothing of libhurray.
  *
- * The table has its own version, independent of the library release
- * (HURRAY_VERSION): HURRAY_API_VERSION_MAJOR changes when any member's
- * signature or meaning, or the layout of a type a member takes, changes
- * incompatibly; HURRAY_API_VERSION_MINOR grows when members are appended.
- * Members are only ever appended at the end, never removed or reordered,
- * within one major version.
+ * The table has its own version, packed (major << 16) | minor, under the
+ * library's promise (c-ffi §8.1): HURRAY_API_VERSION_MINOR grows when
+ * members are appended, HURRAY_API_VERSION_MAJOR changes when anything
+ * existing changes. While libhurray is 0.x (SONAME libhurray.so.0.N) the
+ * table is not frozen: a 0.x minor release may change its layout, and
+ * hurray_get_api then refuses every table version before that change
+ * (HURRAY_API_VERSION_OLDEST_MINOR rises). From libhurray 1.0 on, members
+ * are only appended, never removed or reordered, within one major version,
+ * and capabilities that are not plain functions (a device kind, a
+ * transport) come as extensions chained from `extension_start`, without a
+ * new major.
  * ======================================================================== */
 
 /* Version of the hurray_api table this header describes. The two numbers
  * are packed as (major << 16) | minor; pass HURRAY_API_VERSION to
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
-#define HURRAY_API_VERSION_MINOR 1u
+#define HURRAY_API_VERSION_MINOR 2u
 #define HURRAY_API_VERSION \
   ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
+/* Oldest minor of this major that hurray_get_api serves: table 1.2 added
+ * the pointer `extension_start` after the 16-byte header of 1.0 and 1.1,
+ * which moved every member by 8 bytes (allowed once: libhurray is 0.1). */
+#define HURRAY_API_VERSION_OLDEST_MINOR 2u
+
+/* Head of every extension of the function table (PJRT's extension chain is
+ * the model): each extension is a struct whose first member is this header,
+ * listed from hurray_api::extension_start through `next`. `type` (a
+ * HURRAY_API_EXTENSION_* value; 0 is never used) says which struct it is; a
+ * caller skips types it does not know. struct_size is the size of the whole
+ * extension struct as the library was compiled, so an extension grows like
+ * the table (members appended). Extensions live in the library's read-only
+ * data, like the table. No extension type is defined yet: extension_start
+ * is NULL in this version. */
+typedef struct hurray_api_extension {
+  size_t struct_size;                      /* of the whole extension   @0  */
+  uint32_t type;                           /* HURRAY_API_EXTENSION_*   @8  */
+  uint32_t reserved;                       /* 0                        @12 */
+  const struct hurray_api_extension *next; /* NULL ends the chain      @16 */
+} hurray_api_extension;
 
 /* Function table of libhurray: one member per public function of this
  * header (hurray_get_api itself excepted), named after it without the
@@ -1080,14 +1340,16 @@ HURRAY_API int32_t hurray_check_label(const hurray_buffer *h, const char *label)
  * against an older header reads only the members it knows; newer members
  * are only ever appended after the last one. abi_version is the library's
  * HURRAY_API_VERSION (which may be newer than the caller's).
- * 16 bytes of header (offsets below are for 64-bit targets), then one
+ * extension_start is the first extension (hurray_api_extension) or NULL.
+ * 24 bytes of header (offsets below are for 64-bit targets), then one
  * pointer per member, in this order. */
 typedef struct hurray_api {
   size_t struct_size;   /* sizeof(hurray_api) in the library          @0  */
   uint32_t abi_version; /* the library's HURRAY_API_VERSION           @8  */
   uint32_t reserved;    /* 0                                          @12 */
+  const hurray_api_extension *extension_start; /* NULL: none yet      @16 */
 
-  /* --- Version 1.0: in this order forever. ------------------------------ */
+  /* --- Members of 1.0 (at these offsets from 1.2 on, c-ffi §8.1) -------- */
   /* Versions (c-ffi §1) */
   uint32_t (*version)(void);
   int32_t (*check_version)(uint32_t header_version);
@@ -1121,12 +1383,20 @@ typedef struct hurray_api {
   int32_t (*get_diagnostics)(hurray_diagnostics *out);
   int32_t (*set_diagnostic_hook)(hurray_diagnostic_hook_fn hook, void *user);
 
-  /* --- Version 1.1 ------------------------------------------------------ */
+  /* --- Members of 1.1 -------------------------------------------------- */
   /* Checking mode (c-ffi §9) */
   int32_t (*check_enable)(uint32_t options);
   int32_t (*check_get_state)(hurray_check_state *out);
   int32_t (*check_live)(uint64_t since, hurray_check_visit_fn visit, void *user, size_t *count);
   int32_t (*check_label)(const hurray_buffer *h, const char *label);
+
+  /* --- Version 1.2 ------------------------------------------------------ */
+  /* Across processes (docs/impl/ipc.md) */
+  int32_t (*ipc_export)(hurray_buffer *src, uint32_t options, hurray_ipc_message *out);
+  int32_t (*ipc_message_discard)(hurray_ipc_message *m);
+  int32_t (*ipc_import)(hurray_ipc_message *m, hurray_buffer *out);
+  int32_t (*ipc_send)(int socket_fd, hurray_buffer *src, uint32_t options);
+  int32_t (*ipc_recv)(int socket_fd, hurray_buffer *out);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 
@@ -1148,13 +1418,15 @@ typedef int32_t (*hurray_get_api_fn)(uint32_t abi_version, const hurray_api **ou
  *                       (pass HURRAY_API_VERSION)
  *   out          [out]  receives the table, written only on success
  * Returns: HURRAY_OK when the major numbers are equal and the caller's minor
- *   is at most the library's (every older minor of a major is served, since
- *   members are only appended); *out then points to the library's constant
+ *   is from HURRAY_API_VERSION_OLDEST_MINOR to the library's (every such
+ *   minor is served, since members are only appended); *out then points to the library's constant
  *   table (static storage, never freed; every member non-NULL;
  *   api->struct_size >= the size of the table at the caller's minor), or
  *   HURRAY_ERR_INVALID_ARGUMENT    out is NULL (checked first);
- *   HURRAY_ERR_UNSUPPORTED_VERSION abi_version is 0, has another major, or a
- *                                  newer minor than the library's (the
+ *   HURRAY_ERR_UNSUPPORTED_VERSION abi_version is 0, has another major, a
+ *                                  newer minor than the library's, or a
+ *                                  minor older than
+ *                                  HURRAY_API_VERSION_OLDEST_MINOR (the
  *                                  message names both versions).
  * On failure: *out is untouched; nothing to release.
  * Threads: safe from any thread; no allocation and no initialisation on the

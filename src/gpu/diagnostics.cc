@@ -13,6 +13,7 @@
 
 #include "../check.h"
 #include "../error.h"
+#include "../ipc/watcher.h"
 #include "hurray/hurray.h"
 
 namespace hurray {
@@ -149,7 +150,9 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
                              sizeof d.context_reset_skips,
                          offsetof(hurray_diagnostics, stream_fallback_frees) +
                              sizeof d.stream_fallback_frees,
-                         offsetof(hurray_diagnostics, double_releases) + sizeof d.double_releases};
+                         offsetof(hurray_diagnostics, double_releases) + sizeof d.double_releases,
+                         offsetof(hurray_diagnostics, ipc_copies) + sizeof d.ipc_copies,
+                         offsetof(hurray_diagnostics, ipc_returns) + sizeof d.ipc_returns};
   size_t written = 0;
   for (size_t end : ends) {
     if (end <= size) written = end;
@@ -162,6 +165,8 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   d.context_reset_skips = g_context_reset_skips.load(std::memory_order_relaxed);
   d.stream_fallback_frees = 0;  // no longer counted (docs/impl/gpu.md §3, destroyed streams)
   d.double_releases = g_double_releases.load(std::memory_order_relaxed);
+  d.ipc_copies = detail::ipc_copies();    // docs/impl/ipc.md §4
+  d.ipc_returns = detail::ipc_returns();  // docs/impl/ipc.md §5
   std::memcpy(out, &d, written);
   return HURRAY_OK;
 }

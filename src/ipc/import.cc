@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// hurray_ipc_import (docs/impl/ipc.md §4): the descriptor is decoded and
+// checked in full (wire.cc), then the fds (a memfd sealed against
+// shrinking, large enough for the region; the write end of a pipe), and
+// only then is anything mapped. Every fd is closed on every failure.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+
+#include "../check.h"
+#include "../error.h"
+#include "memfd_block.h"
+#include "message.h"
+#include "wire.h"
+
+namespace hurray {
+namespace detail {
+namespace {
+
+int32_t check_memfd(int fd, const WireDesc &d) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    return fail(HURRAY_ERR_IPC, "fds[0] (%d) is not an open file: %s", fd,
+                std::strerror(fd < 0 ? EBADF : errno));
+  }
+  if (!S_ISREG(st.st_mode)) return fail(HURRAY_ERR_IPC, "fds[0] is not a memfd (not a file)");
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return fail(HURRAY_ERR_IPC, "fds[0] is not a memfd (F_GET_SEALS: %s)", std::strerror(errno));
+  }
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    return fail(HURRAY_ERR_IPC,
+                "fds[0] is a memfd not sealed against shrinking (F_SEAL_SHRINK): its sender "
+                "could cut the pages from under the mapping");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (d.region_offset > size || d.region_length > size - d.region_offset) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor region [%" PRIu64 ", +%" PRIu64 ") is beyond the memfd's %" PRIu64
+                " bytes",
+                d.region_offset, d.region_length, size);
+  }
+  const int mode = fcntl(fd, F_GETFL);
+  if (mode < 0) return fail(HURRAY_ERR_IPC, "fcntl(F_GETFL) of fds[0]: %s", std::strerror(errno));
+  if ((mode & O_ACCMODE) == O_RDONLY && (d.flags & HURRAY_FLAG_READ_ONLY) == 0) {
+    return fail(HURRAY_ERR_IPC,
+                "fds[0] is open read-only but the descriptor lacks HURRAY_FLAG_READ_ONLY");
+  }
+  return HURRAY_OK;
+}
+
+int32_t check_lifetime_fd(int fd) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    return fail(HURRAY_ERR_IPC, "fds[1] (%d) is not an open file: %s", fd,
+                std::strerror(fd < 0 ? EBADF : errno));
+  }
+  const int mode = fcntl(fd, F_GETFL);
+  if (!S_ISFIFO(st.st_mode) || mode < 0 || (mode & O_ACCMODE) != O_WRONLY) {
+    return fail(HURRAY_ERR_IPC, "fds[1] is not the write end of a pipe (the lifetime fd)");
+  }
+  return HURRAY_OK;
+}
+
+// Maps the checked message; on success the block owns both fds.
+int32_t map_message(const WireDesc &d, int memfd, int lifetime_fd, hurray_buffer *out) {
+  MemfdBlock *b = new_memfd_block(d.ndim);
+  if (b == nullptr) return HURRAY_ERR_OUT_OF_MEMORY;
+  const uint64_t page = page_size();
+  const uint64_t map_off = d.region_offset / page * page;
+  const uint64_t map_len = d.region_offset + d.region_length - map_off;
+  const int prot = (d.flags & HURRAY_FLAG_READ_ONLY) != 0 ? PROT_READ : PROT_READ | PROT_WRITE;
+  void *p = mmap(nullptr, static_cast<size_t>(map_len), prot, MAP_SHARED, memfd,
+                 static_cast<off_t>(map_off));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    std::free(b);
+    return fail(err == ENOMEM ? HURRAY_ERR_OUT_OF_MEMORY : HURRAY_ERR_IPC,
+                "mmap of %" PRIu64 " bytes at offset %" PRIu64 " of the received memfd failed: %s",
+                map_len, map_off, std::strerror(err));
+  }
+  b->memfd = memfd;
+  b->lifetime_fd = lifetime_fd;
+  b->map = p;
+  b->map_length = map_len;
+  b->map_file_offset = map_off;
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    b->dims[i] = d.shape[i];
+    b->dims[d.ndim + i] = d.strides[i];
+  }
+  hurray_buffer h;
+  std::memset(&h, 0, sizeof h);
+  h.version = HURRAY_BUFFER_VERSION;
+  h.release_fn = &memfd_release;
+  h.user_data = b;
+  h.flags = d.flags;
+  h.data = static_cast<char *>(p) + (d.data_offset - map_off);
+  h.byte_offset = d.byte_offset;
+  h.device = d.device;
+  h.dtype = d.dtype;
+  h.ndim = d.ndim;
+  h.shape = d.ndim > 0 ? b->dims : nullptr;
+  h.strides = d.ndim > 0 ? b->dims + d.ndim : nullptr;
+  *out = h;
+  return HURRAY_OK;
+}
+
+int32_t import_impl(hurray_ipc_message *m, hurray_buffer *out) {
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (m->nfds > HURRAY_IPC_MAX_FDS) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "m->nfds is %" PRIu32 " (at most %d)", m->nfds,
+                HURRAY_IPC_MAX_FDS);
+  }
+  if (m->size > HURRAY_IPC_DESCRIPTOR_MAX) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "m->size is %" PRIu32 " (at most %d)", m->size,
+                HURRAY_IPC_DESCRIPTOR_MAX);
+  }
+  WireDesc d;
+  int32_t st = decode_descriptor(m->bytes, m->size, m->nfds, &d);
+  if (st != HURRAY_OK) return st;
+  st = check_memfd(m->fds[0], d);
+  if (st != HURRAY_OK) return st;
+  st = check_lifetime_fd(m->fds[1]);
+  if (st != HURRAY_OK) return st;
+  st = map_message(d, m->fds[0], m->fds[1], out);
+  if (st != HURRAY_OK) return st;
+  // The block owns them now.
+  m->fds[0] = m->fds[1] = -1;
+  m->nfds = 0;
+  return HURRAY_OK;
+}
+
+}  // namespace
+}  // namespace detail
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_ipc_import(hurray_ipc_message *m, hurray_buffer *out) {
+  using namespace hurray;
+  if (m == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "m is NULL");
+  int32_t st = detail::import_impl(m, out);
+  if (st != HURRAY_OK) detail::close_message_fds(m);
+  return check::produced(st, out, 1, "hurray_ipc_import");
+}
+
+}  // extern "C"

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: Apache-2.0
+// hurray_ipc_send / hurray_ipc_recv (docs/impl/ipc.md §4, §7): one message
+// over a connected AF_UNIX socket, the descriptor as the bytes and the fds
+// as SCM_RIGHTS on the first of them. A stream socket has no message
+// boundaries: the receiver reads the 16-byte prefix first, whose total_size
+// says how many bytes follow. A seqpacket socket gets one record per
+// message.
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstring>
+
+#include "../error.h"
+#include "message.h"
+#include "peer.h"
+#include "wire.h"
+
+namespace hurray {
+namespace detail {
+namespace {
+
+// Checks that fd is a connected AF_UNIX stream or seqpacket socket whose
+// peer runs as this process's effective uid; *seqpacket says which.
+int32_t check_socket(int fd, const char *who, bool *seqpacket) {
+  int type = 0, domain = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
+    return fail(HURRAY_ERR_IPC, "%s: socket_fd %d is not a socket: %s", who, fd,
+                std::strerror(errno));
+  }
+  len = sizeof domain;
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX ||
+      (type != SOCK_STREAM && type != SOCK_SEQPACKET)) {
+    return fail(HURRAY_ERR_IPC,
+                "%s: socket_fd %d is not an AF_UNIX SOCK_STREAM or SOCK_SEQPACKET socket", who,
+                fd);
+  }
+  uid_t peer = 0;
+  const uid_t me = geteuid();
+  switch (check_peer_uid(fd, me, &peer)) {
+    case kPeerOk: break;
+    case kPeerOtherUser:
+      return fail(HURRAY_ERR_IPC,
+                  "%s: the peer runs as uid %u, not this process's uid %u (SO_PEERCRED); only "
+                  "peers of the same user are accepted",
+                  who, static_cast<unsigned>(peer), static_cast<unsigned>(me));
+    default:
+      return fail(HURRAY_ERR_IPC, "%s: no peer credentials on socket_fd %d (not connected?): %s",
+                  who, fd, std::strerror(errno));
+  }
+  *seqpacket = type == SOCK_SEQPACKET;
+  return HURRAY_OK;
+}
+
+// Waits until fd is readable or writable (a non-blocking socket).
+void wait_for(int fd, short events) {
+  pollfd p{fd, events, 0};
+  while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+}
+
+int32_t send_message(int fd, bool seqpacket, const hurray_ipc_message &m) {
+  union {
+    cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_MAX_FDS)];
+  } control;
+  std::memset(&control, 0, sizeof control);
+  size_t sent = 0;
+  bool fds_sent = false;
+  while (sent < m.size) {
+    iovec iov{const_cast<uint8_t *>(m.bytes) + sent, m.size - sent};
+    msghdr msg;
+    std::memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!fds_sent) {
+      msg.msg_control = control.buf;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * m.nfds);
+      cmsghdr *c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * m.nfds);
+      std::memcpy(CMSG_DATA(c), m.fds, sizeof(int) * m.nfds);
+    }
+    const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        wait_for(fd, POLLOUT);
+        continue;
+      }
+      return fail(HURRAY_ERR_IPC, "hurray_ipc_send: sendmsg failed after %zu of %" PRIu32
+                  " bytes: %s", sent, m.size, std::strerror(errno));
+    }
+    fds_sent = true;
+    sent += static_cast<size_t>(n);
+    if (seqpacket && sent < m.size) {
+      return fail(HURRAY_ERR_IPC, "hurray_ipc_send: the seqpacket record was cut to %zu bytes",
+                  sent);
+    }
+  }
+  return HURRAY_OK;
+}
+
+// fds received so far; extra ones are closed at once and remembered.
+struct ReceivedFds {
+  int fds[HURRAY_IPC_MAX_FDS];
+  uint32_t n = 0;
+  bool too_many = false;
+  void take(const msghdr &msg) {
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) too_many = true;
+    for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c != nullptr;
+         c = CMSG_NXTHDR(const_cast<msghdr *>(&msg), c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (n < HURRAY_IPC_MAX_FDS) {
+          fds[n++] = fd;
+        } else {
+          close(fd);
+          too_many = true;
+        }
+      }
+    }
+  }
+  void close_all() {
+    for (uint32_t i = 0; i < n; ++i) close(fds[i]);
+    n = 0;
+  }
+};
+
+// One recvmsg into buf[0..len), fds collected; returns bytes, 0 at end of
+// stream, -1 with errno on error.
+ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_flags) {
+  union {
+    cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_MAX_FDS)];
+  } control;
+  for (;;) {
+    iovec iov{buf, len};
+    msghdr msg;
+    std::memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_for(fd, POLLIN);
+      continue;
+    }
+    if (n >= 0) {
+      fds->take(msg);
+      *msg_flags = msg.msg_flags;
+    }
+    return n;
+  }
+}
+
+int32_t recv_message(int fd, bool seqpacket, hurray_ipc_message *m, ReceivedFds *fds) {
+  int flags = 0;
+  if (seqpacket) {
+    const ssize_t n = recv_once(fd, m->bytes, sizeof m->bytes, fds, &flags);
+    if (n < 0) {
+      return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: recvmsg failed: %s", std::strerror(errno));
+    }
+    if (n == 0 && fds->n == 0) {
+      return fail(HURRAY_ERR_IPC_CLOSED, "hurray_ipc_recv: the peer closed the connection");
+    }
+    if ((flags & MSG_TRUNC) != 0) {
+      return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: the record is longer than %d bytes",
+                  HURRAY_IPC_DESCRIPTOR_MAX);
+    }
+    m->size = static_cast<uint32_t>(n);
+    return HURRAY_OK;
+  }
+  size_t got = 0, want = kWirePrefixSize;
+  while (got < want) {
+    const ssize_t n = recv_once(fd, m->bytes + got, want - got, fds, &flags);
+    if (n < 0) {
+      return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: recvmsg failed after %zu bytes: %s", got,
+                  std::strerror(errno));
+    }
+    if (n == 0) {
+      if (got == 0 && fds->n == 0) {
+        return fail(HURRAY_ERR_IPC_CLOSED, "hurray_ipc_recv: the peer closed the connection");
+      }
+      return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: the stream ended inside a message (%zu of %zu"
+                  " bytes)", got, want);
+    }
+    got += static_cast<size_t>(n);
+    if (got == kWirePrefixSize && want == kWirePrefixSize) {
+      // total_size, little-endian at offset 12 (ipc §3).
+      const uint32_t total = static_cast<uint32_t>(m->bytes[12]) |
+                             static_cast<uint32_t>(m->bytes[13]) << 8 |
+                             static_cast<uint32_t>(m->bytes[14]) << 16 |
+                             static_cast<uint32_t>(m->bytes[15]) << 24;
+      if (total < kWirePrefixSize || total > HURRAY_IPC_DESCRIPTOR_MAX) {
+        return fail(HURRAY_ERR_IPC,
+                    "hurray_ipc_recv: descriptor total_size %" PRIu32 " is outside %" PRIu32
+                    "..%d",
+                    total, kWirePrefixSize, HURRAY_IPC_DESCRIPTOR_MAX);
+      }
+      want = total;
+    }
+  }
+  m->size = static_cast<uint32_t>(got);
+  return HURRAY_OK;
+}
+
+}  // namespace
+}  // namespace detail
+}  // namespace hurray
+
+extern "C" {
+
+HURRAY_API int32_t hurray_ipc_send(int socket_fd, hurray_buffer *src, uint32_t options) {
+  using namespace hurray;
+  using namespace hurray::detail;
+  if (src == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "src is NULL");
+  bool seqpacket = false;
+  int32_t st = check_socket(socket_fd, "hurray_ipc_send", &seqpacket);
+  if (st != HURRAY_OK) return st;
+  struct Args {
+    int fd;
+    bool seqpacket;
+    uint32_t options;
+  } args{socket_fd, seqpacket, options};
+  return consume_src(
+      src, "hurray_ipc_send",
+      [](hurray_buffer *inner, void *ctx) {
+        auto *a = static_cast<Args *>(ctx);
+        PreparedExport p;
+        int32_t st = prepare_export(*inner, a->options, &p);
+        if (st != HURRAY_OK) return st;
+        st = send_message(a->fd, a->seqpacket, p.msg);
+        if (st != HURRAY_OK) {
+          abort_export(&p);
+          return st;
+        }
+        // The kernel holds its own copies now (in flight, then the peer's).
+        close_message_fds(&p.msg);
+        commit_export(&p, inner);
+        return static_cast<int32_t>(HURRAY_OK);
+      },
+      &args);
+}
+
+HURRAY_API int32_t hurray_ipc_recv(int socket_fd, hurray_buffer *out) {
+  using namespace hurray;
+  using namespace hurray::detail;
+  if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
+  bool seqpacket = false;
+  int32_t st = check_socket(socket_fd, "hurray_ipc_recv", &seqpacket);
+  if (st != HURRAY_OK) return st;
+  hurray_ipc_message m;
+  m.size = 0;
+  ReceivedFds fds;
+  st = recv_message(socket_fd, seqpacket, &m, &fds);
+  if (st == HURRAY_OK && fds.too_many) {
+    st = fail(HURRAY_ERR_IPC, "hurray_ipc_recv: the message carried more than %d fds",
+              HURRAY_IPC_MAX_FDS);
+  }
+  if (st != HURRAY_OK) {
+    fds.close_all();
+    return st;
+  }
+  m.nfds = fds.n;
+  for (uint32_t i = 0; i < HURRAY_IPC_MAX_FDS; ++i) m.fds[i] = i < fds.n ? fds.fds[i] : -1;
+  return hurray_ipc_import(&m, out);  // closes the fds on failure
+}
+
+}  // extern "C"

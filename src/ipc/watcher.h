@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// The sender's side of a message's lifetime (docs/impl/ipc.md §5): the read
+// end of each export's pipe, with the reference the export consumed, watched
+// by one internal thread (epoll) that releases the reference when the
+// kernel reports that every copy of the write end is closed.
+#ifndef HURRAY_SRC_IPC_WATCHER_H_
+#define HURRAY_SRC_IPC_WATCHER_H_
+
+#include <cstdint>
+
+#include "hurray/hurray.h"
+
+namespace hurray {
+namespace detail {
+
+// One watched export. Opaque outside watcher.cc.
+struct Watch;
+
+// Starts watching `read_fd` (owned from now on) for the end of file that
+// releases `held`. The caller still holds the write end, so nothing is
+// released before the caller lets it go; `held` is only recorded (the caller
+// clears its own copy once the export succeeds). Starts the watcher thread
+// first if this process has none (again in a forked child). On failure
+// read_fd is closed, `held` untouched, the message set (HURRAY_ERR_IPC or
+// HURRAY_ERR_OUT_OF_MEMORY) and NULL returned.
+Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status);
+
+// Takes back an export whose message was never delivered: only while the
+// caller still holds the write end (so the thread cannot have seen end of
+// file). Closes read_fd and forgets `held` without releasing it.
+void unwatch_export(Watch *w);
+
+// Cumulative count of references given back (hurray_diagnostics.ipc_returns).
+uint64_t ipc_returns();
+// Counts one copy into a memfd (hurray_diagnostics.ipc_copies) / reads it.
+void count_ipc_copy();
+uint64_t ipc_copies();
+
+}  // namespace detail
+}  // namespace hurray
+
+#endif  // HURRAY_SRC_IPC_WATCHER_H_

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+// Descriptor encoder and decoder, wire version 1 (docs/impl/ipc.md §3).
+// Every integer is little-endian at a fixed offset; the decoder reads bytes,
+// never casts the buffer to a struct, so alignment and host order do not
+// matter.
+#include "wire.h"
+
+#include <cinttypes>
+#include <cstring>
+
+#include "../error.h"
+#include "../layout.h"
+
+namespace hurray {
+namespace detail {
+namespace {
+
+// Byte offsets of the fixed part.
+enum : size_t {
+  kOffMagic = 0,
+  kOffVersion = 4,
+  kOffHeaderSize = 8,
+  kOffTotalSize = 12,
+  kOffKind = 16,
+  kOffNfds = 20,
+  kOffFlags = 24,
+  kOffDeviceType = 32,
+  kOffDeviceId = 36,
+  kOffDtypeCode = 40,
+  kOffDtypeBits = 41,
+  kOffDtypeLanes = 42,
+  kOffNdim = 44,
+  kOffByteOffset = 48,
+  kOffDataOffset = 56,
+  kOffRegionOffset = 64,
+  kOffRegionLength = 72,
+};
+static_assert(kOffRegionLength + 8 == kWireHeaderSize, "fixed part of wire version 1");
+
+void put_u16(uint8_t *p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint16_t get_u16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+uint32_t encode_descriptor(const WireDesc &d, uint8_t *out) {
+  const uint32_t size = wire_size(d.ndim);
+  std::memset(out, 0, kWireHeaderSize);
+  put_u32(out + kOffMagic, kWireMagic);
+  put_u32(out + kOffVersion, HURRAY_IPC_WIRE_VERSION);
+  put_u32(out + kOffHeaderSize, kWireHeaderSize);
+  put_u32(out + kOffTotalSize, size);
+  put_u32(out + kOffKind, d.kind);
+  put_u32(out + kOffNfds, d.nfds);
+  put_u64(out + kOffFlags, d.flags);
+  put_u32(out + kOffDeviceType, static_cast<uint32_t>(d.device.device_type));
+  put_u32(out + kOffDeviceId, static_cast<uint32_t>(d.device.device_id));
+  out[kOffDtypeCode] = d.dtype.code;
+  out[kOffDtypeBits] = d.dtype.bits;
+  put_u16(out + kOffDtypeLanes, d.dtype.lanes);
+  put_u32(out + kOffNdim, static_cast<uint32_t>(d.ndim));
+  put_u64(out + kOffByteOffset, d.byte_offset);
+  put_u64(out + kOffDataOffset, d.data_offset);
+  put_u64(out + kOffRegionOffset, d.region_offset);
+  put_u64(out + kOffRegionLength, d.region_length);
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    put_u64(out + kWireHeaderSize + 8 * static_cast<size_t>(i), static_cast<uint64_t>(d.shape[i]));
+    put_u64(out + kWireHeaderSize + 8 * static_cast<size_t>(d.ndim + i),
+            static_cast<uint64_t>(d.strides[i]));
+  }
+  return size;
+}
+
+int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, WireDesc *out) {
+  if (size < kWirePrefixSize) {
+    return fail(HURRAY_ERR_IPC, "descriptor truncated: %zu bytes (at least %" PRIu32 ")", size,
+                kWirePrefixSize);
+  }
+  const uint32_t magic = get_u32(bytes + kOffMagic);
+  if (magic != kWireMagic) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor magic is 0x%08" PRIx32 ", not 0x%08" PRIx32 " (not a hurray message)",
+                magic, kWireMagic);
+  }
+  const uint32_t version = get_u32(bytes + kOffVersion);
+  if (version != HURRAY_IPC_WIRE_VERSION) {
+    return fail(HURRAY_ERR_UNSUPPORTED_VERSION,
+                "descriptor wire version is %" PRIu32 "; this libhurray reads version %u",
+                version, HURRAY_IPC_WIRE_VERSION);
+  }
+  const uint32_t header_size = get_u32(bytes + kOffHeaderSize);
+  const uint32_t total_size = get_u32(bytes + kOffTotalSize);
+  if (header_size != kWireHeaderSize) {
+    return fail(HURRAY_ERR_IPC, "descriptor header_size is %" PRIu32 " (version 1: %" PRIu32 ")",
+                header_size, kWireHeaderSize);
+  }
+  if (total_size != size) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor total_size is %" PRIu32 " but the message has %zu bytes%s",
+                total_size, size, size < total_size ? " (truncated)" : "");
+  }
+  if (size < kWireHeaderSize) {
+    return fail(HURRAY_ERR_IPC, "descriptor truncated: %zu bytes (header: %" PRIu32 ")", size,
+                kWireHeaderSize);
+  }
+  WireDesc d;
+  d.kind = get_u32(bytes + kOffKind);
+  d.nfds = get_u32(bytes + kOffNfds);
+  d.flags = get_u64(bytes + kOffFlags);
+  d.device.device_type = static_cast<int32_t>(get_u32(bytes + kOffDeviceType));
+  d.device.device_id = static_cast<int32_t>(get_u32(bytes + kOffDeviceId));
+  d.dtype.code = bytes[kOffDtypeCode];
+  d.dtype.bits = bytes[kOffDtypeBits];
+  d.dtype.lanes = get_u16(bytes + kOffDtypeLanes);
+  d.ndim = static_cast<int32_t>(get_u32(bytes + kOffNdim));
+  d.byte_offset = get_u64(bytes + kOffByteOffset);
+  d.data_offset = get_u64(bytes + kOffDataOffset);
+  d.region_offset = get_u64(bytes + kOffRegionOffset);
+  d.region_length = get_u64(bytes + kOffRegionLength);
+
+  if (d.kind >= kKindCudaVmmFd && d.kind <= kKindHipIpc) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "descriptor kind %" PRIu32 " (GPU memory) is reserved; this libhurray does not "
+                "import GPU memory yet",
+                d.kind);
+  }
+  if (d.kind != kKindCpuMemfd) {
+    return fail(HURRAY_ERR_IPC, "descriptor kind %" PRIu32 " is unknown", d.kind);
+  }
+  if (d.ndim < 0 || d.ndim > HURRAY_MAX_NDIM) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "descriptor ndim is %" PRId32 " (0..%d)", d.ndim,
+                HURRAY_MAX_NDIM);
+  }
+  if (size != wire_size(d.ndim)) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor has %zu bytes; ndim %" PRId32 " of kind 1 takes %" PRIu32, size,
+                d.ndim, wire_size(d.ndim));
+  }
+  if (d.nfds != kCpuMemfdFds || nfds != kCpuMemfdFds) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor says %" PRIu32 " fds, the message carries %" PRIu32
+                " (kind 1 takes %" PRIu32 ": memfd, lifetime)",
+                d.nfds, nfds, kCpuMemfdFds);
+  }
+  if (d.device.device_type != HURRAY_DEVICE_CPU || d.device.device_id != 0) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "descriptor device is %s %" PRId32 "; kind 1 is kDLCPU 0",
+                device_type_name(d.device.device_type), d.device.device_id);
+  }
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    d.shape[i] = static_cast<int64_t>(get_u64(bytes + kWireHeaderSize + 8 * static_cast<size_t>(i)));
+    d.strides[i] = static_cast<int64_t>(
+        get_u64(bytes + kWireHeaderSize + 8 * static_cast<size_t>(d.ndim + i)));
+  }
+  // The tensor as a handle would be checked; any non-NULL address stands in
+  // for the mapping not made yet.
+  static char placeholder;
+  const Desc desc{&placeholder, d.byte_offset, d.device.device_type, d.device.device_id,
+                  d.dtype,      d.ndim,        d.shape,              d.strides,
+                  d.flags};
+  hurray_extent e;
+  int32_t st = check_desc_exact(desc, "descriptor", true, &e);
+  if (st != HURRAY_OK) return st;
+
+  if (d.region_length == 0) return fail(HURRAY_ERR_IPC, "descriptor region_length is 0");
+  uint64_t region_end;
+  if (__builtin_add_overflow(d.region_offset, d.region_length, &region_end) ||
+      region_end > static_cast<uint64_t>(INT64_MAX)) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor region [%" PRIu64 ", +%" PRIu64 ") is beyond the largest file offset",
+                d.region_offset, d.region_length);
+  }
+  if (d.data_offset < d.region_offset || d.data_offset > region_end) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor data_offset %" PRIu64 " is outside the region [%" PRIu64 ", +%" PRIu64
+                ")",
+                d.data_offset, d.region_offset, d.region_length);
+  }
+  // Bytes [data_offset + lowest, data_offset + highest) within the region;
+  // each bound compared in the direction it points (no overflow).
+  const uint64_t below = d.data_offset - d.region_offset, above = region_end - d.data_offset;
+  auto fits = [&](int64_t v) {
+    return v >= 0 ? static_cast<uint64_t>(v) <= above
+                  : uint64_t{0} - static_cast<uint64_t>(v) <= below;
+  };
+  if (e.numel > 0 && !(fits(e.lowest) && fits(e.highest))) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor elements span bytes [%lld, %lld) of data, outside the region "
+                "[%" PRIu64 ", +%" PRIu64 ") with data at %" PRIu64,
+                static_cast<long long>(e.lowest), static_cast<long long>(e.highest),
+                d.region_offset, d.region_length, d.data_offset);
+  }
+  *out = d;
+  return HURRAY_OK;
+}
+
+}  // namespace detail
+}  // namespace hurray

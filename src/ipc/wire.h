@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// The descriptor of a cross-process message, wire version 1
+// (docs/impl/ipc.md §3): what it holds, how it is written, and the decoder
+// that checks every field before anything is used (fuzzed by
+// tests/fuzz/ipc_descriptor_fuzz.cc). Pure functions: no fd is touched.
+#ifndef HURRAY_SRC_IPC_WIRE_H_
+#define HURRAY_SRC_IPC_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hurray/hurray.h"
+
+namespace hurray {
+namespace detail {
+
+constexpr uint32_t kWireMagic = 0x50495248u;  // "HRIP" in little-endian byte order
+constexpr uint32_t kWireHeaderSize = 80;      // fixed part; shape and strides follow
+constexpr uint32_t kWirePrefixSize = 16;      // magic, version, header size, total size
+
+// Kinds of memory (the `kind` field). 1 is served; 2..4 are reserved for GPU
+// memory (pending) and refused with HURRAY_ERR_UNSUPPORTED_DEVICE.
+enum WireKind : uint32_t {
+  kKindCpuMemfd = 1,        // fds: [memfd, lifetime]
+  kKindCudaVmmFd = 2,       // reserved: CUDA VMM allocation exported as a POSIX fd
+  kKindCudaLegacyIpc = 3,   // reserved: cuIpcGetMemHandle
+  kKindHipIpc = 4,          // reserved: hipIpcGetMemHandle
+};
+constexpr uint32_t kCpuMemfdFds = 2;
+
+// A decoded (or to-be-encoded) descriptor.
+struct WireDesc {
+  uint32_t kind;
+  uint32_t nfds;
+  uint64_t flags;
+  hurray_device device;
+  hurray_dtype dtype;
+  int32_t ndim;
+  uint64_t byte_offset;      // as in the handle
+  uint64_t data_offset;      // offset in the memfd of the handle's `data`
+  uint64_t region_offset;    // byte range of the memfd to map
+  uint64_t region_length;
+  int64_t shape[HURRAY_MAX_NDIM];
+  int64_t strides[HURRAY_MAX_NDIM];  // in elements
+};
+
+// Bytes a descriptor of `ndim` dimensions takes.
+constexpr uint32_t wire_size(int32_t ndim) {
+  return kWireHeaderSize + 16u * static_cast<uint32_t>(ndim);
+}
+static_assert(wire_size(HURRAY_MAX_NDIM) <= HURRAY_IPC_DESCRIPTOR_MAX,
+              "the largest descriptor fits in hurray_ipc_message::bytes");
+
+// Writes `d` (already valid) into out[0..wire_size(d.ndim)); returns the size.
+uint32_t encode_descriptor(const WireDesc &d, uint8_t *out);
+
+// Reads and checks bytes[0..size) against wire version 1, and that the
+// message carries `nfds` fds: every field, the dtype/shape/strides as a
+// handle would be checked, and that the elements lie within the region
+// (data_offset + lowest >= region_offset, data_offset + highest <=
+// region_offset + region_length, without overflow). The memfd itself is
+// not looked at (import does that). Status and message as
+// hurray_ipc_import documents; *out written only on success.
+int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, WireDesc *out);
+
+}  // namespace detail
+}  // namespace hurray
+
+#endif  // HURRAY_SRC_IPC_WIRE_H_
