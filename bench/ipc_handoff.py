@@ -250,6 +250,7 @@ def bench_kill(name: str, hold: int) -> Dict[str, Any]:
         if name == "shm":
             obj.close()  # the producer drops its mapping but cannot unlink (the consumer holds it)
         objs.append(obj)
+    del obj
     objs.clear()
     gc.collect()
     time.sleep(0.1)

@@ -168,8 +168,6 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Called by ``import hurray``."""
-    if not hasattr(_native, "_ipc_export"):  # until the IPC C ABI is merged (issue 18)
-        return
     if _MODULE in sys.modules:
         register()
     else:

@@ -268,6 +268,13 @@ PyObject *mod_rebuild(PyObject *, PyObject *args);
 // hurray._native._pickle_stats() (METH_NOARGS).
 PyObject *mod_pickle_stats(PyObject *, PyObject *);
 
+// ---- ipc.cc ------------------------------------------------------------------
+
+// hurray._native._ipc_export(buf) (METH_O) and _ipc_import(descriptor, fds,
+// legacy_unsaid) (METH_VARARGS): multiprocessing's reducer (hurray/_mp.py).
+PyObject *mod_ipc_export(PyObject *, PyObject *buf);
+PyObject *mod_ipc_import(PyObject *, PyObject *args);
+
 }  // namespace hurray_py
 
 #endif  // HURRAY_PYTHON_BINDING_H_

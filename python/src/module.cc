@@ -4,12 +4,6 @@
 #include "binding.h"
 #include "exchange_api.h"
 
-// The allocation option of issue 18 (docs/impl/ipc.md); defined here until
-// the header that declares it is merged.
-#ifndef HURRAY_ALLOC_SHAREABLE
-#define HURRAY_ALLOC_SHAREABLE ((uint64_t)1 << 32)
-#endif
-
 namespace hurray_py {
 
 Names g_names;
@@ -112,6 +106,12 @@ PyMethodDef module_methods[] = {
     {"_rebuild", mod_rebuild, METH_VARARGS,
      "_rebuild(obj, dtype, shape, strides, offset, flags, legacy_unsaid)\n--\n\n"
      "Unpickle a Buffer over a received bytes-like object (zero-copy)."},
+    {"_ipc_export", mod_ipc_export, METH_O,
+     "_ipc_export(buf)\n--\n\n(descriptor, fds, legacy_unsaid) of a new IPC message for a share of\n"
+     "buf (hurray_ipc_export); the caller owns and must close the fds."},
+    {"_ipc_import", mod_ipc_import, METH_VARARGS,
+     "_ipc_import(descriptor, fds, legacy_unsaid)\n--\n\nThe Buffer of a received IPC message\n"
+     "(hurray_ipc_import); consumes the fds, also on failure."},
     {"_pickle_stats", mod_pickle_stats, METH_NOARGS,
      "_pickle_stats()\n--\n\nBuffers rebuilt by unpickling, and how many released their memory."},
     {nullptr, nullptr, 0, nullptr},

@@ -3,6 +3,7 @@
 tests put this folder on the workers' PYTHONPATH). Imports nothing of the
 test suite's conftest."""
 import gc
+import importlib
 import os
 from typing import Any, Dict, Optional
 
@@ -32,8 +33,7 @@ def inspect(buf: hurray.Buffer) -> Dict[str, Any]:
     """Converts buf with NumPy and torch, releases it, and says what it saw:
     read-only flags, sums, whether all three share one address, the mapping
     that holds the memory, and how many received views the release let go."""
-    import torch
-
+    torch: Any = importlib.import_module("torch")  # untyped use: its stubs hide from_dlpack
     before = hurray._native._pickle_stats()
     a = np.from_dlpack(buf)
     t = torch.from_dlpack(buf)
