@@ -217,8 +217,8 @@ def bench_latency(methods: List[str], reps: int, sizes: List[Tuple[int, str]]) -
 def bench_loop(name: str, loops: int) -> Dict[str, Any]:
     m = Method(name)
     marks: List[Dict[str, Any]] = []
+    secs = 0.0
     try:
-        t0 = time.perf_counter()
         for i in range(loops + 1):
             if i in (0, loops // 2, loops):
                 gc.collect()
@@ -226,11 +226,12 @@ def bench_loop(name: str, loops: int) -> Dict[str, Any]:
                 marks.append({"i": i, "producer": counts(), "consumer": m.remote_counts()})
             if i == loops:
                 break
+            t0 = time.perf_counter()
             obj = m.make(4096)
             m.roundtrip("take", m.payload(obj, 4096))
             m.drop(obj)
             del obj
-        secs = time.perf_counter() - t0
+            secs += time.perf_counter() - t0
     finally:
         m.stop()
     return {"loops": loops, "seconds": secs, "marks": marks}

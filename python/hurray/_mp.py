@@ -6,13 +6,12 @@ forkserver) and concurrent.futures.ProcessPoolExecutor pickle with
 ``multiprocessing.reduction.ForkingPickler``. hurray registers a reducer
 there that sends a Buffer as libhurray's IPC message
 (``hurray_ipc_export``): a small versioned descriptor plus file
-descriptors, which the receiver fetches from the sender's
-``multiprocessing.resource_sharer`` (the way multiprocessing moves sockets
-and fds: all fds of one message in one connection; arguments of a process
-being started travel with its launch), and turned back into a Buffer by
-``hurray_ipc_import`` in the receiver. A message that is never received
-keeps its fds (and so the memory) in the sender until the sender exits, as
-multiprocessing's own DupFd does.
+descriptors, which the receiver fetches from the sender over a Unix socket
+kept open between the two processes (hurray/_fdshare.py; arguments of a
+process being started travel with its launch, multiprocessing's DupFd),
+and turned back into a Buffer by ``hurray_ipc_import`` in the receiver. A
+message that is never received keeps its fds (and so the memory) in the
+sender until the sender exits, as multiprocessing's own DupFd does.
 
 * Shareable memory (``hurray.empty(..., shared=True)``, a Buffer received
   this way, or a share of either) is sent zero-copy: both processes map the
@@ -32,60 +31,22 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
-import socket
 import sys
 import weakref
 from types import ModuleType
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from . import _native
+from . import _fdshare, _native
 
 _MODULE = "multiprocessing.reduction"
 _registered = False
 
 
-class _SharedFds:
-    """The fds of one message, fetched by the receiver in one connection to
-    this process's multiprocessing.resource_sharer (multiprocessing's own
-    DupFd takes one connection, with its authentication handshake, per fd).
-    Holds duplicates until the receiver fetches them."""
-
-    def __init__(self, fds: Sequence[int]) -> None:
-        from multiprocessing import reduction, resource_sharer
-
-        dups: List[int] = []
-        try:
-            for fd in fds:
-                dups.append(os.dup(fd))
-        except BaseException:
-            for fd in dups:
-                os.close(fd)
-            raise
-        self._n = len(dups)
-
-        def send(conn: Any, pid: int) -> None:
-            with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                reduction.sendfds(s, dups)
-
-        def close() -> None:
-            for fd in dups:
-                os.close(fd)
-
-        self._id = resource_sharer._resource_sharer.register(send, close)  # type: ignore[attr-defined]
-
-    def detach(self) -> List[int]:
-        from multiprocessing import reduction, resource_sharer
-
-        with resource_sharer._resource_sharer.get_connection(self._id) as conn:  # type: ignore[attr-defined]
-            with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                return list(reduction.recvfds(s, self._n))
-
-
 def _rebuild_ipc(descriptor: bytes, shared: Any, legacy_unsaid: bool) -> _native.Buffer:
     """Receiver: fetch the fds, import (the fds are _ipc_import's from then
     on, also when it fails)."""
-    if isinstance(shared, _SharedFds):
-        fds = shared.detach()
+    if isinstance(shared, tuple) and len(shared) == 3 and isinstance(shared[0], str):
+        fds = _fdshare.fetch(*shared)  # (address, key, n)
     else:  # one DupFd per fd (arguments of a process being started)
         fds = []
         try:
@@ -105,7 +66,7 @@ def _reduce_buffer(buf: _native.Buffer) -> Tuple[Callable[..., _native.Buffer], 
     popen = context.get_spawning_popen()
     try:
         if popen is None:
-            shared: Any = _SharedFds(fds)
+            shared: Any = (*_fdshare.offer(list(fds)), len(fds))
         else:
             # Arguments of a process being started (spawn, forkserver): the
             # Popen passes these fds to the child when it launches it, after
@@ -116,7 +77,7 @@ def _reduce_buffer(buf: _native.Buffer) -> Tuple[Callable[..., _native.Buffer], 
             os.close(fd)
         raise
     if popen is None:
-        for fd in fds:  # _SharedFds holds duplicates of its own
+        for fd in fds:  # _fdshare holds duplicates of its own
             os.close(fd)
     else:
         for fd in fds:
