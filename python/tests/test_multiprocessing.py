@@ -234,3 +234,42 @@ def test_read_only_arrives_read_only(ctx: Any) -> None:
         with pytest.raises(ValueError):
             pool.apply_async(mp_aid.write, (b, 1.0)).get(TIMEOUT)  # NumPy: read-only
     assert list(a) == list(range(6))
+
+
+def test_fd_server_hands_each_message_out_once() -> None:
+    from hurray import _fdshare
+
+    r, w = os.pipe()
+    try:
+        address, key = _fdshare.offer([w])
+        (got,) = _fdshare.fetch(address, key, 1)
+        assert got not in (r, w)
+        os.close(got)
+        with pytest.raises(OSError, match="no fds for this message"):
+            _fdshare.fetch(address, key, 1)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_forked_child_drops_pending_fds() -> None:
+    """A child forked while a message waits must not keep its fds (that would
+    keep the sender's memory until the child exits)."""
+    import select
+
+    from hurray import _fdshare
+
+    r, w = os.pipe()
+    address, key = _fdshare.offer([w])
+    os.close(w)
+    p = multiprocessing.get_context("fork").Process(target=time.sleep, args=(5,))
+    p.start()
+    try:
+        (got,) = _fdshare.fetch(address, key, 1)
+        os.close(got)  # the last write end, unless the child kept a copy
+        readable, _, _ = select.select([r], [], [], 2.0)
+        assert readable and os.read(r, 1) == b"", "the forked child kept the pending fd"
+    finally:
+        os.close(r)
+        p.kill()
+        p.join(TIMEOUT)
