@@ -7,8 +7,9 @@
 #   asan            cmake --workflow --preset asan  (ASan + UBSan, any report fails)
 #   tsan            cmake --workflow --preset tsan
 #   fuzz            the libFuzzer targets of tests/fuzz/ (clang, build/fuzz): the DLPack
-#                   one for two minutes on the seed corpus tests/fuzz/corpus, the
-#                   checking mode's for 30 s (docs/impl/fuzzing.md)
+#                   one for 100 s on the seed corpus tests/fuzz/corpus, the
+#                   cross-process descriptor one for 20 s on tests/fuzz/ipc_corpus,
+#                   the checking mode's for 30 s (docs/impl/fuzzing.md)
 #   installed       what users get (tests/installed/run.sh): libhurray built as the
 #                   README says (build/lib: Release, tests off), installed into
 #                   build/prefix, then dlopen'ed / loaded through an extension
@@ -170,9 +171,11 @@ stage_release() {
 stage_installed() { HURRAY_JOBS=$JOBS bash tests/installed/run.sh "$ROOT/build/prefix"; }
 
 # --------------------------------------------------------------------------
-# fuzz: the libFuzzer target of tests/fuzz/ (docs/impl/fuzzing.md), built
-# with clang in build/fuzz and run for HURRAY_FUZZ_SECONDS (120) on the
-# checked-in seeds. New inputs go to build/fuzz/corpus (never the checked-in
+# fuzz: the libFuzzer targets of tests/fuzz/ (docs/impl/fuzzing.md), built
+# with clang in build/fuzz; HURRAY_FUZZ_SECONDS (120) is split between the
+# DLPack target (5/6, on the checked-in seeds) and the cross-process
+# descriptor target (1/6, on tests/fuzz/ipc_corpus), then the checking
+# mode's runs for a quarter of it. New inputs go to build/fuzz/corpus (never the checked-in
 # directory), crashes to build/fuzz/artifacts; any crash or sanitizer report
 # fails the stage.
 # --------------------------------------------------------------------------
@@ -201,7 +204,10 @@ stage_fuzz() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHURRAY_BUILD_FUZZERS=ON -DHURRAY_BUILD_TESTS=OFF \
     -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_BUILD_EXAMPLES=OFF -DHURRAY_BUILD_PYTHON=OFF || return 1
-  cmake --build "$build" -j "$JOBS" --target hurray_dlpack_fuzz hurray_check_fuzz || return 1
+  cmake --build "$build" -j "$JOBS" --target hurray_dlpack_fuzz hurray_check_fuzz \
+    hurray_ipc_descriptor_fuzz || return 1
+  local isecs=$(( secs / 6 ))
+  secs=$(( secs - isecs ))
   mkdir -p "$build/corpus" "$build/artifacts" "$build/run"
   rm -f "$build/run/fuzz-0.log"
   touch "$build/run/started"  # artifacts newer than this are this run's
@@ -223,9 +229,28 @@ stage_fuzz() {
     echo "${runs:-?} inputs, FAILED; see build/fuzz/artifacts" > "$STAGE_NOTE"
     return 1
   fi
+  # The cross-process descriptor decoder and import, corpus of its own.
+  local iruns
+  mkdir -p "$build/ipc-corpus"
+  (cd "$build/run" &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "$build/tests/fuzz/hurray_ipc_descriptor_fuzz" -max_total_time="$isecs" -timeout=30 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/artifacts/ipc-" \
+      "$build/ipc-corpus" "$ROOT/tests/fuzz/ipc_corpus" > "$build/run/ipc-fuzz.log" 2>&1)
+  rc=$?
+  iruns=$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/run/ipc-fuzz.log" | tail -n 1)
+  echo "--- libFuzzer summary (cross-process descriptors)"
+  grep -E '^stat::|^Done ' "$build/run/ipc-fuzz.log" | awk '!seen[$0]++'
+  if [ "$rc" -ne 0 ]; then
+    tail -n 40 "$build/run/ipc-fuzz.log" >&2
+    echo "fuzz: hurray_ipc_descriptor_fuzz failed (exit $rc); replay: build/fuzz/tests/fuzz/hurray_ipc_descriptor_fuzz FILE" >&2
+    echo "${runs:-?} inputs; descriptors ${iruns:-?} inputs, FAILED; see build/fuzz/artifacts" > "$STAGE_NOTE"
+    return 1
+  fi
   # The checking mode's target (programs of handle operations; it needs no
-  # seeds) for a quarter of that time, corpus of its own.
-  local csecs=$(( secs / 4 )) cruns
+  # seeds) for a quarter of the whole time, corpus of its own.
+  local csecs=$(( (secs + isecs) / 4 )) cruns
   mkdir -p "$build/check-corpus"
   (cd "$build/run" &&
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=0 \
@@ -243,7 +268,7 @@ stage_fuzz() {
     echo "${runs:-?} inputs; checking mode ${cruns:-?} inputs, FAILED; see build/fuzz/artifacts" > "$STAGE_NOTE"
     return 1
   fi
-  echo "${runs:-?} inputs in ${secs}s, checking mode ${cruns:-?} in ${csecs}s, no crash; corpus build/fuzz/corpus: $(ls "$build/corpus" | wc -l) new" > "$STAGE_NOTE"
+  echo "${runs:-?} inputs in ${secs}s, descriptors ${iruns:-?} in ${isecs}s, checking mode ${cruns:-?} in ${csecs}s, no crash; corpus build/fuzz/corpus: $(ls "$build/corpus" | wc -l) new" > "$STAGE_NOTE"
 }
 
 # --------------------------------------------------------------------------

@@ -950,8 +950,8 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * closed, in every process (the receiver's handle released, the message
  * discarded, or its holder died, SIGKILL included), the kernel reports end of
  * file and the sender releases the reference the export consumed, on that
- * thread: the producer's release runs once, after the last holder in every
- * process let go. A sender that dies leaves the receivers' mappings valid;
+ * thread (or on a thread that exports meanwhile): the producer's release
+ * runs once, after the last holder in every process let go. A sender that dies leaves the receivers' mappings valid;
  * their releases then only unmap and close. A process that forks while it
  * holds a message or an imported handle gives the child copies of those fds:
  * the reference comes back once the child, too, has closed them (it does so
@@ -1018,9 +1018,11 @@ typedef struct hurray_ipc_message {
  *                        whose reference is already gone
  * On failure: nothing consumed (*src unchanged, still the caller's); *out
  *   untouched; no fd left open.
- * Threads: safe from any thread; the sender's reference is released later
- *   on the watcher thread (or, when the message is discarded before the
- *   watcher runs, still there).
+ * Threads: safe from any thread. The sender's reference is released later,
+ *   on the watcher thread or on a thread in hurray_ipc_export /
+ *   hurray_ipc_send (each first handles up to 16 returns that are already
+ *   due, ipc §5), so the producer's release must be callable from any
+ *   thread (spec §4).
  * Spec: docs/impl/ipc.md §4, §5. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_export(hurray_buffer *src, uint32_t options,
                                                       hurray_ipc_message *out);

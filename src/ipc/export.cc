@@ -89,9 +89,13 @@ int32_t errno_fail(const char *call) {
 void close_message_fds(hurray_ipc_message *m) {
   const uint32_t n = m->nfds < HURRAY_IPC_MAX_FDS ? m->nfds : HURRAY_IPC_MAX_FDS;
   for (uint32_t i = 0; i < n; ++i) {
-    if (m->fds[i] >= 0) close(m->fds[i]);
-    m->fds[i] = -1;
+    // A hostile message may name one fd twice: close it once (a second close
+    // could hit an fd another thread opened meanwhile).
+    bool seen = false;
+    for (uint32_t j = 0; j < i; ++j) seen = seen || m->fds[j] == m->fds[i];
+    if (m->fds[i] >= 0 && !seen) close(m->fds[i]);
   }
+  for (uint32_t i = 0; i < n; ++i) m->fds[i] = -1;
   m->nfds = 0;
 }
 

@@ -105,6 +105,21 @@ State &state() {
   return *s;
 }
 
+// Handles one end of file. Every watch is registered with EPOLLONESHOT, so
+// the kernel reports it to exactly one epoll_wait caller (the watcher or an
+// exporting thread that helps, reap_ready) and this runs once per watch.
+void handle_end_of_file(State &s, int epfd, Watch *w) {
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    ring_unlink(w);
+    (void)epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, nullptr);
+  }
+  close(w->fd);
+  hurray_buffer_release(&w->held);
+  g_returns.fetch_add(1, std::memory_order_relaxed);
+  delete w;
+}
+
 void *watch_loop(void *arg) {
   const int epfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
   State &s = state();
@@ -115,19 +130,19 @@ void *watch_loop(void *arg) {
       if (errno == EINTR) continue;
       return nullptr;  // the instance is gone (cannot happen in the process that made it)
     }
-    for (int i = 0; i < n; ++i) {
-      auto *w = static_cast<Watch *>(events[i].data.ptr);
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        ring_unlink(w);
-        (void)epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, nullptr);
-      }
-      close(w->fd);
-      hurray_buffer_release(&w->held);
-      g_returns.fetch_add(1, std::memory_order_relaxed);
-      delete w;
-    }
+    for (int i = 0; i < n; ++i) handle_end_of_file(s, epfd, static_cast<Watch *>(events[i].data.ptr));
   }
+}
+
+// An exporting thread handles up to kReapPerExport ends of file that are
+// already there (without waiting), so that a loop exporting faster than the
+// watcher thread is scheduled still holds only what is alive, plus at most
+// that many.
+constexpr int kReapPerExport = 16;
+void reap_ready(State &s, int epfd) {
+  epoll_event events[kReapPerExport];
+  const int n = epoll_wait(epfd, events, kReapPerExport, 0);
+  for (int i = 0; i < n; ++i) handle_end_of_file(s, epfd, static_cast<Watch *>(events[i].data.ptr));
 }
 
 // In a forked child: the parent's fds closed, its exports forgotten.
@@ -182,6 +197,13 @@ Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status) {
     return nullptr;
   }
   State &s = state();
+  int epfd;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    epfd = s.epfd;
+  }
+  // A release it runs may export (and so come back here): no lock held.
+  if (epfd >= 0) reap_ready(s, epfd);
   std::lock_guard<std::mutex> lock(s.mu);
   drop_stale(s);
   if (s.epfd < 0) {
@@ -195,7 +217,9 @@ Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status) {
   }
   epoll_event ev;
   std::memset(&ev, 0, sizeof ev);
-  ev.events = 0;  // EPOLLHUP and EPOLLERR are always reported; data never wakes it
+  // EPOLLHUP and EPOLLERR are always reported (data a receiver writes into
+  // the pipe never wakes anyone); once only.
+  ev.events = EPOLLONESHOT;
   ev.data.ptr = w;
   if (epoll_ctl(s.epfd, EPOLL_CTL_ADD, read_fd, &ev) != 0) {
     const int err = errno;

@@ -50,6 +50,7 @@ inline int count_maps(const char *needle = nullptr) {
   return n;
 }
 inline int count_hurray_memfd_maps() { return count_maps("memfd:hurray"); }
+inline int count_memfd_maps() { return count_maps("/memfd:"); }
 
 inline hurray_diagnostics diagnostics() {
   hurray_diagnostics d;
@@ -135,3 +136,19 @@ inline hurray_buffer shareable(int64_t n_floats, uint64_t flags = 0) {
 }  // namespace hurray_ipc_test
 
 #endif  // HURRAY_TESTS_SUPPORT_IPC_TEST_SUPPORT_H_
+
+namespace hurray_ipc_test {
+
+// Starts this process's watcher (its epoll fd and thread stack then exist
+// before a test takes its baseline) and waits until it is idle.
+inline void warm_watcher() {
+  const uint64_t before = ipc_returns();
+  hurray_buffer h = shareable(1);
+  hurray_ipc_message m;
+  if (hurray_ipc_export(&h, 0, &m) != HURRAY_OK || hurray_ipc_message_discard(&m) != HURRAY_OK) {
+    std::abort();
+  }
+  if (!wait_until([&] { return ipc_returns() >= before + 1; })) std::abort();
+}
+
+}  // namespace hurray_ipc_test

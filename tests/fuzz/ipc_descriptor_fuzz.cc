@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer target: hostile cross-process descriptors (docs/impl/ipc.md §3)
+// through the decoder and, when it accepts one, through hurray_ipc_import
+// with real fds (docs/impl/fuzzing.md, "Cross-process descriptors").
+//
+// Input: byte 0 is the number of fds the message claims (low 3 bits; 2 is
+// the valid count) and, in bit 3, whether the memfd is made one page too
+// short; the rest is the descriptor. The target checks, and aborts when one
+// fails:
+//  - the decoder never reads past the input (ASan: the bytes are copied into
+//    a heap block of exactly their size);
+//  - an accepted descriptor re-encodes to exactly the input (every byte of
+//    wire version 1 has one meaning) and its elements lie inside its region,
+//    recomputed here in 128-bit arithmetic;
+//  - hurray_ipc_import of a refused descriptor, or of an accepted one whose
+//    memfd is too short, fails, closes every fd and maps nothing; of an
+//    accepted one with a memfd that fits, succeeds and the handle validates;
+//    its release closes everything again.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "fuzz_check.h"
+#include "hurray/hurray.h"
+#include "ipc/wire.h"
+
+namespace {
+
+using hurray::detail::WireDesc;
+
+bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+// The elements' byte span relative to data, for whole-byte elements, as
+// spec §3.3 computes it (only called for accepted descriptors, whose
+// extents fit in 64 bits when they have elements, so nothing here
+// overflows 128 bits).
+void span(const WireDesc &d, __int128 *lo, __int128 *hi, bool *empty) {
+  const __int128 elem = static_cast<__int128>(d.dtype.bits) * d.dtype.lanes / 8;
+  __int128 low = d.byte_offset, high = d.byte_offset;
+  *empty = false;
+  for (int32_t i = 0; i < d.ndim; ++i) *empty = *empty || d.shape[i] == 0;
+  if (*empty) return;  // no byte touched, and strides are then unbounded
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    const __int128 step = static_cast<__int128>(d.shape[i] - 1) * d.strides[i] * elem;
+    if (step < 0) low += step; else high += step;
+  }
+  *lo = low;
+  *hi = high + elem;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1 || size > 1 + HURRAY_IPC_DESCRIPTOR_MAX) return 0;
+  const uint32_t nfds = data[0] & 7u;
+  const bool short_memfd = (data[0] & 8u) != 0;
+  std::vector<uint8_t> bytes(data + 1, data + size);  // exactly the input's size
+
+  WireDesc d;
+  const int32_t st = hurray::detail::decode_descriptor(bytes.data(), bytes.size(), nfds, &d);
+  if (st == HURRAY_OK) {
+    uint8_t again[HURRAY_IPC_DESCRIPTOR_MAX];
+    const uint32_t n = hurray::detail::encode_descriptor(d, again);
+    FUZZ_CHECK(n == bytes.size() && std::memcmp(again, bytes.data(), n) == 0,
+               "an accepted descriptor does not re-encode to itself (%u vs %zu bytes)", n,
+               bytes.size());
+    if ((static_cast<uint32_t>(d.dtype.bits) * d.dtype.lanes) % 8 == 0) {
+      __int128 lo, hi;
+      bool empty;
+      span(d, &lo, &hi, &empty);
+      const __int128 start = d.data_offset, rbeg = d.region_offset,
+                     rend = static_cast<__int128>(d.region_offset) + d.region_length;
+      FUZZ_CHECK(empty || (start + lo >= rbeg && start + hi <= rend),
+                 "accepted elements outside the region");
+    }
+  }
+
+  // The same bytes through the public import, with real fds.
+  const uint64_t region_end = st == HURRAY_OK ? d.region_offset + d.region_length : 0;
+  if (st == HURRAY_OK && region_end > (uint64_t{1} << 24)) return 0;  // keep memfds small
+  hurray_ipc_message m;
+  std::memset(&m, 0, sizeof m);
+  m.size = static_cast<uint32_t>(bytes.size());
+  if (!bytes.empty()) std::memcpy(m.bytes, bytes.data(), bytes.size());
+  m.nfds = nfds > HURRAY_IPC_MAX_FDS ? HURRAY_IPC_MAX_FDS : nfds;
+  int fds[HURRAY_IPC_MAX_FDS] = {-1, -1, -1, -1};
+  for (uint32_t i = 0; i < m.nfds; ++i) {
+    if (i == 0) {
+      fds[0] = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+      uint64_t len = region_end > 0 ? region_end : 4096;
+      if (short_memfd) len = len > 4096 ? len - 4096 : 0;
+      FUZZ_CHECK(ftruncate(fds[0], static_cast<off_t>(len)) == 0, "ftruncate");
+      FUZZ_CHECK(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0, "seals");
+    } else if (i == 1) {
+      int p[2];
+      FUZZ_CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe2");
+      close(p[0]);
+      fds[1] = p[1];
+    } else {
+      fds[i] = dup(0);
+    }
+    m.fds[i] = fds[i];
+  }
+  const bool fits = st == HURRAY_OK && nfds == 2 && !short_memfd;
+  hurray_buffer h;
+  const int32_t ist = hurray_ipc_import(&m, &h);
+  FUZZ_CHECK(m.nfds == 0, "import left nfds %u", m.nfds);
+  if (ist == HURRAY_OK) {
+    FUZZ_CHECK(fits, "import accepted what the decoder or the fds refuse");
+    FUZZ_CHECK(hurray_buffer_validate(&h) == HURRAY_OK, "imported handle does not validate");
+    FUZZ_CHECK(hurray_buffer_release(&h) == HURRAY_OK, "release");
+  } else {
+    FUZZ_CHECK(!fits, "a fitting accepted descriptor was refused: status %d", ist);
+  }
+  for (int fd : fds) FUZZ_CHECK(fd < 0 || !fd_open(fd), "fd %d left open", fd);
+  return 0;
+}
