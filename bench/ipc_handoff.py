@@ -193,36 +193,28 @@ def median_us(fn: Callable[[], None], reps: int, warmup: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def bench_latency(methods: List[str], reps: int, sizes: List[Tuple[int, str]]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for name in methods:
-        m = Method(name)
-        try:
-            out.setdefault("pipe", median_us(lambda: m.roundtrip("pipe", None), reps, 20))
-            for n, label in sizes:
-                obj = m.make(n)
-                p = m.payload(obj, n)
-                r = max(5, reps if n <= (1 << 20) else reps // 4)
-                out[f"{name} {label}"] = median_us(lambda: m.roundtrip("take", p), r, 5)
-                del p
-                m.drop(obj)
-                del obj
-                gc.collect()
-        finally:
-            m.stop()
-        print(f"  latency {name} done", file=sys.stderr)
-    return out
+def bench_latency(m: Method, out: Dict[str, Any], reps: int, sizes: List[Tuple[int, str]]) -> None:
+    out.setdefault("pipe", median_us(lambda: m.roundtrip("pipe", None), reps, 20))
+    for n, label in sizes:
+        obj = m.make(n)
+        p = m.payload(obj, n)
+        r = max(5, reps if n <= (1 << 20) else reps // 4)
+        out[f"{m.name} {label}"] = median_us(lambda: m.roundtrip("take", p), r, 5)
+        del p
+        m.drop(obj)
+        del obj
+        gc.collect()
+    print(f"  latency {m.name} done", file=sys.stderr)
 
 
-def bench_loop(name: str, loops: int) -> Dict[str, Any]:
-    m = Method(name)
+def bench_loop(m: Method, loops: int, settle: float) -> Dict[str, Any]:
     marks: List[Dict[str, Any]] = []
     secs = 0.0
-    try:
+    if True:
         for i in range(loops + 1):
             if i in (0, loops // 2, loops):
                 gc.collect()
-                time.sleep(0.2)  # let the last releases come back
+                time.sleep(settle)  # let the last releases come back
                 marks.append({"i": i, "producer": counts(), "consumer": m.remote_counts()})
             if i == loops:
                 break
@@ -232,8 +224,6 @@ def bench_loop(name: str, loops: int) -> Dict[str, Any]:
             m.drop(obj)
             del obj
             secs += time.perf_counter() - t0
-    finally:
-        m.stop()
     return {"loops": loops, "seconds": secs, "marks": marks}
 
 
@@ -269,7 +259,7 @@ def bench_kill(name: str, hold: int) -> Dict[str, Any]:
             released_s = time.perf_counter() - t0
             break
         time.sleep(0.001)
-    time.sleep(0.2)
+    time.sleep(0.1)
     left = sorted(dev_shm() - shm_before)
     out = {"held": hold, "producer_maps_while_held": held_maps,
            "producer_fds_while_held": held_fds, "all_released_s": released_s,
@@ -303,7 +293,8 @@ def table(res: Dict[str, Any], methods: List[str], sizes: List[Tuple[int, str]])
             c = " → ".join(f"{x['consumer'][0]}, {x['consumer'][1]}" for x in r["marks"])
             lines.append(f"| {m} | {r['loops']} | {r['seconds'] / r['loops'] * 1e6:.0f} | {p} | {c} |")
     if "kill" in res:
-        lines += ["", f"| method (kill -9 holding {KILL_HOLD}) | producer mappings held | "
+        held = next(iter(res["kill"].values()))["held"] if res["kill"] else KILL_HOLD
+        lines += ["", f"| method (kill -9 holding {held}) | producer mappings held | "
                   "all producer releases ran after | producer mappings, fds left | /dev/shm left |",
                   "|---|---:|---|---|---:|"]
         for m, r in res["kill"].items():
@@ -319,20 +310,28 @@ def table(res: Dict[str, Any], methods: List[str], sizes: List[Tuple[int, str]])
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="few repetitions, 1,000-handoff loop")
+    ap.add_argument("--quick", action="store_true", help="smoke check: 20 repetitions, 4 KiB and 1 MiB, a 300-handoff loop, 100 held at the kill")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--loop", type=int, default=None, help="handoffs in the loop (default 100000)")
     ap.add_argument("--methods", default="hurray,torch,shm")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     methods = args.methods.split(",")
-    reps = args.reps or (30 if args.quick else 400)
-    loops = args.loop or (1000 if args.quick else 100_000)
+    reps = args.reps or (20 if args.quick else 400)
+    loops = args.loop or (300 if args.quick else 100_000)
     sizes = SIZES[:2] if args.quick else SIZES
     res: Dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
                            f"Python {platform.python_version()}, Linux {platform.release()}"}
-    res["latency"] = bench_latency(methods, reps, sizes)
-    res["loop"] = {m: bench_loop(m, loops) for m in methods if m in ("hurray", "torch")}
+    res["latency"] = {}
+    res["loop"] = {}
+    for name in methods:  # one consumer per method for the latency and the loop
+        m = Method(name)
+        try:
+            bench_latency(m, res["latency"], reps, sizes)
+            if name in ("hurray", "torch"):
+                res["loop"][name] = bench_loop(m, loops, 0.05 if args.quick else 0.2)
+        finally:
+            m.stop()
     hold = 100 if args.quick else KILL_HOLD
     res["kill"] = {m: bench_kill(m, hold) for m in methods if m in ("hurray", "torch")}
     print(res["machine"])
