@@ -6,6 +6,7 @@ vs multiprocessing.shared_memory (issue 18 §3), side by side in one run.
     python bench/ipc_handoff.py            # full run (several minutes)
     python bench/ipc_handoff.py --quick    # a few seconds: smoke check, no thresholds
     python bench/ipc_handoff.py --json out.json --chart docs/ipc_handoff.png
+    python bench/ipc_handoff.py --from-json out.json --chart docs/ipc_handoff.png
 
 Needs numpy, torch and hurray importable (e.g. PYTHONPATH=build/python/hurray-pkg
 with the test venv). Every method talks to one consumer process (spawn
@@ -308,14 +309,54 @@ def table(res: Dict[str, Any], methods: List[str], sizes: List[Tuple[int, str]])
     return "\n".join(lines)
 
 
+def chart(res: Dict[str, Any], path: str) -> None:
+    """The handoff latencies per size (grouped bars) as a PNG (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lat = res["latency"]
+    labels = [label for _, label in SIZES if any(k.endswith(" " + label) for k in lat)]
+    methods = [m for m in ("hurray", "torch", "shm") if any(k.startswith(m + " ") for k in lat)]
+    names = {"hurray": "hurray", "torch": "torch.multiprocessing", "shm": "shared_memory (no lifetime)"}
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    w = 0.8 / max(1, len(methods))
+    for i, m in enumerate(methods):
+        ys = [lat.get(f"{m} {label}", 0.0) for label in labels]
+        xs = [j + (i - (len(methods) - 1) / 2) * w for j in range(len(labels))]
+        bars = ax.bar(xs, ys, w, label=names[m])
+        for b, y in zip(bars, ys):
+            ax.annotate(f"{y:.0f}", (b.get_x() + b.get_width() / 2, y), ha="center",
+                        va="bottom", fontsize=7)
+    ax.axhline(lat["pipe"], color="grey", lw=0.8, ls="--", label="Pipe round trip (floor)")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel("handoff round trip, median (µs)")
+    ax.set_title("CPU tensor to another process and released (bench/ipc_handoff.py)", fontsize=9)
+    ax.set_ylim(0, max(lat.values()) * 1.35)
+    ax.legend(fontsize=7, loc="upper center", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke check: 20 repetitions, 4 KiB and 1 MiB, a 300-handoff loop, 100 held at the kill")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--loop", type=int, default=None, help="handoffs in the loop (default 100000)")
     ap.add_argument("--methods", default="hurray,torch,shm")
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=None, help="write the results as JSON")
+    ap.add_argument("--chart", default=None, help="draw the latencies as a PNG (matplotlib)")
+    ap.add_argument("--from-json", default=None, help="no run: table and chart of saved results")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        print(saved["machine"])
+        print(table(saved, args.methods.split(","), SIZES))
+        if args.chart:
+            chart(saved, args.chart)
+        return 0
     methods = args.methods.split(",")
     reps = args.reps or (20 if args.quick else 400)
     loops = args.loop or (300 if args.quick else 100_000)
@@ -339,6 +380,8 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
+    if args.chart:
+        chart(res, args.chart)
     return 0
 
 

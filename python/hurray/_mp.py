@@ -97,8 +97,15 @@ def register() -> None:
 
 
 class _Loader(importlib.abc.Loader):
+    """The module's own loader, which registers the reducer after running
+    the module; everything else (get_source for tracebacks, get_code, ...)
+    is the inner loader's."""
+
     def __init__(self, inner: importlib.abc.Loader) -> None:
         self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[ModuleType]:
         return self._inner.create_module(spec)
