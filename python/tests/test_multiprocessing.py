@@ -273,3 +273,30 @@ def test_forked_child_drops_pending_fds() -> None:
         os.close(r)
         p.kill()
         p.join(TIMEOUT)
+
+
+def test_empty_shared_kinds() -> None:
+    z = hurray.empty(0, "int8", shared=True)
+    assert z.shape == (0,) and z.nbytes == 0
+    for dt in (np.float16, "complex64", np.dtype(">i4").newbyteorder("="), "bfloat16"):
+        b = hurray.empty((3, 5), dt, shared=True)
+        assert "memfd:" in mp_aid.mapping_of(b.data_ptr)
+    with pytest.raises(BufferError):  # no shareable GPU memory yet (or no driver)
+        hurray.empty(3, device=(2, 0), shared=True)
+
+
+def test_import_of_a_bad_message_closes_its_fds() -> None:
+    from hurray import _native
+
+    b = shared(8)
+    where = mp_aid.mapping_of(b.data_ptr)
+    desc, fds, legacy = _native._ipc_export(b)
+    assert len(fds) >= 2 and not legacy
+    with pytest.raises(OSError, match="HURRAY_ERR_IPC"):
+        _native._ipc_import(desc[:10], list(fds), legacy)
+    b.release()
+    # The lifetime fd was closed by the failed import: the sender's
+    # reference came back and the memory went.
+    assert wait_for(lambda: not mp_aid.inode_mapped(where))
+    with pytest.raises(ValueError, match="at most"):
+        _native._ipc_import(desc, [os.dup(0) for _ in range(5)], False)
