@@ -19,9 +19,15 @@ one ``SCM_RIGHTS`` reply.
   key is 63 random bits, used once.
 * After ``fork`` the child forgets the parent's server, its pending fds
   (closed in the child) and its connections, and starts its own on demand.
+* At exit (multiprocessing's exit handling: after a Queue's feeder has
+  flushed, in workers and the main process alike) a process with offers
+  not yet fetched waits for them, at most ``HURRAY_MP_EXIT_WAIT`` seconds
+  (default 5), so that a worker that sends a Buffer and returns does not
+  take the fds with it before the receiver fetched them.
 """
 import os
 import secrets
+import time
 import socket
 import struct
 import threading
@@ -55,7 +61,22 @@ class _Server:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.bind(self.address)
         self.sock.listen(64)
+        self.fetched = threading.Condition(self.lock)
         threading.Thread(target=self._accept, name="hurray-fd-server", daemon=True).start()
+
+    def drain(self) -> None:
+        """Waits (bounded) until every offer was fetched."""
+        try:
+            limit = float(os.environ.get("HURRAY_MP_EXIT_WAIT", "5"))
+        except ValueError:
+            limit = 5.0
+        end = time.monotonic() + limit
+        with self.lock:
+            while self.pending:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self.fetched.wait(left)
 
     def offer(self, fds: List[int]) -> int:
         dups: List[int] = []
@@ -97,6 +118,7 @@ class _Server:
                     return
                 with self.lock:
                     fds = self.pending.pop(_KEY.unpack(req)[0], None)
+                    self.fetched.notify_all()
                 try:
                     if fds is None:
                         conn.sendall(_MISSING)
@@ -184,3 +206,36 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _drain() -> None:
+    server = _server
+    if server is not None:
+        server.drain()
+
+
+class _Anchor:
+    """What multiprocessing's after-fork registry holds on to (weakly)."""
+
+
+_ANCHOR = _Anchor()
+
+
+def _register_drain(_: object = None) -> None:
+    from multiprocessing import util
+
+    # Runs after a Queue's feeder thread was joined (its finalizer has
+    # priority -5), which is when a worker's last messages are pickled.
+    util.Finalize(None, _drain, exitpriority=-10)
+
+
+def install_exit_drain() -> None:
+    """Registers the exit wait with multiprocessing (called once its
+    reduction module is imported). A started process clears the finalizers
+    it inherited or made while being unpickled, then runs the after-fork
+    callbacks: the wait is registered again there, so it is in place
+    before the process's own code runs, and in every later process."""
+    from multiprocessing import util
+
+    _register_drain()
+    util.register_after_fork(_ANCHOR, _register_drain)

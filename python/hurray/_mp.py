@@ -93,6 +93,7 @@ def register() -> None:
     from multiprocessing.reduction import ForkingPickler
 
     ForkingPickler.register(_native.Buffer, _reduce_buffer)
+    _fdshare.install_exit_drain()
     _registered = True
 
 

@@ -84,3 +84,11 @@ def hold_forever(conn: Any) -> None:
 
 def shape_and_sum(buf: hurray.Buffer) -> Tuple[Tuple[int, ...], float]:
     return buf.shape, float(np.from_dlpack(buf).sum())
+
+
+def put_and_return(q: Any) -> None:
+    """Sends a new shared Buffer and returns at once: the process exits
+    while the message may still wait to be fetched."""
+    b = hurray.empty(4, "float64", shared=True)
+    np.from_dlpack(b)[...] = 5
+    q.put(b)

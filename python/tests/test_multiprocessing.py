@@ -300,3 +300,22 @@ def test_import_of_a_bad_message_closes_its_fds() -> None:
     assert wait_for(lambda: not mp_aid.inode_mapped(where))
     with pytest.raises(ValueError, match="at most"):
         _native._ipc_import(desc, [os.dup(0) for _ in range(5)], False)
+
+
+def test_worker_that_exits_right_after_sending(ctx: Any) -> None:
+    """The sender's exit waits (bounded) until its messages were fetched."""
+    q = ctx.Queue()
+    p = ctx.Process(target=mp_aid.put_and_return, args=(q,))
+    p.start()
+    try:
+        time.sleep(0.5)  # the worker has returned and is exiting by now
+        b = q.get(timeout=TIMEOUT)
+        assert list(np.from_dlpack(b)) == [5.0] * 4
+        where = mp_aid.mapping_of(b.data_ptr)
+        assert "memfd:" in where
+        p.join(TIMEOUT)
+        assert p.exitcode == 0
+        assert np.from_dlpack(b)[0] == 5.0  # still mapped after the sender exited
+    finally:
+        if p.is_alive():
+            p.kill()
