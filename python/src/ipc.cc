@@ -81,18 +81,31 @@ PyObject *mod_ipc_import(PyObject *, PyObject *args) {
     return nullptr;
   }
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  int fds[64];
-  Py_ssize_t got = 0;
+  // Every int of the sequence is collected, so that all of them are closed
+  // on any error (a non-int entry, too many fds).
+  int fds[HURRAY_IPC_MAX_FDS];
+  size_t nfds = 0;
   bool ok = true;
-  for (Py_ssize_t i = 0; i < n && got < 64; ++i) {
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;  // the first error, raised at the end
+  for (Py_ssize_t i = 0; i < n; ++i) {
     long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
     if (fd == -1 && PyErr_Occurred()) {
-      ok = false;
-      break;
+      if (ok) {
+        PyErr_Fetch(&et, &ev, &tb);
+        ok = false;
+      } else {
+        PyErr_Clear();
+      }
+      continue;
     }
-    fds[got++] = static_cast<int>(fd);
+    if (nfds < HURRAY_IPC_MAX_FDS) {
+      fds[nfds++] = static_cast<int>(fd);
+    } else {
+      (void)close(static_cast<int>(fd));  // too many: refused below, closed now
+    }
   }
   Py_DECREF(seq);
+  if (!ok) PyErr_Restore(et, ev, tb);
   if (ok && (n > HURRAY_IPC_MAX_FDS || desc.len > HURRAY_IPC_DESCRIPTOR_MAX)) {
     PyErr_Format(PyExc_ValueError,
                  "%s: %zd fds and %zd descriptor bytes arrived (at most %d and %d)", what, n,
@@ -100,14 +113,14 @@ PyObject *mod_ipc_import(PyObject *, PyObject *args) {
     ok = false;
   }
   if (!ok) {
-    for (Py_ssize_t i = 0; i < got; ++i) (void)close(fds[i]);
+    for (size_t i = 0; i < nfds; ++i) (void)close(fds[i]);
     PyBuffer_Release(&desc);
     return nullptr;
   }
   msg.size = static_cast<uint32_t>(desc.len);
   std::memcpy(msg.bytes, desc.buf, static_cast<size_t>(desc.len));
-  msg.nfds = static_cast<uint32_t>(n);
-  for (Py_ssize_t i = 0; i < n; ++i) msg.fds[i] = fds[i];
+  msg.nfds = static_cast<uint32_t>(nfds);
+  for (size_t i = 0; i < nfds; ++i) msg.fds[i] = fds[i];
   PyBuffer_Release(&desc);
   hurray_buffer h;
   int32_t st;
