@@ -23,6 +23,12 @@
 # build when one is found ($HURRAY_BUILD_DIR/tests/fake_drivers/cuda/libcuda.so.1,
 # as tests/run_all.sh passes, or $HURRAY_FAKE_CUDA_DRIVER); else they skip.
 #
+# Tests marked `distributed` (python/tests/test_ray.py, test_dask.py: they
+# start a Ray or Dask cluster) are left out unless HURRAY_PY_DISTRIBUTED=1,
+# which runs only them, installing ray and distributed first when they do
+# not import (and skips the JAX and TensorFlow installs they do not need);
+# tests/run_all.sh's `distributed` stage does that.
+#
 # HURRAY_PY_FROM_BUILD=1 tests a plain CMake build instead of the installed
 # package: `cmake -S python -B build/python` (or $HURRAY_PY_BUILD_DIR), with
 # PYTHONPATH pointing at its hurray-pkg/ folder.
@@ -43,12 +49,23 @@ if ! "$HURRAY_PY" -c 'import torch' >/dev/null 2>&1; then
   timeout 1800 "$HURRAY_PY" -m pip install -q torch >&2 \
     || { echo "python/run_tests.sh: pip install torch failed" >&2; exit 1; }
 fi
-if ! "$HURRAY_PY" -c 'import jax' >/dev/null 2>&1; then
+distributed="${HURRAY_PY_DISTRIBUTED:-0}"
+if [ "$distributed" = 1 ]; then
+  marks=(-m distributed)
+  if ! "$HURRAY_PY" -c 'import ray, distributed' >/dev/null 2>&1; then
+    hurray_py_log "installing ray and distributed (the distributed tests; only when missing)"
+    timeout 1200 "$HURRAY_PY" -m pip install -q ray distributed >&2 \
+      || { echo "python/run_tests.sh: pip install ray distributed failed" >&2; exit 1; }
+  fi
+else
+  marks=(-m "not distributed")
+fi
+if [ "$distributed" != 1 ] && ! "$HURRAY_PY" -c 'import jax' >/dev/null 2>&1; then
   timeout 900 "$HURRAY_PY" -m pip install -q "jax[cpu]" >&2 \
     || hurray_py_log "jax[cpu] did not install: its tests will be skipped"
 fi
 # TensorFlow's CPU wheel is large (~270 MB): installed only when missing.
-if ! "$HURRAY_PY" -c 'import tensorflow' >/dev/null 2>&1; then
+if [ "$distributed" != 1 ] && ! "$HURRAY_PY" -c 'import tensorflow' >/dev/null 2>&1; then
   hurray_py_log "installing tensorflow-cpu (large; only done when it is missing)"
   timeout 1800 "$HURRAY_PY" -m pip install -q tensorflow-cpu >&2 \
     || hurray_py_log "tensorflow-cpu did not install: its tests will be skipped"
@@ -68,7 +85,7 @@ else
 fi
 
 cd "$repo"
-"$HURRAY_PY" -m pytest -c python/pyproject.toml -p no:cacheprovider -ra python/tests "$@"
+"$HURRAY_PY" -m pytest -c python/pyproject.toml -p no:cacheprovider -ra "${marks[@]}" python/tests "$@"
 rc=$?
 if [ "$rc" = 5 ]; then
   echo "python/run_tests.sh: pytest collected no tests" >&2

@@ -30,6 +30,9 @@
 #                   release stage's binary, else a Release build in build/bench),
 #                   run for a few seconds; no thresholds
 #   python          bash python/run_tests.sh
+#   distributed     the Python tests that start a Ray or Dask cluster (pytest -m
+#                   distributed; ray and distributed installed when missing), against
+#                   a plain CMake build of the package in build/python-distributed
 #   extensions      bash examples/run_extensions.sh: the PyTorch and TVM FFI
 #                   extension examples built against libhurray installed
 #                   (cmake --install) from build/lib (Release), and their pytest suites
@@ -54,7 +57,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
-DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python extensions bindings)
+DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python distributed extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -155,6 +158,11 @@ stage_bench_smoke() {
 
 # python: the module's own test script, with the dev tree's fake CUDA driver.
 stage_python() { HURRAY_VENV=$VENV HURRAY_BUILD_DIR=$ROOT/build/dev bash python/run_tests.sh; }
+# distributed: hurray.Buffer through Ray and Dask clusters (pytest -m distributed).
+stage_distributed() {
+  HURRAY_VENV=$VENV HURRAY_PY_DISTRIBUTED=1 HURRAY_PY_FROM_BUILD=1 \
+    HURRAY_PY_BUILD_DIR=$ROOT/build/python-distributed bash python/run_tests.sh
+}
 # extensions: the PyTorch and TVM FFI extensions against installed libhurray
 # (the Release build of the installed stage; built here if that did not run).
 stage_extensions() { bash examples/run_extensions.sh "$VENV" "$ROOT/build/lib"; }

@@ -18,6 +18,13 @@ CPU Buffers also speak the Python buffer protocol (``memoryview(buf)``,
 libhurray with :func:`get_include`, :func:`get_library` and
 :func:`get_cmake_dir` (or ``python -m hurray --includedir``).
 
+Buffers pickle (protocol 5 sends the memory out of band, as Ray and Dask
+use it) and cross :mod:`multiprocessing` and
+:class:`concurrent.futures.ProcessPoolExecutor`: memory from
+``empty(..., shared=True)`` is mapped by both processes (zero-copy), other
+CPU memory is copied once into shareable memory; the producer's release
+runs once, after the last process let go.
+
 A checking mode (:func:`enable_checking`, or ``HURRAY_CHECK=1``) catches a
 handle released twice and lists live ones (:func:`check_leaks`,
 :mod:`hurray.testing`).
@@ -50,6 +57,10 @@ from ._native import (  # noqa: F401
     from_dlpack,
     libhurray_version,
 )
+from . import _mp
+
+# Registers the multiprocessing reducer once multiprocessing is imported.
+_mp.install()
 
 # __version__ is HURRAY_VERSION_STRING, compiled in from hurray/version.h,
 # which the build generates from the root CMakeLists.txt's project(VERSION);

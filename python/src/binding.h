@@ -12,6 +12,8 @@
 //   module.cc       hurray.empty, module init
 //   exchange_api.cc the DLPack C exchange API (both sides)
 //   check.cc        the checking mode (_check_*), Buffers' creation sites
+//   pickle.cc       Buffer.__reduce_ex__ and _rebuild (pickle, protocol 5)
+//   ipc.cc          _ipc_export / _ipc_import (multiprocessing's reducer)
 // Every function here is called with the GIL held unless it says otherwise.
 #ifndef HURRAY_PYTHON_BINDING_H_
 #define HURRAY_PYTHON_BINDING_H_
@@ -336,6 +338,24 @@ void label_python_site(const hurray_buffer *h);
 // Adds _check_enable, _check_state, _check_live, CHECK_TRACK, CHECK_STDERR
 // to the module.
 bool check_init(PyObject *m);
+
+// ---- pickle.cc ---------------------------------------------------------------
+
+// Buffer.__reduce_ex__(protocol) (METH_O).
+PyObject *buffer_reduce_ex(PyObject *self, PyObject *protocol);
+// hurray._native._rebuild(obj, (code, bits, lanes), shape, strides, offset,
+// flags, legacy_unsaid) (METH_VARARGS): the unpickled Buffer, zero-copy over
+// obj's buffer view.
+PyObject *mod_rebuild(PyObject *, PyObject *args);
+// hurray._native._pickle_stats() (METH_NOARGS).
+PyObject *mod_pickle_stats(PyObject *, PyObject *);
+
+// ---- ipc.cc ------------------------------------------------------------------
+
+// hurray._native._ipc_export(buf) (METH_O) and _ipc_import(descriptor, fds,
+// legacy_unsaid) (METH_VARARGS): multiprocessing's reducer (hurray/_mp.py).
+PyObject *mod_ipc_export(PyObject *, PyObject *buf);
+PyObject *mod_ipc_import(PyObject *, PyObject *args);
 
 }  // namespace hurray_py
 

@@ -344,6 +344,9 @@ PyMethodDef Buffer_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "__array__(dtype=None, copy=None)\n--\n\nFor NumPy when the buffer protocol cannot serve: refuses\n"
      "memory the CPU cannot address, else numpy.from_dlpack(self)."},
+    {"__reduce_ex__", buffer_reduce_ex, METH_O,
+     "__reduce_ex__(protocol)\n--\n\nPickle support: protocol 5 sends the memory out of band\n"
+     "(pickle.PickleBuffer), zero-copy for a buffer_callback; older protocols copy it in band."},
     {"__enter__", Buffer_enter, METH_NOARGS, nullptr},
     {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Buffer_exit)),
      METH_FASTCALL, nullptr},

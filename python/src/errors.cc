@@ -15,6 +15,10 @@ PyObject *exception_for(int32_t status) {
       return PyExc_BufferError;
     case HURRAY_ERR_OUT_OF_MEMORY:
       return PyExc_MemoryError;
+    case HURRAY_ERR_IPC:  // a refused message, or a system call of the transport failed
+      return PyExc_OSError;
+    case HURRAY_ERR_IPC_CLOSED:
+      return PyExc_ConnectionError;
     default:
       return PyExc_RuntimeError;
   }

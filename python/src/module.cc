@@ -11,15 +11,24 @@ void (*g_hurray_legacy_deleter)(DLManagedTensor *);
 
 namespace {
 
-// empty(shape, dtype="float32"): new uninitialised CPU memory from libhurray.
-// shape: an integer or a sequence of integers (__index__ accepted); dtype:
-// what parse_dtype accepts (hurray's names, NumPy dtypes and type strings).
+// empty(shape, dtype="float32", *, device="cpu", shared=False): new
+// uninitialised memory from libhurray. shape: an integer or a sequence of
+// integers (__index__ accepted); dtype: what parse_dtype accepts (hurray's
+// names, NumPy dtypes and type strings); device: what parse_device accepts;
+// shared: hurray_alloc's HURRAY_ALLOC_SHAREABLE (CPU: a memfd that crosses
+// processes without a copy, docs/impl/ipc.md).
 PyObject *mod_empty(PyObject *, PyObject *args, PyObject *kwargs) {
-  static const char *kwlist[] = {"shape", "dtype", nullptr};
+  static const char *kwlist[] = {"shape", "dtype", "device", "shared", nullptr};
   PyObject *shape_obj = nullptr;
   PyObject *dtype_obj = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:empty", const_cast<char **>(kwlist),
-                                   &shape_obj, &dtype_obj)) {
+  PyObject *device_obj = nullptr;
+  int shared = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$Op:empty", const_cast<char **>(kwlist),
+                                   &shape_obj, &dtype_obj, &device_obj, &shared)) {
+    return nullptr;
+  }
+  hurray_device device{HURRAY_DEVICE_CPU, 0};
+  if (device_obj != nullptr && !parse_device(device_obj, "empty(): device", &device)) {
     return nullptr;
   }
   hurray_dtype dt{2, 32, 1};
@@ -69,7 +78,8 @@ PyObject *mod_empty(PyObject *, PyObject *args, PyObject *kwargs) {
     Py_DECREF(seq);
   }
   hurray_buffer h;
-  int32_t st = hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, dt, ndim, shape, layout, &h);
+  if (shared != 0) layout |= HURRAY_ALLOC_SHAREABLE;
+  int32_t st = hurray_alloc(device, dt, ndim, shape, layout, &h);
   if (st != HURRAY_OK) return raise_status(st, "hurray.empty");
   return new_buffer(&h);
 }
@@ -87,8 +97,22 @@ PyMethodDef module_methods[] = {
      "read-only when the producer says so, or gives a legacy capsule (as NumPy)."},
     {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_empty)),
      METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype='float32')\n--\n\nNew uninitialised CPU memory allocated by libhurray.\n"
-     "dtype: a name ('float32', 'bfloat16', 'float8_e4m3fn', 'float32x4') or a NumPy dtype."},
+     "empty(shape, dtype='float32', *, device='cpu', shared=False)\n--\n\n"
+     "New uninitialised memory allocated by libhurray.\n"
+     "dtype: a name ('float32', 'bfloat16', 'float8_e4m3fn', 'float32x4') or anything\n"
+     "numpy.dtype() accepts. device: 'cpu' or (device_type, device_id). shared=True: memory\n"
+     "that crosses processes without a copy (CPU: a memfd; multiprocessing, docs/impl/ipc.md)."},
+    {"_rebuild", mod_rebuild, METH_VARARGS,
+     "_rebuild(obj, dtype, shape, strides, offset, flags, legacy_unsaid)\n--\n\n"
+     "Unpickle a Buffer over a received bytes-like object (zero-copy)."},
+    {"_ipc_export", mod_ipc_export, METH_O,
+     "_ipc_export(buf)\n--\n\n(descriptor, fds, legacy_unsaid) of a new IPC message for a share of\n"
+     "buf (hurray_ipc_export); the caller owns and must close the fds."},
+    {"_ipc_import", mod_ipc_import, METH_VARARGS,
+     "_ipc_import(descriptor, fds, legacy_unsaid)\n--\n\nThe Buffer of a received IPC message\n"
+     "(hurray_ipc_import); consumes the fds, also on failure."},
+    {"_pickle_stats", mod_pickle_stats, METH_NOARGS,
+     "_pickle_stats()\n--\n\nBuffers rebuilt by unpickling, and how many released their memory."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -1,0 +1,241 @@
+# SPDX-License-Identifier: Apache-2.0
+"""File descriptors from one process to another, for the multiprocessing
+reducer (hurray/_mp.py, docs/impl/python.md §11).
+
+multiprocessing's own ``resource_sharer`` makes one new authenticated
+connection per fd handed over (connect, an HMAC challenge both ways, one
+request); that is most of the cost of a small handoff. Here each sending
+process runs one listening Unix socket (abstract name, started on first
+use, one thread per connected receiver) and each receiving process keeps
+one connection per sender open, so a handoff costs one 8-byte request and
+one ``SCM_RIGHTS`` reply.
+
+* ``offer(fds) -> (address, key)``: duplicates the fds and keeps them until
+  the key is fetched (a message that is never received keeps them until
+  this process exits, as resource_sharer does).
+* ``fetch(address, key, n) -> fds``: the receiver's side; the fds are the
+  caller's.
+* Only a peer of the same user is served or trusted (``SO_PEERCRED``); the
+  key is 63 random bits, used once.
+* After ``fork`` the child forgets the parent's server, its pending fds
+  (closed in the child) and its connections, and starts its own on demand.
+* At exit (multiprocessing's exit handling: after a Queue's feeder has
+  flushed, in workers and the main process alike) a process with offers
+  not yet fetched waits for them, at most ``HURRAY_MP_EXIT_WAIT`` seconds
+  (default 5), so that a worker that sends a Buffer and returns does not
+  take the fds with it before the receiver fetched them.
+"""
+import os
+import secrets
+import time
+import socket
+import struct
+import threading
+from typing import Dict, List, Optional, Tuple
+
+_KEY = struct.Struct("<Q")
+_OK, _MISSING = b"\x01", b"\x00"
+
+
+def _peer_uid(s: socket.socket) -> int:
+    creds = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    uid: int = struct.unpack("3i", creds)[1]
+    return uid
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.address = f"\0hurray-fds-{os.getpid()}-{secrets.token_hex(8)}"
+        self.lock = threading.Lock()
+        self.pending: Dict[int, List[int]] = {}
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        self.sock.bind(self.address)
+        self.sock.listen(64)
+        self.fetched = threading.Condition(self.lock)
+        threading.Thread(target=self._accept, name="hurray-fd-server", daemon=True).start()
+
+    def drain(self) -> None:
+        """Waits (bounded) until every offer was fetched."""
+        try:
+            limit = float(os.environ.get("HURRAY_MP_EXIT_WAIT", "5"))
+        except ValueError:
+            limit = 5.0
+        end = time.monotonic() + limit
+        with self.lock:
+            while self.pending:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self.fetched.wait(left)
+
+    def offer(self, fds: List[int]) -> int:
+        dups: List[int] = []
+        try:
+            for fd in fds:
+                dups.append(os.dup(fd))
+        except BaseException:
+            for fd in dups:
+                os.close(fd)
+            raise
+        with self.lock:
+            key = secrets.randbits(63)
+            while key in self.pending:
+                key = secrets.randbits(63)
+            self.pending[key] = dups
+        return key
+
+    def _accept(self) -> None:
+        sock = self.sock
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return  # closed (after fork in a child)
+            if _peer_uid(conn) != os.geteuid():
+                conn.close()
+                continue
+            threading.Thread(target=self._serve, args=(conn,), name="hurray-fd-conn",
+                             daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                try:
+                    req = _recv_exact(conn, _KEY.size)
+                except OSError:
+                    return
+                if not req:
+                    return
+                with self.lock:
+                    fds = self.pending.pop(_KEY.unpack(req)[0], None)
+                    self.fetched.notify_all()
+                try:
+                    if fds is None:
+                        conn.sendall(_MISSING)
+                    else:
+                        socket.send_fds(conn, [_OK], fds)
+                except OSError:
+                    return
+                finally:
+                    for fd in fds or ():
+                        os.close(fd)
+
+    def close_in_child(self) -> None:
+        self.sock.close()
+        for fds in self.pending.values():
+            for fd in fds:
+                os.close(fd)
+        self.pending.clear()
+
+
+_lock = threading.Lock()
+_server: Optional[_Server] = None
+_conns: Dict[str, Tuple[socket.socket, threading.Lock]] = {}
+
+
+def offer(fds: List[int]) -> Tuple[str, int]:
+    """Keeps duplicates of fds for one fetch; the caller keeps its own."""
+    global _server
+    with _lock:
+        if _server is None:
+            _server = _Server()
+        server = _server
+    return server.address, server.offer(fds)
+
+
+def _connection(address: str) -> Tuple[socket.socket, threading.Lock]:
+    with _lock:
+        c = _conns.get(address)
+        if c is not None:
+            return c
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        s.connect(address)
+        if _peer_uid(s) != os.geteuid():
+            raise PermissionError("hurray: the process offering these fds runs as another user")
+    except BaseException:
+        s.close()
+        raise
+    with _lock:
+        c = _conns.setdefault(address, (s, threading.Lock()))
+    if c[0] is not s:
+        s.close()
+    return c
+
+
+def fetch(address: str, key: int, n: int) -> List[int]:
+    """The n fds offered under key by the process at address."""
+    s, lock = _connection(address)
+    with lock:
+        try:
+            s.sendall(_KEY.pack(key))
+            msg, fds, flags, _ = socket.recv_fds(s, 1, n, socket.MSG_CMSG_CLOEXEC)
+        except OSError:
+            with _lock:
+                if _conns.get(address, (None,))[0] is s:
+                    del _conns[address]
+            s.close()
+            raise
+    if msg != _OK or len(fds) != n or flags & socket.MSG_CTRUNC:
+        for fd in fds:
+            os.close(fd)
+        raise OSError(f"hurray: the sending process had no fds for this message (got {msg!r}, "
+                      f"{len(fds)} of {n} fds): it was received twice, or the sender forked")
+    return list(fds)
+
+
+def _after_fork_in_child() -> None:
+    global _server, _lock
+    _lock = threading.Lock()
+    if _server is not None:
+        _server.close_in_child()
+        _server = None
+    for s, _ in _conns.values():
+        s.close()
+    _conns.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _drain() -> None:
+    server = _server
+    if server is not None:
+        server.drain()
+
+
+class _Anchor:
+    """What multiprocessing's after-fork registry holds on to (weakly)."""
+
+
+_ANCHOR = _Anchor()
+
+
+def _register_drain(_: object = None) -> None:
+    from multiprocessing import util
+
+    # Runs after a Queue's feeder thread was joined (its finalizer has
+    # priority -5), which is when a worker's last messages are pickled.
+    util.Finalize(None, _drain, exitpriority=-10)
+
+
+def install_exit_drain() -> None:
+    """Registers the exit wait with multiprocessing (called once its
+    reduction module is imported). A started process clears the finalizers
+    it inherited or made while being unpickled, then runs the after-fork
+    callbacks: the wait is registered again there, so it is in place
+    before the process's own code runs, and in every later process."""
+    from multiprocessing import util
+
+    _register_drain()
+    util.register_after_fork(_ANCHOR, _register_drain)

@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: Apache-2.0
+"""hurray.Buffer across multiprocessing (docs/impl/python.md §11).
+
+multiprocessing (Pool, Queue, Pipe, Process arguments under spawn and
+forkserver) and concurrent.futures.ProcessPoolExecutor pickle with
+``multiprocessing.reduction.ForkingPickler``. hurray registers a reducer
+there that sends a Buffer as libhurray's IPC message
+(``hurray_ipc_export``): a small versioned descriptor plus file
+descriptors, which the receiver fetches from the sender over a Unix socket
+kept open between the two processes (hurray/_fdshare.py; arguments of a
+process being started travel with its launch, multiprocessing's DupFd),
+and turned back into a Buffer by ``hurray_ipc_import`` in the receiver. A
+message that is never received keeps its fds (and so the memory) in the
+sender until the sender exits, as multiprocessing's own DupFd does.
+
+* Shareable memory (``hurray.empty(..., shared=True)``, a Buffer received
+  this way, or a share of either) is sent zero-copy: both processes map the
+  same pages.
+* Other CPU memory is copied once into shareable memory by libhurray (the
+  receiver gets the copy; later writes on either side are not seen by the
+  other). libhurray counts these copies in its diagnostics.
+* The sender keeps a reference to the memory until every process that got
+  the message has released (or died, or the message was dropped); the
+  producer's release then runs once, after the last local holder too.
+
+Registration is lazy: ``import hurray`` does not import multiprocessing;
+the reducer is registered as soon as ``multiprocessing.reduction`` is
+imported (or at once when it already was).
+"""
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import weakref
+from types import ModuleType
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+from . import _fdshare, _native
+
+_MODULE = "multiprocessing.reduction"
+_registered = False
+
+
+def _rebuild_ipc(descriptor: bytes, shared: Any, legacy_unsaid: bool) -> _native.Buffer:
+    """Receiver: fetch the fds, import (the fds are _ipc_import's from then
+    on, also when it fails)."""
+    if isinstance(shared, tuple) and len(shared) == 3 and isinstance(shared[0], str):
+        fds = _fdshare.fetch(*shared)  # (address, key, n)
+    else:  # one DupFd per fd (arguments of a process being started)
+        fds = []
+        try:
+            for d in shared:
+                fds.append(d.detach())
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+    return _native._ipc_import(descriptor, fds, legacy_unsaid)
+
+
+def _reduce_buffer(buf: _native.Buffer) -> Tuple[Callable[..., _native.Buffer], Tuple[Any, ...]]:
+    from multiprocessing import context, reduction
+
+    descriptor, fds, legacy_unsaid = _native._ipc_export(buf)
+    popen = context.get_spawning_popen()
+    try:
+        if popen is None:
+            shared: Any = (*_fdshare.offer(list(fds)), len(fds))
+        else:
+            # Arguments of a process being started (spawn, forkserver): the
+            # Popen passes these fds to the child when it launches it, after
+            # pickling, so they stay open until the Popen object goes.
+            shared = tuple(reduction.DupFd(fd) for fd in fds)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    if popen is None:
+        for fd in fds:  # _fdshare holds duplicates of its own
+            os.close(fd)
+    else:
+        for fd in fds:
+            weakref.finalize(popen, os.close, fd)
+    return _rebuild_ipc, (descriptor, shared, legacy_unsaid)
+
+
+def register() -> None:
+    """Register the reducer with ForkingPickler (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(_native.Buffer, _reduce_buffer)
+    _fdshare.install_exit_drain()
+    _registered = True
+
+
+class _Loader(importlib.abc.Loader):
+    """The module's own loader, which registers the reducer after running
+    the module; everything else (get_source for tracebacks, get_code, ...)
+    is the inner loader's."""
+
+    def __init__(self, inner: importlib.abc.Loader) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[ModuleType]:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)
+        register()
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the loader of multiprocessing.reduction
+    so that the reducer is registered right after that module runs."""
+
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]],
+                  target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != _MODULE:
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def install() -> None:
+    """Called by ``import hurray``."""
+    if _MODULE in sys.modules:
+        register()
+    else:
+        sys.meta_path.insert(0, _Finder())

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Worker functions of test_multiprocessing.py (importable by spawned
+processes: spawn passes the parent's sys.path)."""
+import os
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+import hurray
+
+
+def mapping_of(address: int) -> str:
+    """'device inode path' of this process's mapping that holds address (''
+    when none). Two processes mapping the same memfd show the same inode."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= address < hi:
+                return " ".join([parts[3], parts[4]] + parts[5:]).strip()
+    return ""
+
+
+def inode_mapped(mapping: str) -> bool:
+    """Whether this process still maps the file of `mapping` (from mapping_of)."""
+    dev, inode = mapping.split()[:2]
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if parts[3] == dev and parts[4] == inode:
+                return True
+    return False
+
+
+def write(buf: hurray.Buffer, value: float) -> Dict[str, Any]:
+    """Fills buf with value through NumPy, says what it saw, releases it."""
+    a = np.from_dlpack(buf)
+    a[...] = value
+    out = {"pid": os.getpid(), "readonly": buf.readonly, "shape": buf.shape, "dtype": buf.dtype,
+           "mapping": mapping_of(buf.data_ptr), "first": float(a.flat[0])}
+    del a
+    buf.release()
+    return out
+
+
+def write_from_queue(q: Any, results: Any, value: float) -> None:
+    buf = q.get(timeout=60)
+    results.put(write(buf, value))
+
+
+def pipe_echo(conn: Any) -> None:
+    """Receives Buffers and sends each back after adding 1 to it, until None."""
+    while True:
+        if not conn.poll(60):
+            return
+        buf = conn.recv()
+        if buf is None:
+            return
+        a = np.from_dlpack(buf)
+        np.add(a, 1, out=a)
+        del a
+        conn.send(buf)
+        del buf
+
+
+def hold_until(conn: Any) -> None:
+    """Receives one Buffer, answers its first element, holds the Buffer until
+    told to let go, then answers again."""
+    buf = conn.recv()
+    conn.send(float(np.from_dlpack(buf).flat[0]))
+    conn.poll(60)
+    conn.recv()
+    buf.release()
+    conn.send("released")
+
+
+def hold_forever(conn: Any) -> None:
+    """Receives Buffers and keeps them until killed."""
+    kept = []
+    while conn.poll(60):
+        kept.append(conn.recv())
+        conn.send(len(kept))
+
+
+def shape_and_sum(buf: hurray.Buffer) -> Tuple[Tuple[int, ...], float]:
+    return buf.shape, float(np.from_dlpack(buf).sum())
+
+
+def put_and_return(q: Any) -> None:
+    """Sends a new shared Buffer and returns at once: the process exits
+    while the message may still wait to be fetched."""
+    b = hurray.empty(4, "float64", shared=True)
+    np.from_dlpack(b)[...] = 5
+    q.put(b)

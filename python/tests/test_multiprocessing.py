@@ -1,0 +1,321 @@
+# SPDX-License-Identifier: Apache-2.0
+"""hurray.Buffer across multiprocessing and ProcessPoolExecutor, spawn and
+fork contexts (docs/impl/python.md §11): shareable memory is the same pages
+in both processes (a write in the worker is read in the parent, and the
+worker's mapping has the parent's memfd inode); other memory arrives as a
+copy; the producer's release runs exactly once, after the last process let
+go. Every wait is bounded."""
+import concurrent.futures
+import gc
+import multiprocessing
+import os
+import signal
+import time
+from typing import Any, Callable, Iterator, Type
+
+import numpy as np
+import pytest
+
+import hurray
+import mp_aid
+from conftest import CountingProducer
+
+CONTEXTS = ["spawn", "fork"]
+TIMEOUT = 60
+
+
+@pytest.fixture(params=CONTEXTS)
+def ctx(request: pytest.FixtureRequest) -> Any:
+    return multiprocessing.get_context(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _checking() -> Iterator[None]:
+    was = hurray.checking_enabled()
+    hurray.enable_checking()
+    before = hurray.double_releases()
+    yield
+    assert hurray.double_releases() == before
+    if not was:
+        hurray.disable_checking()
+
+
+def wait_for(cond: Callable[[], bool], seconds: float = 10.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        gc.collect()
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def shared(n: int = 1024, dtype: str = "float64") -> hurray.Buffer:
+    b = hurray.empty(n, dtype, shared=True)
+    np.from_dlpack(b)[...] = 0
+    return b
+
+
+def test_empty_shared_is_a_memfd() -> None:
+    b = shared()
+    m = mp_aid.mapping_of(b.data_ptr)
+    assert "memfd:" in m, m
+    assert b.shape == (1024,) and not b.readonly
+    assert mp_aid.inode_mapped(m)
+    b.release()
+    assert not mp_aid.inode_mapped(m)  # the release unmapped it
+
+
+def test_pool_worker_writes_the_same_pages(ctx: Any) -> None:
+    b = shared()
+    where = mp_aid.mapping_of(b.data_ptr)
+    with ctx.Pool(1) as pool:
+        out = pool.apply_async(mp_aid.write, (b, 7.0)).get(TIMEOUT)
+        assert out["pid"] != os.getpid()
+        assert out["mapping"].split()[:2] == where.split()[:2]  # the same memfd inode
+        assert np.all(np.from_dlpack(b) == 7.0)
+        outs = pool.starmap_async(mp_aid.write, [(b, 1.0), (b, 2.0)]).get(TIMEOUT)
+        assert len(outs) == 2 and np.from_dlpack(b)[0] in (1.0, 2.0)
+    b.release()
+    assert wait_for(lambda: not mp_aid.inode_mapped(where)), "the producer's release did not run"
+
+
+def test_queue(ctx: Any) -> None:
+    b = shared(16, "int32")
+    where = mp_aid.mapping_of(b.data_ptr)
+    q, results = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=mp_aid.write_from_queue, args=(q, results, 5))
+    p.start()
+    try:
+        q.put(b)
+        out = results.get(timeout=TIMEOUT)
+        assert out["dtype"] == "int32" and out["shape"] == (16,)
+        assert list(np.from_dlpack(b)) == [5] * 16
+    finally:
+        p.join(TIMEOUT)
+        if p.is_alive():
+            p.kill()
+    assert p.exitcode == 0
+    del b
+    assert wait_for(lambda: not mp_aid.inode_mapped(where))
+
+
+def test_pipe_round_trip_and_release_after_the_last_process(ctx: Any) -> None:
+    b = shared(8)
+    where = mp_aid.mapping_of(b.data_ptr)
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=mp_aid.pipe_echo, args=(child,))
+    p.start()
+    child.close()
+    try:
+        for i in range(1, 4):
+            parent.send(b)
+            assert parent.poll(TIMEOUT)
+            back = parent.recv()
+            assert isinstance(back, hurray.Buffer)
+            assert mp_aid.mapping_of(back.data_ptr).split()[:2] == where.split()[:2]
+            assert np.from_dlpack(b)[0] == float(i)  # the worker's += 1 on the same pages
+            back.release()
+        parent.send(None)
+    finally:
+        p.join(TIMEOUT)
+        if p.is_alive():
+            p.kill()
+    b.release()
+    assert wait_for(lambda: not mp_aid.inode_mapped(where))
+
+
+def test_release_waits_for_the_receiver(ctx: Any) -> None:
+    """The producer's pages stay while the worker holds its Buffer, although
+    the parent released all of its own; they go once the worker lets go."""
+    b = shared(8)
+    np.from_dlpack(b)[0] = 3.5
+    where = mp_aid.mapping_of(b.data_ptr)
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=mp_aid.hold_until, args=(child,))
+    p.start()
+    child.close()
+    try:
+        parent.send(b)
+        assert parent.poll(TIMEOUT) and parent.recv() == 3.5
+        b.release()
+        gc.collect()
+        time.sleep(0.2)
+        assert mp_aid.inode_mapped(where), "released while another process still held it"
+        parent.send("go")
+        assert parent.poll(TIMEOUT) and parent.recv() == "released"
+        assert wait_for(lambda: not mp_aid.inode_mapped(where))
+    finally:
+        parent.close()
+        p.join(TIMEOUT)
+        if p.is_alive():
+            p.kill()
+
+
+def test_release_after_the_receiver_is_killed(ctx: Any) -> None:
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=mp_aid.hold_forever, args=(child,))
+    p.start()
+    child.close()
+    wheres = []
+    try:
+        for i in range(20):
+            b = shared(4)
+            wheres.append(mp_aid.mapping_of(b.data_ptr))
+            parent.send(b)
+            assert parent.poll(TIMEOUT) and parent.recv() == i + 1
+            del b
+        gc.collect()
+        assert all(mp_aid.inode_mapped(w) for w in wheres)
+        assert p.pid is not None
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(TIMEOUT)
+        t0 = time.monotonic()
+        assert wait_for(lambda: not any(mp_aid.inode_mapped(w) for w in wheres), 5.0)
+        assert time.monotonic() - t0 < 1.0  # issue 18: within 1 s
+    finally:
+        if p.is_alive():
+            p.kill()
+
+
+def test_process_pool_executor(ctx: Any) -> None:
+    b = shared(32)
+    where = mp_aid.mapping_of(b.data_ptr)
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
+        out = ex.submit(mp_aid.write, b, 9.0).result(timeout=TIMEOUT)
+        assert out["mapping"].split()[:2] == where.split()[:2]
+        assert np.all(np.from_dlpack(b) == 9.0)
+        shape, total = ex.submit(mp_aid.shape_and_sum, b).result(timeout=TIMEOUT)
+        assert shape == (32,) and total == 9.0 * 32
+    b.release()
+    assert wait_for(lambda: not mp_aid.inode_mapped(where))
+
+
+def test_process_argument(ctx: Any) -> None:
+    """A Buffer passed as a Process argument: pickled with the launch under
+    spawn (the fds travel with it), inherited under fork."""
+    b = shared(4)
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=mp_aid.hold_until, args=(child,))
+    p.start()
+    parent.send(b)
+    assert parent.poll(TIMEOUT) and parent.recv() == 0.0
+    parent.send("go")
+    assert parent.poll(TIMEOUT) and parent.recv() == "released"
+    parent.close()
+    p.join(TIMEOUT)
+    assert p.exitcode == 0
+
+
+def test_other_memory_is_copied_once(ctx: Any, counting_producer: Type[CountingProducer]) -> None:
+    """Memory that is not shareable (here a ctypes producer's) arrives as a
+    copy in shareable memory: the worker's writes are not seen by the
+    parent, and the producer's deleter runs exactly once."""
+    prod = counting_producer(8)
+    b = hurray.from_dlpack(prod.capsule())
+    with ctx.Pool(1) as pool:
+        out = pool.apply_async(mp_aid.write, (b, 4.0)).get(TIMEOUT)
+        assert "memfd:" in out["mapping"], out
+        assert out["first"] == 4.0
+    assert list(prod.memory) == [float(i) for i in range(8)]
+    del b
+    assert wait_for(lambda: prod.deleted == 1)
+    time.sleep(0.2)
+    assert prod.deleted == 1
+
+
+def test_read_only_arrives_read_only(ctx: Any) -> None:
+    a = np.arange(6, dtype=np.int64)
+    a.flags.writeable = False
+    b = hurray.from_dlpack(a)
+    with ctx.Pool(1) as pool:
+        shape, total = pool.apply_async(mp_aid.shape_and_sum, (b,)).get(TIMEOUT)
+        assert shape == (6,) and total == 15.0
+        with pytest.raises(ValueError):
+            pool.apply_async(mp_aid.write, (b, 1.0)).get(TIMEOUT)  # NumPy: read-only
+    assert list(a) == list(range(6))
+
+
+def test_fd_server_hands_each_message_out_once() -> None:
+    from hurray import _fdshare
+
+    r, w = os.pipe()
+    try:
+        address, key = _fdshare.offer([w])
+        (got,) = _fdshare.fetch(address, key, 1)
+        assert got not in (r, w)
+        os.close(got)
+        with pytest.raises(OSError, match="no fds for this message"):
+            _fdshare.fetch(address, key, 1)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_forked_child_drops_pending_fds() -> None:
+    """A child forked while a message waits must not keep its fds (that would
+    keep the sender's memory until the child exits)."""
+    import select
+
+    from hurray import _fdshare
+
+    r, w = os.pipe()
+    address, key = _fdshare.offer([w])
+    os.close(w)
+    p = multiprocessing.get_context("fork").Process(target=time.sleep, args=(5,))
+    p.start()
+    try:
+        (got,) = _fdshare.fetch(address, key, 1)
+        os.close(got)  # the last write end, unless the child kept a copy
+        readable, _, _ = select.select([r], [], [], 2.0)
+        assert readable and os.read(r, 1) == b"", "the forked child kept the pending fd"
+    finally:
+        os.close(r)
+        p.kill()
+        p.join(TIMEOUT)
+
+
+def test_empty_shared_kinds() -> None:
+    z = hurray.empty(0, "int8", shared=True)
+    assert z.shape == (0,) and z.nbytes == 0
+    for dt in (np.float16, "complex64", np.dtype(">i4").newbyteorder("="), "bfloat16"):
+        b = hurray.empty((3, 5), dt, shared=True)
+        assert "memfd:" in mp_aid.mapping_of(b.data_ptr)
+    with pytest.raises(BufferError):  # no shareable GPU memory yet (or no driver)
+        hurray.empty(3, device=(2, 0), shared=True)
+
+
+def test_import_of_a_bad_message_closes_its_fds() -> None:
+    from hurray import _native
+
+    b = shared(8)
+    where = mp_aid.mapping_of(b.data_ptr)
+    desc, fds, legacy = _native._ipc_export(b)
+    assert len(fds) >= 2 and not legacy
+    with pytest.raises(OSError, match="HURRAY_ERR_IPC"):
+        _native._ipc_import(desc[:10], list(fds), legacy)
+    b.release()
+    # The lifetime fd was closed by the failed import: the sender's
+    # reference came back and the memory went.
+    assert wait_for(lambda: not mp_aid.inode_mapped(where))
+    with pytest.raises(ValueError, match="at most"):
+        _native._ipc_import(desc, [os.dup(0) for _ in range(5)], False)
+
+
+def test_worker_that_exits_right_after_sending(ctx: Any) -> None:
+    """The sender's exit waits (bounded) until its messages were fetched."""
+    q = ctx.Queue()
+    p = ctx.Process(target=mp_aid.put_and_return, args=(q,))
+    p.start()
+    try:
+        time.sleep(0.5)  # the worker has returned and is exiting by now
+        b = q.get(timeout=TIMEOUT)
+        assert list(np.from_dlpack(b)) == [5.0] * 4
+        where = mp_aid.mapping_of(b.data_ptr)
+        assert "memfd:" in where
+        p.join(TIMEOUT)
+        assert p.exitcode == 0
+        assert np.from_dlpack(b)[0] == 5.0  # still mapped after the sender exited
+    finally:
+        if p.is_alive():
+            p.kill()
