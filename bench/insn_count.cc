@@ -128,8 +128,8 @@ __attribute__((noinline)) void run_op(Op op, int nd, long reps) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  static const char *const kNames[] = {"import",   "export",   "share2",  "roundtrip", "validate",
-                                       "reshare2", "fanout8", "share1",  "keep"};
+  static const char *const kNames[] = {"import",   "export",  "share2", "roundtrip", "validate",
+                                       "reshare2", "fanout8", "share1", "keep"};
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s OP NDIM REPS\n", argv[0]);
     return 2;

@@ -75,16 +75,18 @@ void run(int64_t bytes, int iterations) {
   waitpid(child, &status, 0);
   (void)hurray_buffer_release(&h);
   std::sort(us.begin(), us.end());
-  std::printf("%10lld bytes: median %8.1f us, p90 %8.1f us (%d handoffs, send -> receive -> "
-              "release -> return seen by the producer)%s\n",
-              static_cast<long long>(bytes), us[us.size() / 2], us[us.size() * 9 / 10],
-              iterations, status == 0 ? "" : " CONSUMER FAILED");
+  std::printf(
+      "%10lld bytes: median %8.1f us, p90 %8.1f us (%d handoffs, send -> receive -> "
+      "release -> return seen by the producer)%s\n",
+      static_cast<long long>(bytes), us[us.size() / 2], us[us.size() * 9 / 10], iterations,
+      status == 0 ? "" : " CONSUMER FAILED");
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 1000;
-  for (int64_t bytes : {int64_t{4096}, int64_t{1} << 20, int64_t{256} << 20}) run(bytes, iterations);
+  for (int64_t bytes : {int64_t{4096}, int64_t{1} << 20, int64_t{256} << 20})
+    run(bytes, iterations);
   return 0;
 }

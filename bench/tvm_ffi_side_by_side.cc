@@ -368,9 +368,10 @@ void register_all() {
 // bench/side_by_side.py measure a CPU without AVX-512 on one that has it.
 std::string wide_path() {
   const char *cap = std::getenv("HURRAY_INTERNAL_WIDE_PATH");
-  const int limit = cap == nullptr ? 2 : std::strcmp(cap, "scalar") == 0 ? 0
-                                     : std::strcmp(cap, "avx2") == 0     ? 1
-                                                                         : 2;
+  const int limit = cap == nullptr                    ? 2
+                    : std::strcmp(cap, "scalar") == 0 ? 0
+                    : std::strcmp(cap, "avx2") == 0   ? 1
+                                                      : 2;
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (limit >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd")) {

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Python tests of hurray with real frameworks from PyPI.
 #
 #   bash python/run_tests.sh [pytest args...]

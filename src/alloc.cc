@@ -49,8 +49,7 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   // Check the request as the compact tensor it will become; any non-NULL
   // data pointer stands in for the memory not yet allocated.
   static char placeholder;
-  Desc d{&placeholder, 0, device.device_type, device.device_id, dtype, ndim, shape, nullptr,
-         flags};
+  Desc d{&placeholder, 0, device.device_type, device.device_id, dtype, ndim, shape, nullptr, flags};
   hurray_extent e;
   int32_t st = check_desc(d, "request", false, &e);
   if (st != HURRAY_OK) return st;

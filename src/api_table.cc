@@ -113,21 +113,19 @@ HURRAY_API int32_t hurray_get_api(uint32_t abi_version, const hurray_api **out) 
   const uint32_t major = abi_version >> 16, minor = abi_version & 0xFFFFu;
   if (abi_version == 0) {
     return hurray::detail::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
-                        "hurray_get_api: abi_version is 0; pass HURRAY_API_VERSION (this "
-                        "library serves table version %" PRIu32 ".%" PRIu32 " to %" PRIu32
-                        ".%" PRIu32 ")",
-                        lib_major, oldest, lib_major, lib_minor);
+                                "hurray_get_api: abi_version is 0; pass HURRAY_API_VERSION (this "
+                                "library serves table version %" PRIu32 ".%" PRIu32 " to %" PRIu32
+                                ".%" PRIu32 ")",
+                                lib_major, oldest, lib_major, lib_minor);
   }
   if (major != lib_major || minor > lib_minor || minor < oldest) {
-    return hurray::detail::fail(HURRAY_ERR_UNSUPPORTED_VERSION,
-                        "hurray_get_api: caller wants function table version %" PRIu32
-                        ".%" PRIu32 " but this libhurray (%s) serves %" PRIu32 ".%" PRIu32
-                        " to %" PRIu32 ".%" PRIu32 " (%s)",
-                        major, minor, HURRAY_VERSION_STRING, lib_major, oldest, lib_major,
-                        lib_minor,
-                        major != lib_major ? "the major version differs"
-                        : minor > lib_minor
-                            ? "the caller's header is newer than the library"
+    return hurray::detail::fail(
+        HURRAY_ERR_UNSUPPORTED_VERSION,
+        "hurray_get_api: caller wants function table version %" PRIu32 ".%" PRIu32
+        " but this libhurray (%s) serves %" PRIu32 ".%" PRIu32 " to %" PRIu32 ".%" PRIu32 " (%s)",
+        major, minor, HURRAY_VERSION_STRING, lib_major, oldest, lib_major, lib_minor,
+        major != lib_major  ? "the major version differs"
+        : minor > lib_minor ? "the caller's header is newer than the library"
                             : "the caller's header is older than the table's last layout change "
                               "(rebuild against this hurray.h)");
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Release accounting of the GPU back ends and the diagnostic hook:
 // hurray_get_diagnostics, hurray_set_diagnostic_hook (docs/impl/gpu.md §3).
 #include "diagnostics.h"
@@ -130,17 +131,15 @@ HURRAY_API int32_t hurray_get_diagnostics(hurray_diagnostics *out) {
   }
   hurray_diagnostics d;
   // Whole fields only: the end of the last field that fits in `size`.
-  const size_t ends[] = {offsetof(hurray_diagnostics, failed_releases) + sizeof d.failed_releases,
-                         offsetof(hurray_diagnostics, teardown_leaks) + sizeof d.teardown_leaks,
-                         offsetof(hurray_diagnostics, fork_skipped_releases) +
-                             sizeof d.fork_skipped_releases,
-                         offsetof(hurray_diagnostics, context_reset_skips) +
-                             sizeof d.context_reset_skips,
-                         offsetof(hurray_diagnostics, stream_fallback_frees) +
-                             sizeof d.stream_fallback_frees,
-                         offsetof(hurray_diagnostics, double_releases) + sizeof d.double_releases,
-                         offsetof(hurray_diagnostics, ipc_copies) + sizeof d.ipc_copies,
-                         offsetof(hurray_diagnostics, ipc_returns) + sizeof d.ipc_returns};
+  const size_t ends[] = {
+      offsetof(hurray_diagnostics, failed_releases) + sizeof d.failed_releases,
+      offsetof(hurray_diagnostics, teardown_leaks) + sizeof d.teardown_leaks,
+      offsetof(hurray_diagnostics, fork_skipped_releases) + sizeof d.fork_skipped_releases,
+      offsetof(hurray_diagnostics, context_reset_skips) + sizeof d.context_reset_skips,
+      offsetof(hurray_diagnostics, stream_fallback_frees) + sizeof d.stream_fallback_frees,
+      offsetof(hurray_diagnostics, double_releases) + sizeof d.double_releases,
+      offsetof(hurray_diagnostics, ipc_copies) + sizeof d.ipc_copies,
+      offsetof(hurray_diagnostics, ipc_returns) + sizeof d.ipc_returns};
   size_t written = 0;
   for (size_t end : ends) {
     if (end <= size) written = end;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Release accounting shared by the device backends and the checking mode
 // (src/diagnostics.cc), the library-wide diagnostic hook's narrow interface:
 // releases never fail loudly, so each outcome other than success lands here,

@@ -18,8 +18,7 @@ static_assert(sizeof(ExportedVersioned) <= LibraryBlocks::kSize &&
               "export blocks come from the library's block cache");
 
 namespace {
-__attribute__((noinline)) void put_and_release(void *block, hurray_release_fn fn,
-                                               void *user_data) {
+__attribute__((noinline)) void put_and_release(void *block, hurray_release_fn fn, void *user_data) {
   LibraryBlocks::put(block);
   fn(user_data);
 }
@@ -90,12 +89,13 @@ inline void fill_versioned(ExportedVersioned *__restrict block, hurray_buffer *_
   char *t = reinterpret_cast<char *>(&block->tensor);
   // {version, manager_ctx}, {deleter, flags}, {data, device},
   // {ndim, dtype, shape}, {strides, byte_offset}.
-  store_chunk(t, HandleChunk{version_word, static_cast<int64_t>(reinterpret_cast<uintptr_t>(block))});
+  store_chunk(t,
+              HandleChunk{version_word, static_cast<int64_t>(reinterpret_cast<uintptr_t>(block))});
   store_chunk(t + 16, HURRAY_PICK64(deleter, h.c1, 0, 3));
   store_chunk(t + 32, HURRAY_PICK64(h.c2, h.c3, 0, 2));
-  store_chunk(t + 48, reinterpret_cast<HandleChunk>(HURRAY_PICK32(
-                          reinterpret_cast<Chunk32>(h.c3), reinterpret_cast<Chunk32>(h.c4), 3, 2,
-                          4, 5)));
+  store_chunk(t + 48,
+              reinterpret_cast<HandleChunk>(HURRAY_PICK32(
+                  reinterpret_cast<Chunk32>(h.c3), reinterpret_cast<Chunk32>(h.c4), 3, 2, 4, 5)));
   store_chunk(t + 64, HURRAY_PICK64(h.c4, h.c2, 1, 3));
   clear(src);
 }
@@ -184,8 +184,8 @@ int32_t to_dlpack_versioned(hurray_buffer *src, DLManagedTensorVersioned **out) 
   // Every other handle is validated here.
   if (check::is_tracked(src)) {  // checked as the handle it stands for
     return check::consume(src, "hurray_to_dlpack_versioned",
-                          &export_inner<DLManagedTensorVersioned, &hurray_to_dlpack_versioned>,
-                          out, nullptr, 0);
+                          &export_inner<DLManagedTensorVersioned, &hurray_to_dlpack_versioned>, out,
+                          nullptr, 0);
   }
   int32_t st = check_handle(src, "src", nullptr);
   if (st != HURRAY_OK) return st;
@@ -193,7 +193,7 @@ int32_t to_dlpack_versioned(hurray_buffer *src, DLManagedTensorVersioned **out) 
 }
 
 }  // namespace
-}  // namespace hurray
+}  // namespace hurray::detail
 
 extern "C" {
 

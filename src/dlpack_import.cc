@@ -122,8 +122,7 @@ inline void write_handle(const DLTensor &t, uint64_t flags, void (*release)(void
   const int64_t version_word = load64(words + 8);
   HandleChunk shape_strides;
   std::memcpy(&shape_strides, &t.shape, 16);
-  const HandleChunk c0{version_word,
-                      static_cast<int64_t>(reinterpret_cast<uintptr_t>(release))};
+  const HandleChunk c0{version_word, static_cast<int64_t>(reinterpret_cast<uintptr_t>(release))};
   const HandleChunk c1{static_cast<int64_t>(reinterpret_cast<uintptr_t>(tensor)),
                        static_cast<int64_t>(flags)};
   const HandleChunk c2{static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data)),

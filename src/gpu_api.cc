@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public GPU entry points that need no vendor code of their own:
 // hurray_alloc_async and hurray_stream_wait (docs/impl/gpu.md §2, §4).
 #include "alloc.h"
@@ -18,8 +19,9 @@ HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, 
                 "NULL stream for a synchronous allocation)",
                 device_type_name(device.device_type));
   }
-  return check::produced(alloc_on(device, dtype, ndim, shape, flags, stream, kStreamOfThisDevice, out),
-                         out, 1, "hurray_alloc_async");
+  return check::produced(
+      alloc_on(device, dtype, ndim, shape, flags, stream, kStreamOfThisDevice, out), out, 1,
+      "hurray_alloc_async");
 }
 
 HURRAY_API int32_t hurray_stream_wait(hurray_device device, void *producer_stream,

@@ -27,7 +27,7 @@ namespace {
 // context it belongs to; the source's when both are GPU types). nullptr
 // with the message set when no vendor can.
 const DeviceBackend *copy_vendor(int32_t src_type, const hurray_device &src_dev,
-                             const hurray_device &dst, int32_t *ordinal) {
+                                 const hurray_device &dst, int32_t *ordinal) {
   const bool src_gpu = src_type != HURRAY_DEVICE_CPU;
   const bool dst_gpu = dst.device_type != HURRAY_DEVICE_CPU;
   const DeviceBackend *vs = src_gpu ? ready_backend(src_type) : nullptr;
@@ -40,10 +40,10 @@ const DeviceBackend *copy_vendor(int32_t src_type, const hurray_device &src_dev,
          device_type_name(src_type), vs->name, device_type_name(dst.device_type), vd->name);
     return nullptr;
   }
-  *ordinal = is_device_memory(src_type)            ? src_dev.device_id
+  *ordinal = is_device_memory(src_type)          ? src_dev.device_id
              : is_device_memory(dst.device_type) ? dst.device_id
              : src_gpu                           ? src_dev.device_id
-                                                  : dst.device_id;
+                                                 : dst.device_id;
   return vs != nullptr ? vs : vd;
 }
 
@@ -85,7 +85,8 @@ int32_t gather_on_host(const DeviceBackend &v, int32_t ordinal, const CopyPlan &
     copy_plan_host(plan, base, dst.data);
     return HURRAY_OK;
   }
-  const uint64_t packed = static_cast<uint64_t>(plan.numel) * static_cast<uint64_t>(plan.elem_bytes);
+  const uint64_t packed =
+      static_cast<uint64_t>(plan.numel) * static_cast<uint64_t>(plan.elem_bytes);
   Staging packed_buf;
   if (!packed_buf.allocate(packed)) return HURRAY_ERR_OUT_OF_MEMORY;
   copy_plan_host(plan, base, packed_buf.p);
@@ -104,31 +105,29 @@ int32_t stage_through_host(const DeviceBackend &v, int32_t ordinal, const hurray
   const uint64_t span_bytes = static_cast<uint64_t>(e.highest - e.lowest);
   Staging span;
   if (!span.allocate(span_bytes)) return HURRAY_ERR_OUT_OF_MEMORY;
-  const void *src_lowest =
-      reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src.data) +
-                                     static_cast<uintptr_t>(e.lowest));
+  const void *src_lowest = reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src.data) +
+                                                          static_cast<uintptr_t>(e.lowest));
   int32_t st = v.copy(ordinal, span.p, src_lowest, span_bytes, stream);
   if (st == HURRAY_OK) st = v.synchronize(ordinal, stream);
   if (st != HURRAY_OK) return st;
   // Element (0, ..., 0) sits byte_offset - lowest bytes into the image.
-  const void *base = static_cast<const char *>(span.p) +
-                     (static_cast<int64_t>(src.byte_offset) - e.lowest);
+  const void *base =
+      static_cast<const char *>(span.p) + (static_cast<int64_t>(src.byte_offset) - e.lowest);
   return gather_on_host(v, ordinal, plan, base, dst, stream);
 }
 
 // Fills the already allocated, compact `dst` from `src` through backend `v`.
 int32_t fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &src,
-                 const hurray_extent &e, hurray_buffer &dst, void *stream) {
+             const hurray_extent &e, hurray_buffer &dst, void *stream) {
   if (e.contiguous) {
-    const void *src_lowest =
-        reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src.data) +
-                                       static_cast<uintptr_t>(e.lowest));
+    const void *src_lowest = reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(src.data) +
+                                                            static_cast<uintptr_t>(e.lowest));
     return v.copy(ordinal, dst.data, src_lowest, static_cast<uint64_t>(e.highest - e.lowest),
                   stream);
   }
   CopyPlan plan;
-  int32_t st = make_copy_plan(src.ndim, src.shape, src.strides, dst.strides, e.itemsize_bits / 8,
-                              &plan);
+  int32_t st =
+      make_copy_plan(src.ndim, src.shape, src.strides, dst.strides, e.itemsize_bits / 8, &plan);
   if (st != HURRAY_OK) return st;
   if (host_accessible(src.device.device_type)) {
     // Gathered by the host, straight from the source.
@@ -136,13 +135,13 @@ int32_t fill(const DeviceBackend &v, int32_t ordinal, const hurray_buffer &src,
       st = wait_for_pinned_source(v, src, ordinal, stream);
       if (st != HURRAY_OK) return st;
     }
-    return gather_on_host(v, ordinal, plan, reinterpret_cast<const void *>(first_element(src)),
-                          dst, stream);
+    return gather_on_host(v, ordinal, plan, reinterpret_cast<const void *>(first_element(src)), dst,
+                          stream);
   }
   // Device (or managed) memory: copied by the device where the backend can,
   // else staged through the host.
-  const DeviceCopy c{plan, reinterpret_cast<const void *>(first_element(src)), dst.data,
-                     src.device, dst.device};
+  const DeviceCopy c{plan, reinterpret_cast<const void *>(first_element(src)), dst.data, src.device,
+                     dst.device};
   st = v.copy_strided(ordinal, c, stream);
   if (st != kStageThroughHost) return st;
   return stage_through_host(v, ordinal, src, e, plan, dst, stream);
@@ -168,10 +167,9 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   const uint64_t flags = (src->flags & HURRAY_FLAG_SUBBYTE_PADDED) | HURRAY_FLAG_IS_COPIED;
   // Host-readable source to CPU memory with no stream to order on: a plain
   // host copy (as for CPU-only builds).
-  const bool host_only =
-      device.device_type == HURRAY_DEVICE_CPU &&
-      (src->device.device_type == HURRAY_DEVICE_CPU ||
-       (host_accessible(src->device.device_type) && stream == nullptr));
+  const bool host_only = device.device_type == HURRAY_DEVICE_CPU &&
+                         (src->device.device_type == HURRAY_DEVICE_CPU ||
+                          (host_accessible(src->device.device_type) && stream == nullptr));
   const DeviceBackend *v = host_only ? backend_for(HURRAY_DEVICE_CPU) : nullptr;
   int32_t ordinal = 0;
   if (!host_only) {
@@ -199,8 +197,8 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   const int32_t stream_device =
       alloc_stream != nullptr && other_device ? ordinal : kStreamOfThisDevice;
   hurray_buffer dst;
-  st = alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, stream_device,
-                &dst);
+  st =
+      alloc_on(device, src->dtype, src->ndim, src->shape, flags, alloc_stream, stream_device, &dst);
   if (st != HURRAY_OK) return st;
   if (e.numel > 0) {
     if (host_only && src->device.device_type != HURRAY_DEVICE_CPU) {
@@ -231,14 +229,13 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
 
 extern "C" {
 
-HURRAY_API int32_t hurray_copy(const hurray_buffer *src, hurray_device device,
-                               hurray_buffer *out) {
+HURRAY_API int32_t hurray_copy(const hurray_buffer *src, hurray_device device, hurray_buffer *out) {
   using namespace hurray::detail;
   return check::produced(copy_impl(src, device, nullptr, out), out, 1, "hurray_copy");
 }
 
-HURRAY_API int32_t hurray_copy_async(const hurray_buffer *src, hurray_device device,
-                                     void *stream, hurray_buffer *out) {
+HURRAY_API int32_t hurray_copy_async(const hurray_buffer *src, hurray_device device, void *stream,
+                                     hurray_buffer *out) {
   using namespace hurray::detail;
   return check::produced(copy_impl(src, device, stream, out), out, 1, "hurray_copy_async");
 }

@@ -72,7 +72,7 @@ __attribute__((target("avx2"), always_inline)) inline Avx2Acc avx2_step(Avx2Acc 
   const __m256i zero = _mm256_setzero_si256();
   const __m256i one = _mm256_set1_epi64x(1);
   const __m256i magic = _mm256_set1_epi64x(0x4330000000000000LL);  // 2^52
-  const __m256d magic_half = _mm256_set1_pd(4503599627370495.5);     // 2^52 - 0.5
+  const __m256d magic_half = _mm256_set1_pd(4503599627370495.5);   // 2^52 - 0.5
   const __m256i n = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(shape));
   const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(strides));
   const __m256i m = _mm256_sub_epi64(n, one);

@@ -88,8 +88,8 @@ TEST(IpcAlloc, RefusedWhereNotServed) {
   const int64_t shape[1] = {4};
   hurray_buffer h;
   std::memset(&h, 0, sizeof h);
-  EXPECT_STATUS(hurray_alloc(hurray_device{HURRAY_DEVICE_CUDA, 0}, hurray_dtype{kDLFloat, 32, 1},
-                             1, shape, HURRAY_ALLOC_SHAREABLE, &h),
+  EXPECT_STATUS(hurray_alloc(hurray_device{HURRAY_DEVICE_CUDA, 0}, hurray_dtype{kDLFloat, 32, 1}, 1,
+                             shape, HURRAY_ALLOC_SHAREABLE, &h),
                 HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_STATUS(hurray_alloc(kCpu, hurray_dtype{kDLFloat, 32, 1}, 1, shape, uint64_t{1} << 33, &h),
                 HURRAY_ERR_INVALID_ARGUMENT);
@@ -167,8 +167,8 @@ TEST(IpcMessage, OtherMemoryIsCopiedOnceOrRefused) {
   EXPECT_EQ(r.strides[0], 4);  // compact row-major
   EXPECT_EQ(r.strides[1], 1);
   const float *c = static_cast<const float *>(r.data);
-  EXPECT_EQ(c[1], 3.0f);   // element (0, 1)
-  EXPECT_EQ(c[4], 1.0f);   // element (1, 0)
+  EXPECT_EQ(c[1], 3.0f);  // element (0, 1)
+  EXPECT_EQ(c[4], 1.0f);  // element (1, 0)
   const uint64_t returns = ipc_returns();
   ASSERT_OK(hurray_buffer_release(&r));
   EXPECT_TRUE(wait_until([&] { return ipc_returns() == returns + 1; }));  // the copy's memfd
@@ -349,22 +349,37 @@ TEST(IpcImport, EveryFieldIsChecked) {
        [](hurray_ipc_message *m) { put32(m->bytes + 16, 2); }},
       {"unknown kind", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 16, 77); }},
       {"descriptor nfds", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 20, 3); }},
-      {"too few fds", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { m->nfds = 1; close(m->fds[1]); }},
+      {"too few fds", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) {
+         m->nfds = 1;
+         close(m->fds[1]);
+       }},
       {"too many fds", HURRAY_ERR_IPC,
-       [](hurray_ipc_message *m) { m->fds[2] = dup(0); m->nfds = 3; }},
+       [](hurray_ipc_message *m) {
+         m->fds[2] = dup(0);
+         m->nfds = 3;
+       }},
       {"nfds beyond the array", HURRAY_ERR_INVALID_ARGUMENT,
-       [](hurray_ipc_message *m) { m->fds[2] = dup(0); m->fds[3] = dup(0); m->nfds = 99; }},
+       [](hurray_ipc_message *m) {
+         m->fds[2] = dup(0);
+         m->fds[3] = dup(0);
+         m->nfds = 99;
+       }},
       {"device", HURRAY_ERR_UNSUPPORTED_DEVICE,
        [](hurray_ipc_message *m) { put32(m->bytes + 32, HURRAY_DEVICE_CUDA); }},
       {"dtype", HURRAY_ERR_UNSUPPORTED_DTYPE, [](hurray_ipc_message *m) { m->bytes[41] = 31; }},
-      {"ndim 65", HURRAY_ERR_INVALID_ARGUMENT, [](hurray_ipc_message *m) { put32(m->bytes + 44, 65); }},
+      {"ndim 65", HURRAY_ERR_INVALID_ARGUMENT,
+       [](hurray_ipc_message *m) { put32(m->bytes + 44, 65); }},
       {"ndim -1", HURRAY_ERR_INVALID_ARGUMENT,
        [](hurray_ipc_message *m) { put32(m->bytes + 44, 0xffffffffu); }},
       {"ndim against size", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 44, 2); }},
       {"negative extent", HURRAY_ERR_INVALID_ARGUMENT,
        [](hurray_ipc_message *m) { put64(m->bytes + 80, ~uint64_t{0}); }},
       {"extent overflow", HURRAY_ERR_OVERFLOW,
-       [](hurray_ipc_message *m) { put64(m->bytes + 80, uint64_t{1} << 62); put64(m->bytes + 88, 1u << 20); }},
+       [](hurray_ipc_message *m) {
+         put64(m->bytes + 80, uint64_t{1} << 62);
+         put64(m->bytes + 88, 1u << 20);
+       }},
       {"elements beyond the region", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { put64(m->bytes + 80, 1u << 20); }},
       {"byte_offset beyond the region", HURRAY_ERR_IPC,
@@ -377,7 +392,10 @@ TEST(IpcImport, EveryFieldIsChecked) {
       {"region wraps", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { put64(m->bytes + 64, ~uint64_t{0} - 2); }},
       {"region beyond the memfd (fstat)", HURRAY_ERR_IPC,
-       [](hurray_ipc_message *m) { put64(m->bytes + 72, get64(m->bytes + 72) * 2); put64(m->bytes + 80, 2048); }},
+       [](hurray_ipc_message *m) {
+         put64(m->bytes + 72, get64(m->bytes + 72) * 2);
+         put64(m->bytes + 80, 2048);
+       }},
       {"fds[0] a pipe", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) {
          int p[2];
@@ -392,11 +410,21 @@ TEST(IpcImport, EveryFieldIsChecked) {
          m->fds[0] = memfd_create("other", MFD_CLOEXEC);
          (void)!ftruncate(m->fds[0], 1 << 20);
        }},
-      {"fds[0] closed", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { close(m->fds[0]); m->fds[0] = -1; }},
+      {"fds[0] closed", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) {
+         close(m->fds[0]);
+         m->fds[0] = -1;
+       }},
       {"fds[1] not a pipe", HURRAY_ERR_IPC,
-       [](hurray_ipc_message *m) { close(m->fds[1]); m->fds[1] = dup(m->fds[0]); }},
+       [](hurray_ipc_message *m) {
+         close(m->fds[1]);
+         m->fds[1] = dup(m->fds[0]);
+       }},
       {"one fd twice", HURRAY_ERR_IPC,
-       [](hurray_ipc_message *m) { close(m->fds[1]); m->fds[1] = m->fds[0]; }},
+       [](hurray_ipc_message *m) {
+         close(m->fds[1]);
+         m->fds[1] = m->fds[0];
+       }},
       {"fds swapped", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { std::swap(m->fds[0], m->fds[1]); }},
   };

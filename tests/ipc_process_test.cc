@@ -186,11 +186,12 @@ TEST(IpcProcess, TenThousandHandoffsLeaveFdsAndMappingsFlat) {
   EXPECT_LE(max_maps - maps, 18) << "memfd mappings grew during the loop";
   EXPECT_EQ(child_delta[0], 0) << "receiver fds";
   EXPECT_EQ(child_delta[1], 0) << "receiver memfd mappings";
-  std::printf("sender: %d fds, %d memfd mappings (%d maps lines before, %d after) before and "
-              "after, peak +%d fds, +%d memfd mappings; receiver: %+d fds, %+d memfd mappings, "
-              "%+d maps lines\n",
-              fds, maps, lines, count_maps(), max_fds - fds, max_maps - maps, child_delta[0],
-              child_delta[1], child_delta[2]);
+  std::printf(
+      "sender: %d fds, %d memfd mappings (%d maps lines before, %d after) before and "
+      "after, peak +%d fds, +%d memfd mappings; receiver: %+d fds, %+d memfd mappings, "
+      "%+d maps lines\n",
+      fds, maps, lines, count_maps(), max_fds - fds, max_maps - maps, child_delta[0],
+      child_delta[1], child_delta[2]);
   close(sv[0]);
 }
 

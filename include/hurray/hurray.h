@@ -154,25 +154,25 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_version(uint32_t header_version
  * comes with a message for the calling thread (hurray_last_error).
  * (c-ffi §0) */
 typedef enum hurray_status {
-  HURRAY_OK = 0,                       /* success */
-  HURRAY_ERR_INVALID_ARGUMENT = 1,     /* NULL pointer, bad ndim/shape/strides */
-  HURRAY_ERR_UNSUPPORTED_VERSION = 2,  /* DLPack major != 1, handle layout, library */
-  HURRAY_ERR_UNSUPPORTED_DTYPE = 3,    /* unknown code, bits not valid for code, lanes 0 */
-  HURRAY_ERR_UNSUPPORTED_DEVICE = 4,   /* device type unknown or not served, device unavailable */
-  HURRAY_ERR_OUT_OF_MEMORY = 5,        /* host or device allocation failed */
-  HURRAY_ERR_OVERFLOW = 6,             /* element count or byte extent beyond 64-bit range */
-  HURRAY_ERR_DEVICE = 7,               /* a device runtime call failed */
-  HURRAY_ERR_INTERNAL = 8,             /* a bug in libhurray; please report it */
-  HURRAY_ERR_RELEASED = 9,             /* checking mode: the handle was already released
-                                          or consumed (c-ffi §9) */
-  HURRAY_ERR_LEAKED = 10,              /* checking mode: a handle still live when the
-                                          leak report ran (sent to the hook, c-ffi §9) */
-  HURRAY_ERR_IPC = 11,                 /* cross-process: a malformed or refused message
-                                          (descriptor, fds, memfd), a peer of another
-                                          user, a failed socket or system call
-                                          (docs/impl/ipc.md) */
-  HURRAY_ERR_IPC_CLOSED = 12           /* cross-process: the peer closed the connection
-                                          before a message began (end of stream) */
+  HURRAY_OK = 0,                      /* success */
+  HURRAY_ERR_INVALID_ARGUMENT = 1,    /* NULL pointer, bad ndim/shape/strides */
+  HURRAY_ERR_UNSUPPORTED_VERSION = 2, /* DLPack major != 1, handle layout, library */
+  HURRAY_ERR_UNSUPPORTED_DTYPE = 3,   /* unknown code, bits not valid for code, lanes 0 */
+  HURRAY_ERR_UNSUPPORTED_DEVICE = 4,  /* device type unknown or not served, device unavailable */
+  HURRAY_ERR_OUT_OF_MEMORY = 5,       /* host or device allocation failed */
+  HURRAY_ERR_OVERFLOW = 6,            /* element count or byte extent beyond 64-bit range */
+  HURRAY_ERR_DEVICE = 7,              /* a device runtime call failed */
+  HURRAY_ERR_INTERNAL = 8,            /* a bug in libhurray; please report it */
+  HURRAY_ERR_RELEASED = 9,            /* checking mode: the handle was already released
+                                         or consumed (c-ffi §9) */
+  HURRAY_ERR_LEAKED = 10,             /* checking mode: a handle still live when the
+                                         leak report ran (sent to the hook, c-ffi §9) */
+  HURRAY_ERR_IPC = 11,                /* cross-process: a malformed or refused message
+                                         (descriptor, fds, memfd), a peer of another
+                                         user, a failed socket or system call
+                                         (docs/impl/ipc.md) */
+  HURRAY_ERR_IPC_CLOSED = 12          /* cross-process: the peer closed the connection
+                                         before a message began (end of stream) */
 } hurray_status;
 
 /* Message describing the last failed call made by this thread.
@@ -960,11 +960,10 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * discarded, or its holder died, SIGKILL included), the kernel reports end of
  * file and the sender releases the reference the export consumed, on that
  * thread (or on a thread that exports meanwhile): the producer's release
- * runs once, after the last holder in every process let go. A sender that dies leaves the receivers' mappings valid;
- * their releases then only unmap and close. A process that forks while it
- * holds a message or an imported handle gives the child copies of those fds:
- * the reference comes back once the child, too, has closed them (it does so
- * when it exits).
+ * runs once, after the last holder in every process let go. A sender that dies leaves the
+ * receivers' mappings valid; their releases then only unmap and close. A process that forks while
+ * it holds a message or an imported handle gives the child copies of those fds: the reference comes
+ * back once the child, too, has closed them (it does so when it exits).
  * ======================================================================== */
 
 /* Version of the descriptor's wire format this library writes and reads
@@ -979,10 +978,10 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * holds it owns its fds until hurray_ipc_import or hurray_ipc_message_discard
  * consumes them (copying the struct does not duplicate them). */
 typedef struct hurray_ipc_message {
-  uint32_t size;                             /* bytes used in `bytes` */
-  uint32_t nfds;                             /* entries used in `fds` */
-  int32_t fds[HURRAY_IPC_MAX_FDS];           /* owned by the holder; unused: -1 */
-  uint8_t bytes[HURRAY_IPC_DESCRIPTOR_MAX];  /* the descriptor (ipc §3) */
+  uint32_t size;                            /* bytes used in `bytes` */
+  uint32_t nfds;                            /* entries used in `fds` */
+  int32_t fds[HURRAY_IPC_MAX_FDS];          /* owned by the holder; unused: -1 */
+  uint8_t bytes[HURRAY_IPC_DESCRIPTOR_MAX]; /* the descriptor (ipc §3) */
 } hurray_ipc_message;
 
 /* Options of hurray_ipc_export and hurray_ipc_send (bits). */
@@ -1317,8 +1316,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, c
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
 #define HURRAY_API_VERSION_MINOR 2u
-#define HURRAY_API_VERSION \
-  ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
+#define HURRAY_API_VERSION ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
 /* Oldest minor of this major that hurray_get_api serves: table 1.2 added
  * the pointer `extension_start` after the 16-byte header of 1.0 and 1.1,
  * which moved every member by 8 bytes (allowed once: libhurray is 0.1). */
@@ -1356,9 +1354,9 @@ typedef struct hurray_api_extension {
  * 24 bytes of header (offsets below are for 64-bit targets), then one
  * pointer per member, in this order. */
 typedef struct hurray_api {
-  size_t struct_size;   /* sizeof(hurray_api) in the library          @0  */
-  uint32_t abi_version; /* the library's HURRAY_API_VERSION           @8  */
-  uint32_t reserved;    /* 0                                          @12 */
+  size_t struct_size;                          /* sizeof(hurray_api) in the library          @0  */
+  uint32_t abi_version;                        /* the library's HURRAY_API_VERSION           @8  */
+  uint32_t reserved;                           /* 0                                          @12 */
   const hurray_api_extension *extension_start; /* NULL: none yet      @16 */
 
   /* --- Members of 1.0 (at these offsets from 1.2 on, c-ffi §8.1) -------- */

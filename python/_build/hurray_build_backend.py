@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The build backend of the hurray package: scikit-build-core, plus one step
 for source distributions and one for the licence file.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package version, for scikit-build-core's [[tool.dynamic-metadata]]
 (pyproject.toml): read with a regex from the first existing file of the
 ``inputs`` setting, so that one table serves a checkout (the repository

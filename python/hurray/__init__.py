@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """hurray: hand tensor memory between Python frameworks with zero copies.
 
 A :class:`Buffer` is one consumer's hold on tensor memory, backed by a

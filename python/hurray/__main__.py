@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m hurray``: the same command line as the ``hurray-config``
 console script (:mod:`hurray._config`), for environments whose scripts
 folder is not on ``PATH``::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The checking mode of libhurray from Python (docs/impl/python.md §9).
 
 While it is on, every handle libhurray makes (and so every Buffer) is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where the C files of this install are, for build systems: the one
 implementation behind the ``hurray-config`` console script and
 ``python -m hurray`` (like NumPy's ``numpy-config`` and tvm-ffi's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Type stubs of hurray._native, the CPython extension (docs/impl/python.md)."""
 from types import TracebackType
 from typing import Any, ClassVar, Dict, Final, List, Optional, Protocol, SupportsIndex, Tuple, Type, Union

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where the wheel keeps libhurray's C files (docs/impl/python.md §6).
 
 The package folder holds, besides the Python module::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test helpers: fail a test that leaks libhurray handles (docs/impl/python.md §9).
 
     import hurray.testing

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libhurray wheel and repairs it to a manylinux tag.
 #
 #   bash python/scripts/build_wheel.sh OUTDIR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by python/run_tests.sh and examples/run_demo.sh (bash).
 #
 # hurray_py_env VENV: makes sure a C/C++ toolchain, CMake and a Python with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Argument parsing shared by the Buffer methods and the module functions:
 // devices, copy=, integers, DLPack streams.
 #include <cstring>
@@ -13,8 +14,7 @@ bool same_device(hurray_device a, hurray_device b) {
 bool parse_index(PyObject *obj, const char *what, long long *out, int *overflow) {
   *overflow = 0;
   if (!PyLong_Check(obj) && !PyIndex_Check(obj)) {
-    PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", what,
-                 Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", what, Py_TYPE(obj)->tp_name);
     return false;
   }
   PyObject *i = PyNumber_Index(obj);
@@ -30,13 +30,14 @@ bool parse_device(PyObject *obj, const char *what, hurray_device *out) {
       *out = hurray_device{HURRAY_DEVICE_CPU, 0};
       return true;
     }
-    PyErr_Format(PyExc_ValueError, "%s: unknown device %R (use \"cpu\" or a "
-                 "(device_type, device_id) tuple)", what, obj);
+    PyErr_Format(PyExc_ValueError,
+                 "%s: unknown device %R (use \"cpu\" or a "
+                 "(device_type, device_id) tuple)",
+                 what, obj);
     return false;
   }
   if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
-    PyErr_Format(PyExc_TypeError,
-                 "%s must be a (device_type, device_id) tuple, not %.100s", what,
+    PyErr_Format(PyExc_TypeError, "%s must be a (device_type, device_id) tuple, not %.100s", what,
                  Py_TYPE(obj)->tp_name);
     return false;
   }
@@ -44,8 +45,8 @@ bool parse_device(PyObject *obj, const char *what, hurray_device *out) {
   if (seq == nullptr) return false;
   bool ok = false;
   if (PySequence_Fast_GET_SIZE(seq) != 2) {
-    PyErr_Format(PyExc_ValueError, "%s must have 2 items (device_type, device_id), got %zd",
-                 what, PySequence_Fast_GET_SIZE(seq));
+    PyErr_Format(PyExc_ValueError, "%s must have 2 items (device_type, device_id), got %zd", what,
+                 PySequence_Fast_GET_SIZE(seq));
   } else {
     PyObject *t = PySequence_Fast_GET_ITEM(seq, 0);
     PyObject *i = PySequence_Fast_GET_ITEM(seq, 1);
@@ -56,8 +57,8 @@ bool parse_device(PyObject *obj, const char *what, hurray_device *out) {
       int o1 = 0, o2 = 0;
       if (!parse_index(t, what, &type, &o1) || !parse_index(i, what, &id, &o2)) {
         // an error of __index__ itself propagates
-      } else if (o1 != 0 || o2 != 0 || type < INT32_MIN || type > INT32_MAX ||
-                 id < INT32_MIN || id > INT32_MAX) {
+      } else if (o1 != 0 || o2 != 0 || type < INT32_MIN || type > INT32_MAX || id < INT32_MIN ||
+                 id > INT32_MAX) {
         PyErr_Format(PyExc_ValueError, "%s is out of range", what);
       } else {
         *out = hurray_device{static_cast<int32_t>(type), static_cast<int32_t>(id)};
@@ -82,7 +83,8 @@ bool numpy_copy_mode(PyObject *obj, int *mode) {
     PyErr_Clear();
     return false;
   }
-  const bool is_numpy = PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "numpy") == 0;
+  const bool is_numpy =
+      PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "numpy") == 0;
   Py_DECREF(module);
   if (!is_numpy) return false;
   PyObject *value = PyObject_GetAttrString(obj, "value");
@@ -131,17 +133,13 @@ enum class StreamFamily { kHost, kCuda, kRocm, kOther };
 
 StreamFamily stream_family(int32_t device_type) {
   switch (device_type) {
-    case HURRAY_DEVICE_CPU:
-      return StreamFamily::kHost;
+    case HURRAY_DEVICE_CPU: return StreamFamily::kHost;
     case HURRAY_DEVICE_CUDA:
     case HURRAY_DEVICE_CUDA_HOST:
-    case HURRAY_DEVICE_CUDA_MANAGED:
-      return StreamFamily::kCuda;
+    case HURRAY_DEVICE_CUDA_MANAGED: return StreamFamily::kCuda;
     case HURRAY_DEVICE_ROCM:
-    case HURRAY_DEVICE_ROCM_HOST:
-      return StreamFamily::kRocm;
-    default:
-      return StreamFamily::kOther;
+    case HURRAY_DEVICE_ROCM_HOST: return StreamFamily::kRocm;
+    default: return StreamFamily::kOther;
   }
 }
 
@@ -186,8 +184,7 @@ bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **hand
     }
   }
   switch (family) {
-    case StreamFamily::kHost:
-      return true;  // handled above
+    case StreamFamily::kHost: return true;  // handled above
     case StreamFamily::kCuda:
       if (s == 0 || s < -1) {
         PyErr_Format(PyExc_ValueError,
@@ -207,8 +204,7 @@ bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **hand
         return false;
       }
       break;
-    case StreamFamily::kOther:
-      return true;  // no stream convention known: nothing to order
+    case StreamFamily::kOther: return true;  // no stream convention known: nothing to order
   }
   if (s == -1) return true;
   *sync = true;
@@ -217,8 +213,7 @@ bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **hand
 }
 
 void *buffer_stream(int32_t device_type) {
-  return stream_family(device_type) == StreamFamily::kCuda ? reinterpret_cast<void *>(1)
-                                                           : nullptr;
+  return stream_family(device_type) == StreamFamily::kCuda ? reinterpret_cast<void *>(1) : nullptr;
 }
 
 }  // namespace hurray_py

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared declarations of hurray._native's translation units.
 //
 // The extension is split by concept (docs/impl/python.md, "Source layout"):
@@ -163,8 +164,7 @@ void *buffer_stream(int32_t device_type);
 // ---- buffer.cc -----------------------------------------------------------------
 
 struct BufferObject {
-  PyObject_HEAD
-  hurray_buffer h;  // release_fn == NULL once released
+  PyObject_HEAD hurray_buffer h;  // release_fn == NULL once released
   PyObject *weakreflist;
   // True when h's READ_ONLY says only "nothing was said": the memory came
   // as a legacy (unversioned) DLPack tensor, which cannot tell whether it
@@ -221,8 +221,7 @@ PyObject *buffer_array(PyObject *self, PyObject *args, PyObject *kwargs);
 // ---- export.cc -----------------------------------------------------------------
 
 // Buffer.__dlpack__ (METH_FASTCALL | METH_KEYWORDS).
-PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                        PyObject *kwnames);
+PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 // The DLPack minor version (major 1) that a versioned export of `h` answers
 // to a consumer that asked for max_version (1, asked_minor): the highest
@@ -233,8 +232,7 @@ uint32_t answer_minor(const hurray_buffer &h, long long asked_minor);
 // ---- import.cc -----------------------------------------------------------------
 
 // hurray.from_dlpack (METH_FASTCALL | METH_KEYWORDS).
-PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames);
+PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 // Imports one DLPack tensor (Tensor: DLManagedTensorVersioned or
 // DLManagedTensor, instantiated in import.cc) as a live handle, wrapping a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hurray.Buffer type: one Python object owning one hurray_buffer handle
 // (docs/impl/python.md §1-§2), its getters, share(n) and release.
 #include <cstdio>
@@ -63,8 +64,8 @@ PyObject *Buffer_repr(PyObject *self) {
   size_t pos = 0;
   dims[0] = '\0';
   for (int32_t i = 0; i < b->h.ndim && pos < sizeof dims - 32; ++i) {
-    pos += static_cast<size_t>(std::snprintf(dims + pos, sizeof dims - pos, "%s%lld",
-                                             i ? ", " : "", static_cast<long long>(b->h.shape[i])));
+    pos += static_cast<size_t>(std::snprintf(dims + pos, sizeof dims - pos, "%s%lld", i ? ", " : "",
+                                             static_cast<long long>(b->h.shape[i])));
   }
   PyObject *r = PyUnicode_FromFormat("<hurray.Buffer %U[%s] %s:%d%s>", dt, dims,
                                      device_name(b->h.device.device_type),
@@ -183,8 +184,8 @@ PyObject *Buffer_get_nbytes(PyObject *self, void *) {
   int32_t st = hurray_buffer_extent(&b->h, &e);
   if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.nbytes");
   // Bytes the elements occupy (sub-byte elements packed unless padded).
-  unsigned __int128 bits = static_cast<unsigned __int128>(e.numel) *
-                           static_cast<unsigned __int128>(e.itemsize_bits);
+  unsigned __int128 bits =
+      static_cast<unsigned __int128>(e.numel) * static_cast<unsigned __int128>(e.itemsize_bits);
   return PyLong_FromUnsignedLongLong(static_cast<unsigned long long>((bits + 7) / 8));
 }
 
@@ -201,8 +202,7 @@ PyGetSetDef Buffer_getset[] = {
      "Element type name: 'float32', 'bfloat16', 'float8_e4m3fn', 'bool', ...", nullptr},
     {"device", Buffer_get_device, nullptr,
      "(device_type, device_id) with DLPack's device type values (CPU is (1, 0)).", nullptr},
-    {"readonly", Buffer_get_readonly, nullptr, "True if the memory must not be written.",
-     nullptr},
+    {"readonly", Buffer_get_readonly, nullptr, "True if the memory must not be written.", nullptr},
     {"is_copied", Buffer_get_is_copied, nullptr,
      "True if the memory is a private copy made for this buffer.", nullptr},
     {"data_ptr", Buffer_get_data_ptr, nullptr,
@@ -211,8 +211,8 @@ PyGetSetDef Buffer_getset[] = {
      "Bytes from the DLPack data pointer to element (0, ..., 0).", nullptr},
     {"size", Buffer_get_size, nullptr, "Number of elements.", nullptr},
     {"nbytes", Buffer_get_nbytes, nullptr, "Bytes taken by the elements.", nullptr},
-    {"released", Buffer_get_released, nullptr,
-     "True once this buffer's handle has been released.", nullptr},
+    {"released", Buffer_get_released, nullptr, "True once this buffer's handle has been released.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -228,8 +228,7 @@ constexpr long long kMaxShare = (1LL << 32) - 1;
 PyObject *share_no_memory(long long n, const char *what) {
   if (PyErr_Occurred() != nullptr && !PyErr_ExceptionMatches(PyExc_MemoryError)) return nullptr;
   PyErr_Clear();
-  PyErr_Format(PyExc_MemoryError, "hurray.Buffer.share: out of memory for %s (n is %lld)", what,
-               n);
+  PyErr_Format(PyExc_MemoryError, "hurray.Buffer.share: out of memory for %s (n is %lld)", what, n);
   return nullptr;
 }
 
@@ -243,8 +242,7 @@ PyObject *share_no_memory(long long n, const char *what) {
 PyObject *Buffer_share(PyObject *self, PyObject *arg) {
   BufferObject *b = as_buffer(self);
   if (!PyLong_Check(arg) && !PyIndex_Check(arg)) {
-    PyErr_Format(PyExc_TypeError, "share() expects an integer, not %.100s",
-                 Py_TYPE(arg)->tp_name);
+    PyErr_Format(PyExc_TypeError, "share() expects an integer, not %.100s", Py_TYPE(arg)->tp_name);
     return nullptr;
   }
   PyObject *num = PyNumber_Index(arg);
@@ -342,7 +340,8 @@ PyMethodDef Buffer_methods[] = {
      "release()\n--\n\nRelease this buffer's reference now. Idempotent."},
     {"__array__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(buffer_array)),
      METH_VARARGS | METH_KEYWORDS,
-     "__array__(dtype=None, copy=None)\n--\n\nFor NumPy when the buffer protocol cannot serve: refuses\n"
+     "__array__(dtype=None, copy=None)\n--\n\nFor NumPy when the buffer protocol cannot serve: "
+     "refuses\n"
      "memory the CPU cannot address, else numpy.from_dlpack(self)."},
     {"__reduce_ex__", buffer_reduce_ex, METH_O,
      "__reduce_ex__(protocol)\n--\n\nPickle support: protocol 5 sends the memory out of band\n"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Python buffer protocol (PEP 3118) of hurray.Buffer: memoryview(buf),
 // np.asarray(buf), bytes(buf), array.array, struct.unpack_from(..., buf).
 //
@@ -26,10 +27,8 @@ bool host_addressable(int32_t device_type) {
     case HURRAY_DEVICE_CPU:
     case HURRAY_DEVICE_CUDA_HOST:
     case HURRAY_DEVICE_ROCM_HOST:
-    case HURRAY_DEVICE_CUDA_MANAGED:
-      return true;
-    default:
-      return false;
+    case HURRAY_DEVICE_CUDA_MANAGED: return true;
+    default: return false;
   }
 }
 
@@ -185,9 +184,9 @@ PyObject *array_via_ml_dtypes(BufferObject *b, PyObject *npdt, PyObject *from_dl
                  "and this Buffer's %u-bit elements are %s; NumPy cannot view it",
                  npdt, itemsize, static_cast<unsigned>(d.bits),
                  sub_byte ? ((b->h.flags & HURRAY_FLAG_SUBBYTE_PADDED) ? "padded to a byte"
-                                                                      : "packed (DLPack's "
-                                                                        "default for sub-byte "
-                                                                        "types)")
+                                                                       : "packed (DLPack's "
+                                                                         "default for sub-byte "
+                                                                         "types)")
                           : "of another size");
     return nullptr;
   }

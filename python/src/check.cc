@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The checking mode from Python (docs/impl/python.md §8): hurray._native's
 // _check_enable / _check_state / _check_live, and the Python creation site
 // each new Buffer's handle is labelled with while the mode is on.
@@ -78,11 +79,11 @@ void append_entry(const hurray_check_entry *e, void *user) {
   // Labels are cut at 511 bytes (maybe inside a character) and may come
   // from C; frames name files: decoded leniently, never raising.
   PyObject *label = decode(e->label), *origin = decode(e->origin);
-  PyObject *t = label != nullptr && origin != nullptr
-                    ? Py_BuildValue("(KsOO(ii)i)", static_cast<unsigned long long>(e->id),
-                                    e->made_by, label, origin, e->device.device_type,
-                                    e->device.device_id, e->ndim)
-                    : nullptr;
+  PyObject *t =
+      label != nullptr && origin != nullptr
+          ? Py_BuildValue("(KsOO(ii)i)", static_cast<unsigned long long>(e->id), e->made_by, label,
+                          origin, e->device.device_type, e->device.device_id, e->ndim)
+          : nullptr;
   Py_XDECREF(label);
   Py_XDECREF(origin);
   if (t == nullptr) return;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types: hurray's names, NumPy dtype objects, buffer-protocol formats.
 #include <cstdio>
 #include <cstdlib>
@@ -144,13 +145,17 @@ bool from_numpy_dtype(PyObject *dt, hurray_dtype *out, bool *padded) {
   Py_DECREF(size_obj);
   if (itemsize == -1 && PyErr_Occurred()) return false;
   if (!no_fields || !no_sub) {
-    PyErr_Format(PyExc_ValueError, "NumPy dtype %R is structured or a subarray: DLPack has no "
-                 "equivalent", dt);
+    PyErr_Format(PyExc_ValueError,
+                 "NumPy dtype %R is structured or a subarray: DLPack has no "
+                 "equivalent",
+                 dt);
     return false;
   }
   if (byteorder[0] != '=' && byteorder[0] != '|') {
-    PyErr_Format(PyExc_ValueError, "NumPy dtype %R is not in native byte order: DLPack "
-                 "describes native-order elements only", dt);
+    PyErr_Format(PyExc_ValueError,
+                 "NumPy dtype %R is not in native byte order: DLPack "
+                 "describes native-order elements only",
+                 dt);
     return false;
   }
   const long bits = itemsize * 8;
@@ -181,17 +186,24 @@ bool from_numpy_dtype(PyObject *dt, hurray_dtype *out, bool *padded) {
   }
   switch (kind[0]) {
     case 'b': ok = itemsize == 1, *out = hurray_dtype{6, 8, 1}; break;
-    case 'i': ok = bits >= 8 && bits <= 64, *out = hurray_dtype{0, static_cast<uint8_t>(bits), 1}; break;
-    case 'u': ok = bits >= 8 && bits <= 64, *out = hurray_dtype{1, static_cast<uint8_t>(bits), 1}; break;
-    case 'f': ok = bits == 16 || bits == 32 || bits == 64,
-              *out = hurray_dtype{2, static_cast<uint8_t>(bits), 1}; break;
-    case 'c': ok = bits == 64 || bits == 128,
-              *out = hurray_dtype{5, static_cast<uint8_t>(bits), 1}; break;
+    case 'i':
+      ok = bits >= 8 && bits <= 64, *out = hurray_dtype{0, static_cast<uint8_t>(bits), 1};
+      break;
+    case 'u':
+      ok = bits >= 8 && bits <= 64, *out = hurray_dtype{1, static_cast<uint8_t>(bits), 1};
+      break;
+    case 'f':
+      ok = bits == 16 || bits == 32 || bits == 64,
+      *out = hurray_dtype{2, static_cast<uint8_t>(bits), 1};
+      break;
+    case 'c':
+      ok = bits == 64 || bits == 128, *out = hurray_dtype{5, static_cast<uint8_t>(bits), 1};
+      break;
     default:
       // Extension types (ml_dtypes: bfloat16, float8_e4m3fn, ...) by name,
       // when one element takes exactly the bits hurray's type has.
-      ok = parse_scalar_name(name, out) && out->bits == bits && out->code >= 4 &&
-           out->code != 5 && out->code != 6;
+      ok = parse_scalar_name(name, out) && out->bits == bits && out->code >= 4 && out->code != 5 &&
+           out->code != 6;
   }
   if (!ok) {
     PyErr_Format(PyExc_ValueError, "NumPy dtype %R has no DLPack equivalent", dt);
@@ -260,8 +272,7 @@ bool parse_dtype(PyObject *obj, hurray_dtype *out, uint64_t *flags) {
                  "'float8_e4m3fn', 'bool', 'complex64', 'float32x4', or what numpy.dtype "
                  "accepts)",
                  obj);
-  } else if (PyErr_ExceptionMatches(PyExc_TypeError) ||
-             PyErr_ExceptionMatches(PyExc_ImportError)) {
+  } else if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ImportError)) {
     PyErr_Clear();
     PyErr_Format(PyExc_TypeError,
                  "dtype must be a str such as 'float32' or a NumPy dtype, not %.100s",
@@ -280,16 +291,14 @@ PyObject *ml_dtypes_numpy_dtype(hurray_dtype d) {
     case 2:
       if (d.bits == 16 || d.bits == 32 || d.bits == 64) return nullptr;
       break;
-    case 3:
-      return nullptr;  // handles: nothing NumPy could hold
+    case 3: return nullptr;  // handles: nothing NumPy could hold
     case 5:
       if (d.bits == 64 || d.bits == 128) return nullptr;
       break;
     case 6:
       if (d.bits == 8) return nullptr;
       break;
-    default:
-      break;
+    default: break;
   }
   PyObject *name = dtype_name(d);
   if (name == nullptr) return nullptr;
@@ -322,17 +331,24 @@ const char *buffer_format(hurray_dtype d) {
   if (d.lanes != 1) return nullptr;
   switch (d.code) {
     case 0:  // int
-      return d.bits == 8 ? "b" : d.bits == 16 ? "h" : d.bits == 32 ? "i" : d.bits == 64 ? "q" : nullptr;
+      return d.bits == 8    ? "b"
+             : d.bits == 16 ? "h"
+             : d.bits == 32 ? "i"
+             : d.bits == 64 ? "q"
+                            : nullptr;
     case 1:  // uint
-      return d.bits == 8 ? "B" : d.bits == 16 ? "H" : d.bits == 32 ? "I" : d.bits == 64 ? "Q" : nullptr;
+      return d.bits == 8    ? "B"
+             : d.bits == 16 ? "H"
+             : d.bits == 32 ? "I"
+             : d.bits == 64 ? "Q"
+                            : nullptr;
     case 2:  // float
       return d.bits == 16 ? "e" : d.bits == 32 ? "f" : d.bits == 64 ? "d" : nullptr;
     case 5:  // complex
       return d.bits == 64 ? "Zf" : d.bits == 128 ? "Zd" : nullptr;
     case 6:  // bool
       return d.bits == 8 ? "?" : nullptr;
-    default:
-      return nullptr;
+    default: return nullptr;
   }
 }
 

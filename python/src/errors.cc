@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libhurray status codes as Python exceptions (docs/impl/python.md §5).
 #include "binding.h"
 
@@ -6,21 +7,16 @@ namespace hurray_py {
 PyObject *exception_for(int32_t status) {
   switch (status) {
     case HURRAY_ERR_INVALID_ARGUMENT:
-    case HURRAY_ERR_OVERFLOW:
-      return PyExc_ValueError;
+    case HURRAY_ERR_OVERFLOW: return PyExc_ValueError;
     case HURRAY_ERR_UNSUPPORTED_VERSION:
     case HURRAY_ERR_UNSUPPORTED_DTYPE:
     case HURRAY_ERR_UNSUPPORTED_DEVICE:
-    case HURRAY_ERR_DEVICE:
-      return PyExc_BufferError;
-    case HURRAY_ERR_OUT_OF_MEMORY:
-      return PyExc_MemoryError;
+    case HURRAY_ERR_DEVICE: return PyExc_BufferError;
+    case HURRAY_ERR_OUT_OF_MEMORY: return PyExc_MemoryError;
     case HURRAY_ERR_IPC:  // a refused message, or a system call of the transport failed
       return PyExc_OSError;
-    case HURRAY_ERR_IPC_CLOSED:
-      return PyExc_ConnectionError;
-    default:
-      return PyExc_RuntimeError;
+    case HURRAY_ERR_IPC_CLOSED: return PyExc_ConnectionError;
+    default: return PyExc_RuntimeError;
   }
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DLPack C exchange API (DLPack 1.3) of hurray._native: hurray.Buffer's
 // table (producer side) and hurray.from_dlpack's use of other types' tables
 // (consumer side). The rules are in docs/impl/python.md, "The DLPack C
@@ -155,17 +156,13 @@ int current_work_stream(DLDeviceType, int32_t, void **out_current_stream) {
 const char *error_kind(int32_t status) {
   switch (status) {
     case HURRAY_ERR_INVALID_ARGUMENT:
-    case HURRAY_ERR_OVERFLOW:
-      return "ValueError";
+    case HURRAY_ERR_OVERFLOW: return "ValueError";
     case HURRAY_ERR_UNSUPPORTED_VERSION:
     case HURRAY_ERR_UNSUPPORTED_DTYPE:
     case HURRAY_ERR_UNSUPPORTED_DEVICE:
-    case HURRAY_ERR_DEVICE:
-      return "BufferError";
-    case HURRAY_ERR_OUT_OF_MEMORY:
-      return "MemoryError";
-    default:
-      return "RuntimeError";
+    case HURRAY_ERR_DEVICE: return "BufferError";
+    case HURRAY_ERR_OUT_OF_MEMORY: return "MemoryError";
+    default: return "RuntimeError";
   }
 }
 
@@ -343,8 +340,8 @@ bool torch_probe_ready(PyTypeObject *base) {
   PyObject *conj = PyDict_GetItemString(base->tp_dict, "is_conj");
   PyObject *neg = PyDict_GetItemString(base->tp_dict, "is_neg");
   if (rg == nullptr || conj == nullptr || neg == nullptr ||
-      !PyObject_TypeCheck(rg, &PyGetSetDescr_Type) ||
-      Py_TYPE(rg)->tp_descr_get == nullptr || !PyObject_TypeCheck(conj, &PyMethodDescr_Type) ||
+      !PyObject_TypeCheck(rg, &PyGetSetDescr_Type) || Py_TYPE(rg)->tp_descr_get == nullptr ||
+      !PyObject_TypeCheck(conj, &PyMethodDescr_Type) ||
       !PyObject_TypeCheck(neg, &PyMethodDescr_Type)) {
     return false;
   }
@@ -381,9 +378,9 @@ int torch_probe_failed() {
 // torch's refusals for obj, whose table export is t: 1 (import it), 0 (ask
 // __dlpack__ instead, no exception set), -1 (exception set).
 int torch_check(PyObject *obj, const DLManagedTensorVersioned *t) {
-  PyObject *rg = Py_TYPE(g_torch.requires_grad)
-                     ->tp_descr_get(g_torch.requires_grad, obj,
-                                    reinterpret_cast<PyObject *>(Py_TYPE(obj)));
+  PyObject *rg =
+      Py_TYPE(g_torch.requires_grad)
+          ->tp_descr_get(g_torch.requires_grad, obj, reinterpret_cast<PyObject *>(Py_TYPE(obj)));
   if (rg == nullptr) return torch_probe_failed();
   int set = PyObject_IsTrue(rg);
   Py_DECREF(rg);
@@ -427,10 +424,8 @@ bool is_gpu(int32_t device_type) {
     case HURRAY_DEVICE_CUDA_HOST:
     case HURRAY_DEVICE_CUDA_MANAGED:
     case HURRAY_DEVICE_ROCM:
-    case HURRAY_DEVICE_ROCM_HOST:
-      return true;
-    default:
-      return false;
+    case HURRAY_DEVICE_ROCM_HOST: return true;
+    default: return false;
   }
 }
 
@@ -446,14 +441,13 @@ bool producer_failed(PyObject *obj, const char *fn) {
 }
 
 PyObject *stats(PyObject *, PyObject *) {
-  return Py_BuildValue(
-      "{sKsKsKsKsKsKsKsK}", "managed_tensor_allocator", g_stats.allocator,
-      "managed_tensor_from_py_object_no_sync", g_stats.from_py_object,
-      "managed_tensor_to_py_object_no_sync", g_stats.to_py_object,
-      "dltensor_from_py_object_no_sync", g_stats.dltensor_from_py_object,
-      "current_work_stream", g_stats.current_work_stream, "consumer_table",
-      g_stats.consumer_table, "consumer_capsule", g_stats.consumer_capsule,
-      "consumer_table_declined", g_stats.consumer_table_declined);
+  return Py_BuildValue("{sKsKsKsKsKsKsKsK}", "managed_tensor_allocator", g_stats.allocator,
+                       "managed_tensor_from_py_object_no_sync", g_stats.from_py_object,
+                       "managed_tensor_to_py_object_no_sync", g_stats.to_py_object,
+                       "dltensor_from_py_object_no_sync", g_stats.dltensor_from_py_object,
+                       "current_work_stream", g_stats.current_work_stream, "consumer_table",
+                       g_stats.consumer_table, "consumer_capsule", g_stats.consumer_capsule,
+                       "consumer_table_declined", g_stats.consumer_table_declined);
 }
 
 PyMethodDef kStatsMethod = {
@@ -473,8 +467,8 @@ bool exchange_api_init(PyObject *module) {
   g_dlpack_name = PyUnicode_InternFromString("__dlpack__");
   if (g_dlpack_name == nullptr) return false;
   // The table is static and never freed: the capsule needs no destructor.
-  PyObject *cap = PyCapsule_New(const_cast<DLPackExchangeAPI *>(&kBufferApi), kCapsuleName,
-                                nullptr);
+  PyObject *cap =
+      PyCapsule_New(const_cast<DLPackExchangeAPI *>(&kBufferApi), kCapsuleName, nullptr);
   if (cap == nullptr) return false;
   // Before the type is published, its dict may be written directly; then
   // tell CPython's attribute cache (tp_version_tag) about the change.

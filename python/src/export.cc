@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Export: DLPack capsules and hurray.Buffer.__dlpack__ (docs/impl/python.md
 // §2 "__dlpack__", §4 streams and devices).
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Import: DLPack capsules, producers' __dlpack__, and hurray.from_dlpack
 // (docs/impl/python.md §2 "hurray.from_dlpack", "Read-only memory").
 #include <cstdio>
@@ -83,9 +84,10 @@ bool import_capsule(PyObject *cap, hurray_buffer *out, bool *was_legacy) {
   if (ptr == nullptr) return false;
 
   hurray_buffer h;
-  int32_t st = versioned ? import_tensor(static_cast<DLManagedTensorVersioned *>(ptr),
-                                         "hurray.from_dlpack", &h)
-                         : import_tensor(static_cast<DLManagedTensor *>(ptr), "hurray.from_dlpack", &h);
+  int32_t st =
+      versioned
+          ? import_tensor(static_cast<DLManagedTensorVersioned *>(ptr), "hurray.from_dlpack", &h)
+          : import_tensor(static_cast<DLManagedTensor *>(ptr), "hurray.from_dlpack", &h);
   if (st == HURRAY_ERR_UNSUPPORTED_VERSION && versioned) {
     // libhurray's message speaks to C callers (they keep the tensor and
     // must call its deleter). Here the capsule keeps its name, hence the
@@ -133,8 +135,8 @@ PyObject *call_dlpack_once(PyObject *obj, PyObject *dl_device, PyObject *copy) {
       PyTuple_SET_ITEM(kwnames, k++, g_names.copy);
     }
   }
-  PyObject *cap = PyObject_VectorcallMethod(g_names.dlpack, argv,
-                                            1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+  PyObject *cap =
+      PyObject_VectorcallMethod(g_names.dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
   Py_DECREF(kwnames);
   return cap;
 }

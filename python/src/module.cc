@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Module init of hurray._native and hurray.empty.
 #include <cstring>
 
@@ -48,7 +49,8 @@ PyObject *mod_empty(PyObject *, PyObject *args, PyObject *kwargs) {
     shape[0] = v;
     ndim = 1;
   } else {
-    PyObject *seq = PySequence_Fast(shape_obj, "empty(): shape must be an int or a sequence of ints");
+    PyObject *seq =
+        PySequence_Fast(shape_obj, "empty(): shape must be an int or a sequence of ints");
     if (seq == nullptr) return nullptr;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n > HURRAY_MAX_NDIM) {
@@ -106,7 +108,8 @@ PyMethodDef module_methods[] = {
      "_rebuild(obj, dtype, shape, strides, offset, flags, legacy_unsaid)\n--\n\n"
      "Unpickle a Buffer over a received bytes-like object (zero-copy)."},
     {"_ipc_export", mod_ipc_export, METH_O,
-     "_ipc_export(buf)\n--\n\n(descriptor, fds, legacy_unsaid) of a new IPC message for a share of\n"
+     "_ipc_export(buf)\n--\n\n(descriptor, fds, legacy_unsaid) of a new IPC message for a share "
+     "of\n"
      "buf (hurray_ipc_export); the caller owns and must close the fds."},
     {"_ipc_import", mod_ipc_import, METH_VARARGS,
      "_ipc_import(descriptor, fds, legacy_unsaid)\n--\n\nThe Buffer of a received IPC message\n"

@@ -185,7 +185,8 @@ PyObject *buffer_reduce_ex(PyObject *self, PyObject *arg) {
     // (payload, (code, bits, lanes), shape, strides, byte offset of element
     // 0 in payload, hurray flags kept, legacy_unsaid)
     r = Py_BuildValue("O(O(iii)OOLKO)", rebuild, payload, b->h.dtype.code, b->h.dtype.bits,
-                      b->h.dtype.lanes, shape, strides, static_cast<long long>(b->h.byte_offset) - ext.lowest,
+                      b->h.dtype.lanes, shape, strides,
+                      static_cast<long long>(b->h.byte_offset) - ext.lowest,
                       static_cast<unsigned long long>(
                           b->h.flags & (HURRAY_FLAG_READ_ONLY | HURRAY_FLAG_SUBBYTE_PADDED)),
                       b->legacy_unsaid ? Py_True : Py_False);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Foreign releases: the one callback of this module that touches Python.
 //
 // A DLPack tensor imported from a Python producer (NumPy, JAX, TVM FFI, any

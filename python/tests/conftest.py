@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the hurray Python tests.
 
 `ctypes` is used to look inside capsules (name, version, flags) and to build

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The tests' one ctypes description of DLPack 1.3 (include/hurray/dlpack.h):
 the tensor structs, the flag bits and the C exchange API table, with their
 sizes checked against the C header's."""

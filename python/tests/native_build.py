@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds the tests' native helpers with the C compiler, against the
 installed hurray package's headers and library (hurray.get_include(),
 hurray.get_lib_dir()): the way a C extension in a user's venv would."""

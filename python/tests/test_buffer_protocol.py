@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python buffer protocol of CPU Buffers: memoryview,
 np.asarray, bytes, array, struct; zero-copy, readonly honoured, the Buffer
 kept alive by the view; clean refusals."""

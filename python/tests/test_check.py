@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The checking mode from Python (docs/impl/python.md §8).
 
 Turning the mode on is process-wide, so the tests that need it from the

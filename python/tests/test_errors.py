@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every failure is an ordinary Python exception (BufferError, TypeError,
 ValueError, MemoryError, OverflowError) carrying a useful message: never a
 SystemError (an error returned without an exception set, or an exception

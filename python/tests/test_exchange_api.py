@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The DLPack 1.3 C exchange API on both sides (docs/impl/python.md §7).
 
 Producer: hurray.Buffer.__dlpack_c_exchange_api__, called directly through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a producer's __dlpack__ refuses, its exchange table must not let
 through hurray, and no hurray route may make read-only memory writable
 (docs/impl/python.md §7, "torch's table" and "Read-only Buffers and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Never more writable than the source; __dlpack__ arguments as the DLPack
 Python specification and NumPy read them."""
 from typing import List

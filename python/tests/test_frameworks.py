@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real peers from PyPI: apache-tvm-ffi's Tensor and JAX on CPU."""
 from typing import List
 from typing import Any, Tuple

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU paths of the binding against the test-double CUDA driver.
 
 tests/fake_drivers/fake_cuda.cc (built by the repository's CMake test build as

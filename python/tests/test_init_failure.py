@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Module init when libhurray fails: learn_export_deleters used to
 release an uninitialised handle when its first hurray_alloc failed. An
 LD_PRELOAD shim (aid/init_failure_shim.c) makes one libhurray call fail and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Legacy (unversioned) DLPack in and out: what is KNOWN to be
 read-only stays read-only on every route, and what came in as a legacy
 tensor, with nothing said, may go on as a legacy tensor.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exactly-once release: the source is freed once, after the last holder,
 whatever the order, whichever thread lets go last, and at shutdown."""
 from typing import List, Tuple

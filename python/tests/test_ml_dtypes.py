@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ml_dtypes' types by their dtype objects, whatever kind NumPy reports for
 them (float8_e5m2 says kind 'f' with itemsize 1, and
 `hurray.empty(n, ml_dtypes.float8_e5m2)` raised "has no DLPack equivalent"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NumPy <-> hurray, both directions, versioned and legacy DLPack."""
 from typing import List
 from typing import Tuple

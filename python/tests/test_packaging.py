@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package as its peers ship: typed, with libhurray's headers,
 library, CMake package and pkg-config file inside, found through hurray's
 functions and `python -m hurray`; and a working sdist."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TensorFlow, the real peer: TensorFlow produces and takes only
 legacy ('dltensor') capsules (tf.experimental.dlpack.to_dlpack and
 from_dlpack), so every route here goes through hurray's legacy import and

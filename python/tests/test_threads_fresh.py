@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The first call into libhurray on a fresh thread hands out complete handles.
 
 The pip-built module is a Release build of libhurray, loaded the way users

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wheel as shipped: built and repaired to a manylinux tag by
 python/scripts/build_wheel.sh, with no deprecated scikit-build-core setting,
 installable and importable in a fresh venv, and usable by build systems

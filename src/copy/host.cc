@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strided gather on the host (copy/host.h).
 #include "host.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies on the host (copy/host.cc): a strided gather between two
 // host-addressable memories, following a CopyPlan.
 #ifndef HURRAY_SRC_COPY_HOST_H_

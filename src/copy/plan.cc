@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reducing a strided copy to checked byte arithmetic (copy/plan.h).
 #include "plan.h"
 
@@ -7,7 +8,8 @@ namespace hurray::detail {
 namespace {
 
 int32_t overflow(const char *what) {
-  return detail::fail(HURRAY_ERR_OVERFLOW, "copying: the byte %s of the layout overflows 64 bits", what);
+  return detail::fail(HURRAY_ERR_OVERFLOW, "copying: the byte %s of the layout overflows 64 bits",
+                      what);
 }
 
 }  // namespace

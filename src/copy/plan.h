@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A strided copy reduced to byte arithmetic that cannot overflow: size-1
 // dimensions dropped (their stride never moves), dimensions walked backwards
 // on both sides turned round, and runs that are contiguous on both sides
@@ -14,9 +15,9 @@
 namespace hurray::detail {
 
 struct CopyPlan {
-  int64_t elem_bytes;  // bytes per element, >= 1
-  int64_t numel;       // elements, >= 1
-  int32_t ndim;        // 0 (one element) .. HURRAY_MAX_NDIM
+  int64_t elem_bytes;                   // bytes per element, >= 1
+  int64_t numel;                        // elements, >= 1
+  int32_t ndim;                         // 0 (one element) .. HURRAY_MAX_NDIM
   int64_t shape[HURRAY_MAX_NDIM];       // each >= 2, innermost last
   int64_t src_stride[HURRAY_MAX_NDIM];  // bytes, any sign
   int64_t dst_stride[HURRAY_MAX_NDIM];  // bytes, any sign
@@ -45,13 +46,13 @@ CopyPlan plan_with_compact_dst(const CopyPlan &p);
 // rows of `width` bytes; row r of slice z starts at
 // first + z * rows * pitch + r * pitch on each side.
 struct CopyRect {
-  int32_t dims;         // 1: one contiguous run; 2: 2-D; 3: 3-D
-  uint64_t width;       // bytes per row
-  uint64_t height;      // rows per slice
-  uint64_t depth;       // slices
-  uint64_t src_pitch;   // bytes from row to row (>= width)
+  int32_t dims;        // 1: one contiguous run; 2: 2-D; 3: 3-D
+  uint64_t width;      // bytes per row
+  uint64_t height;     // rows per slice
+  uint64_t depth;      // slices
+  uint64_t src_pitch;  // bytes from row to row (>= width)
   uint64_t dst_pitch;
-  uint64_t src_rows;    // rows from slice to slice (>= height)
+  uint64_t src_rows;  // rows from slice to slice (>= height)
   uint64_t dst_rows;
 };
 

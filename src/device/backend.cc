@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which table serves which device type: the one place that knows what this
 // build holds. A vendor left out of the build gets a stub table whose every
 // operation fails with one message (docs/impl/gpu.md, "The backend table").

@@ -63,8 +63,8 @@ struct DeviceBackend {
   // that stream (for the per-thread default stream 2, after that device's
   // whole context: the handle names the releasing thread's stream). On
   // failure returns a status with the message set and leaves *mem untouched.
-  int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream,
-                      int32_t stream_device, DeviceMemory *mem);
+  int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream, int32_t stream_device,
+                      DeviceMemory *mem);
   // Frees what `allocate` returned (mem.ptr non-NULL), with the same
   // device. Called from any thread, including during process exit; never
   // fails loudly (src/diagnostics.h counts what goes wrong).
@@ -104,8 +104,7 @@ static_assert(offsetof(DeviceBackend, name) == 0 && offsetof(DeviceBackend, load
                   offsetof(DeviceBackend, stream_wait) == 48 &&
                   offsetof(DeviceBackend, check_pointer) == 56 &&
                   offsetof(DeviceBackend, copy_strided) == 64 &&
-                  offsetof(DeviceBackend, host_wait_allowed) == 72 &&
-                  sizeof(DeviceBackend) == 80,
+                  offsetof(DeviceBackend, host_wait_allowed) == 72 && sizeof(DeviceBackend) == 80,
               "DeviceBackend's layout changed: update every backend and this check");
 
 // kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost.

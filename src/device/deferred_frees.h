@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Releases whose stream was being captured when they came (docs/impl/gpu.md
 // §3, graph capture): a vendor keeps them in one DeferredFrees and tries
 // them again from its later allocations and releases, on any thread, until
@@ -55,7 +56,8 @@ class DeferredFrees {
     DeviceMemory mem;
   };
   std::mutex mutex_;
-  std::vector<Entry> *list_ = nullptr;  // under mutex_; never freed (static destructors release too)
+  std::vector<Entry> *list_ =
+      nullptr;  // under mutex_; never freed (static destructors release too)
   std::atomic<size_t> count_{0};
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The once-per-process load shared by the CUDA and HIP loaders
 // (device/cuda/driver.cc, device/hip/runtime.cc): the first request runs the
 // vendor's load under std::call_once, concurrent first requests wait for it
@@ -44,7 +45,9 @@ class LoaderOnce {
   bool ready(Load load, const char *load_error, const char *forked_message) {
     switch (run(load)) {
       case Outcome::kLoaded: return true;
-      case Outcome::kForkedChild: detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", forked_message); break;
+      case Outcome::kForkedChild:
+        detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", forked_message);
+        break;
       case Outcome::kFailed: detail::fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s", load_error); break;
     }
     return false;

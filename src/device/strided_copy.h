@@ -13,8 +13,8 @@ namespace hurray::detail {
 
 struct DeviceCopy {
   CopyPlan plan;
-  const void *src;      // element (0, ..., 0) of the source
-  void *dst;            // element (0, ..., 0) of the destination
+  const void *src;  // element (0, ..., 0) of the source
+  void *dst;        // element (0, ..., 0) of the destination
   hurray_device src_dev;
   hurray_device dst_dev;
 };

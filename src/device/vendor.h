@@ -37,9 +37,7 @@ class Vendor {
   using Api = typename V::Api;
   using Result = typename V::Result;
 
-  static int32_t load() {
-    return V::api() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE;
-  }
+  static int32_t load() { return V::api() != nullptr ? HURRAY_OK : HURRAY_ERR_UNSUPPORTED_DEVICE; }
 
   // Checks the ordinal `device_id` (every type of the vendor names one:
   // pinned and managed memory the device whose context allocated them);

@@ -52,9 +52,9 @@ int32_t copy_to_memfd(const hurray_buffer &h, const hurray_extent &e, hurray_buf
   }
   const uint64_t flags =
       HURRAY_FLAG_IS_COPIED | (h.flags & (HURRAY_FLAG_READ_ONLY | HURRAY_FLAG_SUBBYTE_PADDED));
-  const uint64_t nbytes = e.contiguous ? static_cast<uint64_t>(e.highest - e.lowest)
-                                       : static_cast<uint64_t>(e.numel) *
-                                             static_cast<uint64_t>(e.itemsize_bits / 8);
+  const uint64_t nbytes =
+      e.contiguous ? static_cast<uint64_t>(e.highest - e.lowest)
+                   : static_cast<uint64_t>(e.numel) * static_cast<uint64_t>(e.itemsize_bits / 8);
   hurray_buffer dst;
   int32_t st = shareable_cpu_alloc(h.dtype, h.ndim, h.shape, flags, nbytes, &dst);
   if (st != HURRAY_OK) return st;

@@ -49,8 +49,8 @@ MemfdBlock *new_memfd_block(int32_t ndim) {
   return b;
 }
 
-int32_t shareable_cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape,
-                            uint64_t flags, uint64_t nbytes, hurray_buffer *out) {
+int32_t shareable_cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64_t flags,
+                            uint64_t nbytes, hurray_buffer *out) {
   // At least one page, so that a tensor with no elements still has a valid
   // non-NULL address (mmap refuses a length of 0).
   const uint64_t page = page_size();
@@ -73,8 +73,8 @@ int32_t shareable_cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *sha
   } else if (fcntl(b->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
     call = "fcntl(F_ADD_SEALS)";
   } else {
-    void *p = mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED,
-                   b->memfd, 0);
+    void *p =
+        mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED, b->memfd, 0);
     if (p == MAP_FAILED) {
       call = "mmap";
     } else {
@@ -92,8 +92,8 @@ int32_t shareable_cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *sha
     memfd_release(b);
     return st;
   }
-  *out = compact_handle(&memfd_release, b, b->map, hurray_device{HURRAY_DEVICE_CPU, 0}, dtype,
-                        ndim, shape, b->dims, flags);
+  *out = compact_handle(&memfd_release, b, b->map, hurray_device{HURRAY_DEVICE_CPU, 0}, dtype, ndim,
+                        shape, b->dims, flags);
   return HURRAY_OK;
 }
 

@@ -33,8 +33,8 @@ MemfdBlock *new_memfd_block(int32_t ndim);
 
 // hurray_alloc with HURRAY_ALLOC_SHAREABLE on kDLCPU: a compact (dtype,
 // shape) tensor of `nbytes` data bytes in a new memfd of at least one page.
-int32_t shareable_cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape,
-                            uint64_t flags, uint64_t nbytes, hurray_buffer *out);
+int32_t shareable_cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *shape, uint64_t flags,
+                            uint64_t nbytes, hurray_buffer *out);
 
 // The MemfdBlock behind a live handle: its own (release_fn memfd_release),
 // or that of the source of a hurray_share block. NULL for any other memory.

@@ -35,8 +35,7 @@ int32_t check_socket(int fd, const char *who, bool *seqpacket) {
   if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX ||
       (type != SOCK_STREAM && type != SOCK_SEQPACKET)) {
     return fail(HURRAY_ERR_IPC,
-                "%s: socket_fd %d is not an AF_UNIX SOCK_STREAM or SOCK_SEQPACKET socket", who,
-                fd);
+                "%s: socket_fd %d is not an AF_UNIX SOCK_STREAM or SOCK_SEQPACKET socket", who, fd);
   }
   uid_t peer = 0;
   const uid_t me = geteuid();
@@ -92,8 +91,9 @@ int32_t send_message(int fd, bool seqpacket, const hurray_ipc_message &m) {
         wait_for(fd, POLLOUT);
         continue;
       }
-      return fail(HURRAY_ERR_IPC, "hurray_ipc_send: sendmsg failed after %zu of %" PRIu32
-                  " bytes: %s", sent, m.size, std::strerror(errno));
+      return fail(HURRAY_ERR_IPC,
+                  "hurray_ipc_send: sendmsg failed after %zu of %" PRIu32 " bytes: %s", sent,
+                  m.size, std::strerror(errno));
     }
     fds_sent = true;
     sent += static_cast<size_t>(n);
@@ -191,20 +191,20 @@ int32_t recv_message(int fd, bool seqpacket, hurray_ipc_message *m, ReceivedFds 
       if (got == 0 && fds->n == 0) {
         return fail(HURRAY_ERR_IPC_CLOSED, "hurray_ipc_recv: the peer closed the connection");
       }
-      return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: the stream ended inside a message (%zu of %zu"
-                  " bytes)", got, want);
+      return fail(HURRAY_ERR_IPC,
+                  "hurray_ipc_recv: the stream ended inside a message (%zu of %zu"
+                  " bytes)",
+                  got, want);
     }
     got += static_cast<size_t>(n);
     if (got == kWirePrefixSize && want == kWirePrefixSize) {
       // total_size, little-endian at offset 12 (ipc §3).
-      const uint32_t total = static_cast<uint32_t>(m->bytes[12]) |
-                             static_cast<uint32_t>(m->bytes[13]) << 8 |
-                             static_cast<uint32_t>(m->bytes[14]) << 16 |
-                             static_cast<uint32_t>(m->bytes[15]) << 24;
+      const uint32_t total =
+          static_cast<uint32_t>(m->bytes[12]) | static_cast<uint32_t>(m->bytes[13]) << 8 |
+          static_cast<uint32_t>(m->bytes[14]) << 16 | static_cast<uint32_t>(m->bytes[15]) << 24;
       if (total < kWirePrefixSize || total > HURRAY_IPC_DESCRIPTOR_MAX) {
         return fail(HURRAY_ERR_IPC,
-                    "hurray_ipc_recv: descriptor total_size %" PRIu32 " is outside %" PRIu32
-                    "..%d",
+                    "hurray_ipc_recv: descriptor total_size %" PRIu32 " is outside %" PRIu32 "..%d",
                     total, kWirePrefixSize, HURRAY_IPC_DESCRIPTOR_MAX);
       }
       want = total;

@@ -31,14 +31,13 @@
 namespace hurray::detail {
 
 struct Watch {
-  int fd;               // read end of the export's pipe
-  hurray_buffer held;   // the reference released at end of file
+  int fd;              // read end of the export's pipe
+  hurray_buffer held;  // the reference released at end of file
   Watch *prev;
   Watch *next;
 };
 
 namespace {
-
 
 // Doubly linked ring with a sentinel.
 void ring_init(Watch *head) { head->prev = head->next = head; }
@@ -55,9 +54,9 @@ void ring_unlink(Watch *w) {
 }
 
 struct State {
-  std::mutex mu;   // guards every field below; never held while a release runs
-  int epfd = -1;   // this process's epoll instance; -1 until the first export
-  Watch live;      // exports being watched
+  std::mutex mu;        // guards every field below; never held while a release runs
+  int epfd = -1;        // this process's epoll instance; -1 until the first export
+  Watch live;           // exports being watched
   int stale_epfd = -1;  // in a forked child: the parent's instance and exports
   Watch stale;
   State() {
@@ -128,7 +127,8 @@ void *watch_loop(void *arg) {
       if (errno == EINTR) continue;
       return nullptr;  // the instance is gone (cannot happen in the process that made it)
     }
-    for (int i = 0; i < n; ++i) handle_end_of_file(s, epfd, static_cast<Watch *>(events[i].data.ptr));
+    for (int i = 0; i < n; ++i)
+      handle_end_of_file(s, epfd, static_cast<Watch *>(events[i].data.ptr));
   }
 }
 
@@ -178,8 +178,7 @@ int32_t start_watcher(State &s) {
   pthread_attr_destroy(&attr);
   if (err != 0) {
     close(epfd);
-    return fail(HURRAY_ERR_IPC, "starting the IPC watcher thread failed: %s",
-                std::strerror(err));
+    return fail(HURRAY_ERR_IPC, "starting the IPC watcher thread failed: %s", std::strerror(err));
   }
   s.epfd = epfd;
   return HURRAY_OK;
@@ -243,6 +242,5 @@ void unwatch_export(Watch *w) {
   close(w->fd);
   delete w;
 }
-
 
 }  // namespace hurray::detail

@@ -102,8 +102,8 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   const uint32_t version = get_u32(bytes + kOffVersion);
   if (version != HURRAY_IPC_WIRE_VERSION) {
     return fail(HURRAY_ERR_UNSUPPORTED_VERSION,
-                "descriptor wire version is %" PRIu32 "; this libhurray reads version %u",
-                version, HURRAY_IPC_WIRE_VERSION);
+                "descriptor wire version is %" PRIu32 "; this libhurray reads version %u", version,
+                HURRAY_IPC_WIRE_VERSION);
   }
   const uint32_t header_size = get_u32(bytes + kOffHeaderSize);
   const uint32_t total_size = get_u32(bytes + kOffTotalSize);
@@ -113,8 +113,8 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   }
   if (total_size != size) {
     return fail(HURRAY_ERR_IPC,
-                "descriptor total_size is %" PRIu32 " but the message has %zu bytes%s",
-                total_size, size, size < total_size ? " (truncated)" : "");
+                "descriptor total_size is %" PRIu32 " but the message has %zu bytes%s", total_size,
+                size, size < total_size ? " (truncated)" : "");
   }
   if (size < kWireHeaderSize) {
     return fail(HURRAY_ERR_IPC, "descriptor truncated: %zu bytes (header: %" PRIu32 ")", size,
@@ -137,7 +137,8 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
 
   if (d.kind >= kKindCudaVmmFd && d.kind <= kKindHipIpc) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "descriptor kind %" PRIu32 " (GPU memory) is reserved; this libhurray does not "
+                "descriptor kind %" PRIu32
+                " (GPU memory) is reserved; this libhurray does not "
                 "import GPU memory yet",
                 d.kind);
   }
@@ -150,8 +151,8 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   }
   if (size != wire_size(d.ndim)) {
     return fail(HURRAY_ERR_IPC,
-                "descriptor has %zu bytes; ndim %" PRId32 " of kind 1 takes %" PRIu32, size,
-                d.ndim, wire_size(d.ndim));
+                "descriptor has %zu bytes; ndim %" PRId32 " of kind 1 takes %" PRIu32, size, d.ndim,
+                wire_size(d.ndim));
   }
   if (d.nfds != kCpuMemfdFds || nfds != kCpuMemfdFds) {
     return fail(HURRAY_ERR_IPC,
@@ -165,15 +166,22 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                 device_type_name(d.device.device_type), d.device.device_id);
   }
   for (int32_t i = 0; i < d.ndim; ++i) {
-    d.shape[i] = static_cast<int64_t>(get_u64(bytes + kWireHeaderSize + 8 * static_cast<size_t>(i)));
+    d.shape[i] =
+        static_cast<int64_t>(get_u64(bytes + kWireHeaderSize + 8 * static_cast<size_t>(i)));
     d.strides[i] = static_cast<int64_t>(
         get_u64(bytes + kWireHeaderSize + 8 * static_cast<size_t>(d.ndim + i)));
   }
   // The tensor as a handle would be checked; any non-NULL address stands in
   // for the mapping not made yet.
   static char placeholder;
-  const Desc desc{&placeholder, d.byte_offset, d.device.device_type, d.device.device_id,
-                  d.dtype,      d.ndim,        d.shape,              d.strides,
+  const Desc desc{&placeholder,
+                  d.byte_offset,
+                  d.device.device_type,
+                  d.device.device_id,
+                  d.dtype,
+                  d.ndim,
+                  d.shape,
+                  d.strides,
                   d.flags};
   hurray_extent e;
   int32_t st = check_desc_exact(desc, "descriptor", true, &e);

@@ -20,10 +20,10 @@ constexpr uint32_t kWirePrefixSize = 16;      // magic, version, header size, to
 // Kinds of memory (the `kind` field). 1 is served; 2..4 are reserved for GPU
 // memory (pending) and refused with HURRAY_ERR_UNSUPPORTED_DEVICE.
 enum WireKind : uint32_t {
-  kKindCpuMemfd = 1,        // fds: [memfd, lifetime]
-  kKindCudaVmmFd = 2,       // reserved: CUDA VMM allocation exported as a POSIX fd
-  kKindCudaLegacyIpc = 3,   // reserved: cuIpcGetMemHandle
-  kKindHipIpc = 4,          // reserved: hipIpcGetMemHandle
+  kKindCpuMemfd = 1,       // fds: [memfd, lifetime]
+  kKindCudaVmmFd = 2,      // reserved: CUDA VMM allocation exported as a POSIX fd
+  kKindCudaLegacyIpc = 3,  // reserved: cuIpcGetMemHandle
+  kKindHipIpc = 4,         // reserved: hipIpcGetMemHandle
 };
 constexpr uint32_t kCpuMemfdFds = 2;
 
@@ -35,9 +35,9 @@ struct WireDesc {
   hurray_device device;
   hurray_dtype dtype;
   int32_t ndim;
-  uint64_t byte_offset;      // as in the handle
-  uint64_t data_offset;      // offset in the memfd of the handle's `data`
-  uint64_t region_offset;    // byte range of the memfd to map
+  uint64_t byte_offset;    // as in the handle
+  uint64_t data_offset;    // offset in the memfd of the handle's `data`
+  uint64_t region_offset;  // byte range of the memfd to map
   uint64_t region_length;
   int64_t shape[HURRAY_MAX_NDIM];
   int64_t strides[HURRAY_MAX_NDIM];  // in elements

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libhurray's CUDA back end against the fake driver (tests/fake_drivers/fake_cuda.cc):
 // allocation of each kind, release from any thread in the right context,
 // stream-ordered frees, fan-out, failures, fork, DLPack, import checks,
@@ -538,7 +539,8 @@ TEST_F(CudaFake, ConcurrentAllocationsAndCrossThreadReleases) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
-        handles[static_cast<size_t>(t * kEach + i)] = alloc_ok(dev(HURRAY_DEVICE_CUDA, (t + i) % 2));
+        handles[static_cast<size_t>(t * kEach + i)] =
+            alloc_ok(dev(HURRAY_DEVICE_CUDA, (t + i) % 2));
       }
     });
   }
@@ -586,7 +588,8 @@ TEST_F(CudaFake, HookCanBeSwappedWhileReleasesFail) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < kEach; ++i) hurray_buffer_release(&handles[static_cast<size_t>(t * kEach + i)]);
+      for (int i = 0; i < kEach; ++i)
+        hurray_buffer_release(&handles[static_cast<size_t>(t * kEach + i)]);
     });
   }
   for (auto &th : threads) th.join();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libhurray's HIP back end against the fake runtime (tests/fake_drivers/fake_hip.cc,
 // ROCm 6 encoding by default; the ROCm 5 encoding runs in scenario_test.cc).
 #include <hurray/dlpack.h>
@@ -289,4 +290,3 @@ TEST_F(HipFake, MessagesNameTheDeviceCallThatFailed) {
             HURRAY_ERR_DEVICE);
   EXPECT_NE(std::strstr(hurray_last_error(), "hipSetDevice"), nullptr) << hurray_last_error();
 }
-

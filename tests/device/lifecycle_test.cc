@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU memory across the lifetime events real processes create, against the
 // fake drivers: a primary-context reset (cudaDeviceReset), another thread's
 // graph capture, pinned and managed memory of device 1, releases ordered
@@ -217,7 +218,9 @@ TEST_F(CudaLifecycle, PinnedAndManagedMemoryKeepTheDeviceTheyNamed) {
 // after every stream of its context, explicitly.
 TEST_F(CudaLifecycle, PerThreadStreamMemoryIsFreedAfterTheWholeContext) {
   hurray_buffer h{};
-  std::thread([&] { h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), reinterpret_cast<void *>(2)); }).join();
+  std::thread([&] {
+    h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), reinterpret_cast<void *>(2));
+  }).join();
   f().reset();
   uint64_t releaser = 0;
   std::thread([&] {
@@ -317,7 +320,8 @@ TEST_F(CudaLifecycle, LegacyStreamCopyToAnotherDeviceWaitsForTheSourceDevicesLeg
   ASSERT_GE(sync, 0);
   ASSERT_GT(free, sync);
   EXPECT_EQ(log[static_cast<size_t>(sync)].stream, legacy);
-  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "another device's legacy stream waited for";
+  EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0)
+      << "another device's legacy stream waited for";
   EXPECT_EQ(unordered(), before) << "freed before the copy on device 0's legacy stream";
   EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
   EXPECT_EQ(f().live_allocations(), live_before_);
@@ -413,7 +417,9 @@ TEST(HipLifecycle, PerThreadStreamMemoryIsFreedAfterTheWholeDevice) {
   f.reset();
   const int64_t live_before = f.live_allocations();
   hurray_buffer h{};
-  std::thread([&] { h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), reinterpret_cast<void *>(2)); }).join();
+  std::thread([&] {
+    h = alloc_ok(dev(HURRAY_DEVICE_ROCM, 1), reinterpret_cast<void *>(2));
+  }).join();
   EXPECT_EQ(f.call_count("hipMallocAsync"), 0);
   f.reset();
   std::thread([&] { EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK); }).join();
@@ -488,7 +494,7 @@ TEST_F(CudaLifecycle, CopiesOfPinnedAndManagedMemoryRunOnTheDeviceTheyName) {
     void *stream;
   };
   const Case cases[] = {
-      {&pinned, dev(HURRAY_DEVICE_CPU, 0), s1},      // pinned to pageable, on a stream
+      {&pinned, dev(HURRAY_DEVICE_CPU, 0), s1},        // pinned to pageable, on a stream
       {&managed, dev(HURRAY_DEVICE_CPU, 0), nullptr},  // managed is not host-readable here
       {&cpu, dev(HURRAY_DEVICE_CUDA_MANAGED, 1), nullptr},
       {&pinned, dev(HURRAY_DEVICE_CUDA_MANAGED, 1), s1},

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small program the scenario tests run in a child process, with the
 // environment each scenario needs (which library, which fake settings):
 // loading happens once per process, so each loading scenario needs its own.
@@ -58,14 +59,16 @@ void out(const char *fmt, ...) {
   if (n > 0) (void)!write(1, buf, static_cast<size_t>(n < 1024 ? n : 1023));
 }
 
-bool is_cuda(int type) { return type == HURRAY_DEVICE_CUDA || type == HURRAY_DEVICE_CUDA_HOST ||
-                                type == HURRAY_DEVICE_CUDA_MANAGED; }
+bool is_cuda(int type) {
+  return type == HURRAY_DEVICE_CUDA || type == HURRAY_DEVICE_CUDA_HOST ||
+         type == HURRAY_DEVICE_CUDA_MANAGED;
+}
 
 // The fake's control function `name` (fake_cuda_ / fake_hip_ prefix chosen
 // by the device type), from the library libhurray was pointed at.
 void *control(int type, const char *name) {
-  const char *path = std::getenv(is_cuda(type) ? "HURRAY_CUDA_DRIVER_PATH"
-                                               : "HURRAY_HIP_LIBRARY_PATH");
+  const char *path =
+      std::getenv(is_cuda(type) ? "HURRAY_CUDA_DRIVER_PATH" : "HURRAY_HIP_LIBRARY_PATH");
   if (path == nullptr) return nullptr;
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return nullptr;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading and teardown scenarios, each in a child process (probe.cc) with its
 // own environment, since libhurray loads a GPU library once per process.
 #include <gtest/gtest.h>
@@ -20,7 +21,8 @@ bool contains(const std::string &s, const std::string &part) {
   return s.find(part) != std::string::npos;
 }
 
-#define EXPECT_CONTAINS(s, part) EXPECT_TRUE(contains(s, part)) << "missing \"" << (part) << "\" in:\n" << (s)
+#define EXPECT_CONTAINS(s, part) \
+  EXPECT_TRUE(contains(s, part)) << "missing \"" << (part) << "\" in:\n" << (s)
 
 const std::string kCudaFake = HURRAY_FAKE_CUDA_PATH_OR_EMPTY;
 const std::string kHipFake = HURRAY_FAKE_HIP_PATH_OR_EMPTY;
@@ -29,7 +31,7 @@ const std::string kCudaStub = HURRAY_CUDA_STUB_PATH_OR_EMPTY;
 }  // namespace
 
 // Skip the test (these must be macros: GTEST_SKIP returns from the caller).
-#define SKIP_WITHOUT(path, what)                                                  \
+#define SKIP_WITHOUT(path, what) \
   if ((path).empty()) GTEST_SKIP() << (what) << " is not built in this configuration"
 #define SKIP_WITHOUT_VENDOR(flag, name) \
   if (!(flag)) GTEST_SKIP() << "this build of libhurray has no " name " support"
@@ -49,12 +51,13 @@ constexpr bool kWithHip = false;
 
 TEST(CudaLoading, ToolkitStubGivesDeviceUnavailable) {
   SKIP_WITHOUT_VENDOR(kWithCuda, "CUDA");
-  if (kCudaStub.empty()) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so was found at configure time";
-  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
-                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaStub}});
+  if (kCudaStub.empty())
+    GTEST_SKIP() << "no CUDA toolkit stub libcuda.so was found at configure time";
+  ProbeResult r =
+      run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"}, {{"HURRAY_CUDA_DRIVER_PATH", kCudaStub}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
-  EXPECT_CONTAINS(r.out, kCudaStub);                // what was looked for
+  EXPECT_CONTAINS(r.out, kCudaStub);                  // what was looked for
   EXPECT_CONTAINS(r.out, "CUDA_ERROR_STUB_LIBRARY");  // what went wrong
   EXPECT_CONTAINS(r.out, "stub");
   EXPECT_CONTAINS(r.out, "cpu=HURRAY_OK");
@@ -89,18 +92,18 @@ TEST(CudaLoading, LibraryThatIsNoDriverIsCalledSo) {
 TEST(CudaLoading, DefaultNameIsLibcudaSo1OnTheSearchPath) {
   SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   // No override: dlopen("libcuda.so.1") must find the fake by its soname.
-  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "1"},
-                            {{"HURRAY_CUDA_DRIVER_PATH", ""},
-                             {"LD_LIBRARY_PATH", dir_of(kCudaFake)}});
+  ProbeResult r =
+      run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "1"},
+                {{"HURRAY_CUDA_DRIVER_PATH", ""}, {"LD_LIBRARY_PATH", dir_of(kCudaFake)}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "status=HURRAY_OK");
 }
 
 TEST(CudaLoading, NoDeviceGivesDeviceUnavailable) {
   SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
-  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
-                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
-                             {"FAKE_CUDA_DEVICE_COUNT", "0"}});
+  ProbeResult r =
+      run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
+                {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}, {"FAKE_CUDA_DEVICE_COUNT", "0"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
   EXPECT_CONTAINS(r.out, "cuInit(0) failed with CUDA_ERROR_NO_DEVICE");
@@ -110,9 +113,9 @@ TEST(CudaLoading, NoDeviceGivesDeviceUnavailable) {
 
 TEST(CudaLoading, TooOldDriverGivesDeviceUnavailable) {
   SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
-  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
-                            {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
-                             {"FAKE_CUDA_DRIVER_VERSION", "11020"}});
+  ProbeResult r =
+      run_probe({"alloc", str(HURRAY_DEVICE_CUDA), "0"},
+                {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}, {"FAKE_CUDA_DRIVER_VERSION", "11020"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
   EXPECT_CONTAINS(r.out, "driver version 11.2");
@@ -161,8 +164,8 @@ TEST(DiagnosticHook, HookMayReleaseGpuMemoryAndReplaceItself) {
     ProbeResult r = run_probe({"reentrant-hook", str(c.type)}, {{c.env, c.fake}});
     ASSERT_EQ(r.exit_code, 0) << "128 + 14 (SIGALRM) is a deadlock\n" << r.out << r.err;
     EXPECT_CONTAINS(r.out, "hook_calls=1 swapped_calls=1 failed_releases=3");
-    EXPECT_CONTAINS(r.out, "first=" + std::string(c.type == HURRAY_DEVICE_CUDA ? "cuMemFree"
-                                                                               : "hipFree"));
+    EXPECT_CONTAINS(r.out,
+                    "first=" + std::string(c.type == HURRAY_DEVICE_CUDA ? "cuMemFree" : "hipFree"));
     EXPECT_EQ(r.err, "");
   }
   if (ran == 0) GTEST_SKIP() << "no fake GPU library is built in this configuration";
@@ -173,7 +176,8 @@ TEST(DiagnosticHook, HookMayReleaseGpuMemoryAndReplaceItself) {
 TEST(CudaTeardown, ReleaseAfterDriverTeardownAtExitLeaksQuietly) {
   SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
   for (int type : {HURRAY_DEVICE_CUDA, HURRAY_DEVICE_CUDA_HOST, HURRAY_DEVICE_CUDA_MANAGED}) {
-    ProbeResult r = run_probe({"exit-teardown", str(type)}, {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
+    ProbeResult r =
+        run_probe({"exit-teardown", str(type)}, {{"HURRAY_CUDA_DRIVER_PATH", kCudaFake}});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_CONTAINS(r.out, "after-exit teardown_leaks=1 failed_releases=0");
     EXPECT_EQ(r.err, "") << "nothing printed";
@@ -216,8 +220,9 @@ TEST(HipLoading, ZeroElementAllocationNeedsAWorkingRuntimeToo) {
 
 TEST(HipLoading, NoDeviceGivesDeviceUnavailable) {
   SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
-  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM_HOST), "0"},
-                            {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}, {"FAKE_HIP_DEVICE_COUNT", "0"}});
+  ProbeResult r =
+      run_probe({"alloc", str(HURRAY_DEVICE_ROCM_HOST), "0"},
+                {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}, {"FAKE_HIP_DEVICE_COUNT", "0"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
   EXPECT_CONTAINS(r.out, "hipErrorNoDevice");
@@ -230,8 +235,8 @@ TEST(HipLoading, SearchesRocm7Then6Then5ThenThePlainName) {
   const std::string dir = tmpl;
   const std::string six = dir + "/libamdhip64.so.6", seven = dir + "/libamdhip64.so.7";
   ASSERT_EQ(symlink(kHipFake.c_str(), six.c_str()), 0);
-  ProbeResult r = run_probe({"which-hip"}, {{"HURRAY_HIP_LIBRARY_PATH", ""},
-                                           {"LD_LIBRARY_PATH", dir}});
+  ProbeResult r =
+      run_probe({"which-hip"}, {{"HURRAY_HIP_LIBRARY_PATH", ""}, {"LD_LIBRARY_PATH", dir}});
   EXPECT_CONTAINS(r.out, "status=HURRAY_OK");
   EXPECT_CONTAINS(r.out, "loaded=" + six);
   ASSERT_EQ(symlink(kHipFake.c_str(), seven.c_str()), 0);
@@ -249,8 +254,8 @@ TEST(HipLoading, RealRocmRuntimeWithoutAGpuGivesDeviceUnavailable) {
   struct stat st;
   if (stat(real, &st) != 0) GTEST_SKIP() << real << " is not installed";
   if (stat("/dev/kfd", &st) == 0) GTEST_SKIP() << "this machine may have an AMD GPU";
-  ProbeResult r = run_probe({"alloc", str(HURRAY_DEVICE_ROCM), "0"},
-                            {{"HURRAY_HIP_LIBRARY_PATH", real}});
+  ProbeResult r =
+      run_probe({"alloc", str(HURRAY_DEVICE_ROCM), "0"}, {{"HURRAY_HIP_LIBRARY_PATH", real}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "status=HURRAY_ERR_UNSUPPORTED_DEVICE");
   EXPECT_CONTAINS(r.out, real);
@@ -260,7 +265,7 @@ TEST(HipLoading, RealRocmRuntimeWithoutAGpuGivesDeviceUnavailable) {
 TEST(HipPointerCheck, Rocm5EncodingIsDecoded) {
   SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   ProbeResult r = run_probe({"check-pointers"}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
-                                                {"FAKE_HIP_RUNTIME_VERSION", "50221153"}});
+                                                 {"FAKE_HIP_RUNTIME_VERSION", "50221153"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_CONTAINS(r.out, "device-as-own=HURRAY_OK");
   EXPECT_CONTAINS(r.out, "device-as-other=HURRAY_ERR_INVALID_ARGUMENT");
@@ -272,7 +277,7 @@ TEST(HipPointerCheck, Rocm5EncodingIsDecoded) {
 TEST(HipPointerCheck, Rocm6EncodingIsDecoded) {
   SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   ProbeResult r = run_probe({"check-pointers"}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
-                                                {"FAKE_HIP_RUNTIME_VERSION", "70000000"}});
+                                                 {"FAKE_HIP_RUNTIME_VERSION", "70000000"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_CONTAINS(r.out, "device-as-own=HURRAY_OK");
   EXPECT_CONTAINS(r.out, "device-as-other=HURRAY_ERR_INVALID_ARGUMENT");
@@ -284,13 +289,14 @@ TEST(HipPointerCheck, Rocm6EncodingIsDecoded) {
 TEST(HipTeardown, ReleaseAfterRuntimeTeardownAtExitLeaksQuietly) {
   SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   for (int type : {HURRAY_DEVICE_ROCM, HURRAY_DEVICE_ROCM_HOST}) {
-    ProbeResult r = run_probe({"exit-teardown", str(type)}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
+    ProbeResult r =
+        run_probe({"exit-teardown", str(type)}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_CONTAINS(r.out, "after-exit teardown_leaks=1 failed_releases=0");
     EXPECT_EQ(r.err, "");
   }
-  ProbeResult r = run_probe({"teardown-now", str(HURRAY_DEVICE_ROCM)},
-                            {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
+  ProbeResult r =
+      run_probe({"teardown-now", str(HURRAY_DEVICE_ROCM)}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake}});
   EXPECT_CONTAINS(r.out, "teardown_leaks=2 failed_releases=0 calls_for_second=0");
 }
 
@@ -311,10 +317,10 @@ TEST(HipTeardown, ReleasesAfterTheRuntimesStaticDestructionDoNotCallIt) {
   SKIP_WITHOUT(kHipFake, "the fake HIP runtime");
   for (int type : {HURRAY_DEVICE_ROCM, HURRAY_DEVICE_ROCM_HOST}) {
     SCOPED_TRACE(type);
-    ProbeResult r = run_probe({"exit-teardown", str(type)},
-                              {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
-                               {"FAKE_HIP_STATIC_TEARDOWN", "1"}});
-    EXPECT_EQ(r.exit_code, 0) << "86: a HIP call after the runtime was destroyed\n" << r.out << r.err;
+    ProbeResult r = run_probe({"exit-teardown", str(type)}, {{"HURRAY_HIP_LIBRARY_PATH", kHipFake},
+                                                             {"FAKE_HIP_STATIC_TEARDOWN", "1"}});
+    EXPECT_EQ(r.exit_code, 0) << "86: a HIP call after the runtime was destroyed\n"
+                              << r.out << r.err;
     EXPECT_CONTAINS(r.out, "after-exit teardown_leaks=1 failed_releases=0");
     EXPECT_EQ(r.err, "");
   }
@@ -355,9 +361,10 @@ TEST(DiagnosticHook, ChildForkedWhileAnotherThreadRunsTheHookCanSetAHook) {
 // load (initialise) the driver again.
 TEST(CudaLoading, ChildForkedDuringTheFirstLoadIsRefusedTheDriver) {
   SKIP_WITHOUT(kCudaFake, "the fake CUDA driver");
-  ProbeResult r = run_probe({"fork-in-load", str(HURRAY_DEVICE_CUDA)},
-                            {kForkTsanOptions, {"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
-                             {"FAKE_CUDA_INIT_DELAY_MS", "600"}});
+  ProbeResult r =
+      run_probe({"fork-in-load", str(HURRAY_DEVICE_CUDA)}, {kForkTsanOptions,
+                                                            {"HURRAY_CUDA_DRIVER_PATH", kCudaFake},
+                                                            {"FAKE_CUDA_INIT_DELAY_MS", "600"}});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_CONTAINS(r.out, "child status=HURRAY_ERR_UNSUPPORTED_DEVICE init_count=1 fork_named=1");
   EXPECT_CONTAINS(r.out, "child=0");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Non-contiguous copies against the fake drivers (docs/impl/gpu.md §4):
 // pinned sources wait for the default stream before the host reads them,
 // device sources are copied on the device (2-D / 3-D memcpy, the PTX kernel,
@@ -150,9 +151,9 @@ TEST_F(StridedCuda, TwoAndThreeDimensionalLayoutsUseTheDriversCopies) {
     uint64_t offset;
     const char *fn;
   } cases[] = {
-      {{4, 3}, {5, 1}, 8, "cuMemcpy2DAsync"},              // a 4x3 block of a 4x5 matrix
-      {{6}, {3}, 4, "cuMemcpy2DAsync"},                    // every third element: rows of one
-      {{2, 3, 4}, {60, 10, 1}, 0, "cuMemcpy3DAsync"},      // slices 6 rows of 10 apart
+      {{4, 3}, {5, 1}, 8, "cuMemcpy2DAsync"},                  // a 4x3 block of a 4x5 matrix
+      {{6}, {3}, 4, "cuMemcpy2DAsync"},                        // every third element: rows of one
+      {{2, 3, 4}, {60, 10, 1}, 0, "cuMemcpy3DAsync"},          // slices 6 rows of 10 apart
       {{3, 1, 4, 2}, {80, 999, 20, 2}, 4, "cuMemcpy3DAsync"},  // size-1 dimension dropped
   };
   void *stream = reinterpret_cast<void *>(0x5150);
@@ -194,11 +195,11 @@ TEST_F(StridedCuda, OtherLayoutsRunTheKernelOnTheDevice) {
     std::vector<int64_t> shape, strides;
     uint64_t offset;
   } cases[] = {
-      {{4, 3}, {1, 4}, 0},                   // a transpose
-      {{2, 2}, {-4, -2}, 44},                // backwards on both axes
-      {{3, 4}, {-20, 1}, 160},               // rows backwards, columns forwards
-      {{2, 3, 2, 5}, {1, 2, 120, 6}, 0},     // four levels, permuted
-      {{5, 3}, {0, 1}, 0},                   // a broadcast row
+      {{4, 3}, {1, 4}, 0},                // a transpose
+      {{2, 2}, {-4, -2}, 44},             // backwards on both axes
+      {{3, 4}, {-20, 1}, 160},            // rows backwards, columns forwards
+      {{2, 3, 2, 5}, {1, 2, 120, 6}, 0},  // four levels, permuted
+      {{5, 3}, {0, 1}, 0},                // a broadcast row
   };
   void *stream = reinterpret_cast<void *>(0x7770);
   int loads = 0;
@@ -301,12 +302,10 @@ TEST_F(StridedCuda, KernelLoadErrorsAreNamed) {
   const struct {
     int code;
     const char *name;
-  } errors[] = {{209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
-                {218, "CUDA_ERROR_INVALID_PTX"},
-                {221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},
-                {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
-                {223, "CUDA_ERROR_JIT_COMPILATION_DISABLED"},
-                {224, "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY"}};
+  } errors[] = {
+      {209, "CUDA_ERROR_NO_BINARY_FOR_GPU"},        {218, "CUDA_ERROR_INVALID_PTX"},
+      {221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"},   {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"},
+      {223, "CUDA_ERROR_JIT_COMPILATION_DISABLED"}, {224, "CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY"}};
   for (const auto &e : errors) {
     SCOPED_TRACE(e.name);
     renew(0);  // a new incarnation: the kernel is loaded again
@@ -386,9 +385,9 @@ TEST_F(StridedHip, StridedDeviceCopiesUseHipsCopies) {
       {{2, 3, 4}, {60, 10, 1}, 0, "hipMemcpy3DAsync", 1},
       {{2, 2, 3, 4}, {130, 60, 10, 1}, 0, "hipMemcpy3DAsync", 2},  // one 3-D copy per outer index
       {{2, 2, 3, 4}, {1, 120, 60, 10}, 0, "hipMemcpy3DAsync", 4},  // slices of single elements
-      {{4, 3}, {1, 4}, 0, "hipMemcpy2DAsync", 4},  // a transpose: a column per call
-      {{2, 2}, {-4, -2}, 44, "hipMemcpyAsync", 4},  // backwards: an element per call
-      {{5000}, {-1}, 4999 * 4, "(staged)", 0},       // 5000 calls would be too many
+      {{4, 3}, {1, 4}, 0, "hipMemcpy2DAsync", 4},                  // a transpose: a column per call
+      {{2, 2}, {-4, -2}, 44, "hipMemcpyAsync", 4},                 // backwards: an element per call
+      {{5000}, {-1}, 4999 * 4, "(staged)", 0},                     // 5000 calls would be too many
   };
   void *stream = reinterpret_cast<void *>(0x4440);
   for (const Case &k : cases) {
@@ -398,9 +397,9 @@ TEST_F(StridedHip, StridedDeviceCopiesUseHipsCopies) {
     for (int32_t target : {HURRAY_DEVICE_ROCM, HURRAY_DEVICE_CPU}) {
       f().reset();
       hurray_buffer c{};
-      ASSERT_EQ(hurray_copy_async(&v, dev(target, target == HURRAY_DEVICE_ROCM ? 1 : 0), stream,
-                                  &c),
-                HURRAY_OK)
+      ASSERT_EQ(
+          hurray_copy_async(&v, dev(target, target == HURRAY_DEVICE_ROCM ? 1 : 0), stream, &c),
+          HURRAY_OK)
           << hurray_last_error();
       EXPECT_EQ(values(c), want);
       auto calls = f().log(k.fn);

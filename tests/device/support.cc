@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of support.h, and main(): points libhurray at the fake drivers
 // built beside the tests (unless the environment already chose) before any
 // test runs, so the first GPU request of this process loads them.
@@ -39,9 +40,7 @@ Fake open_fake(const char *path, const char *prefix) {
   if (path == nullptr || path[0] == '\0') return f;
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return f;
-  auto sym = [&](const char *name) {
-    return dlsym(lib, (std::string(prefix) + name).c_str());
-  };
+  auto sym = [&](const char *name) { return dlsym(lib, (std::string(prefix) + name).c_str()); };
 #define FAKE_SYM(field) f.field = reinterpret_cast<decltype(f.field)>(sym(#field))
   FAKE_SYM(reset);
   FAKE_SYM(call_count);

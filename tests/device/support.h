@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the GPU tests against the fake drivers: access to a fake's
 // control API, small tensor helpers, and running the probe program in a
 // child process with a chosen environment.

@@ -241,12 +241,10 @@ TYPED_TEST(VendorFake, NoStreamOrderedAllocatorIsUnsupportedDevice) {
   this->f().inject(V::kAllocAsync, V::kNotSupported, 1);
   EXPECT_EQ(hurray_alloc_async(dev(V::kDevice, 0), kFloat32, 1, shape, 0, stream, &h),
             HURRAY_ERR_UNSUPPORTED_DEVICE);
-  EXPECT_NE(std::strstr(hurray_last_error(), V::kNotSupportedName), nullptr)
-      << hurray_last_error();
+  EXPECT_NE(std::strstr(hurray_last_error(), V::kNotSupportedName), nullptr) << hurray_last_error();
   ASSERT_EQ(hurray_alloc(dev(HURRAY_DEVICE_CPU), kFloat32, 1, shape, 0, &cpu), HURRAY_OK);
   this->f().inject(V::kAllocAsync, V::kNotSupported, 1);
-  EXPECT_EQ(hurray_copy_async(&cpu, dev(V::kDevice, 1), stream, &h),
-            HURRAY_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(hurray_copy_async(&cpu, dev(V::kDevice, 1), stream, &h), HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(hurray_buffer_release(&cpu), HURRAY_OK);
   EXPECT_EQ(this->f().live_allocations(), this->live_before_);
 }
@@ -281,8 +279,7 @@ TYPED_TEST(VendorFake, StreamWaitRecordsOnTheProducerAndWaitsOnTheConsumer) {
             HURRAY_ERR_UNSUPPORTED_DEVICE);
   this->f().inject(V::kStreamWaitEvent, V::kInvalidHandle, 1);
   EXPECT_EQ(hurray_stream_wait(dev(V::kDevice, 0), producer, consumer), HURRAY_ERR_DEVICE);
-  EXPECT_NE(std::strstr(hurray_last_error(), V::kStreamWaitEvent), nullptr)
-      << hurray_last_error();
+  EXPECT_NE(std::strstr(hurray_last_error(), V::kStreamWaitEvent), nullptr) << hurray_last_error();
   EXPECT_EQ(this->f().call_count(V::kEventDestroy), 1) << "the event is destroyed on failure too";
   EXPECT_EQ(this->f().current_device(), V::kCurrentBefore);
 }

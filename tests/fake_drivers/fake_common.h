@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What both fake GPU libraries share: the call log, failure injection, and
 // host-memory allocations standing in for device memory. Each fake compiles
 // its own copy (one Recorder per library).
@@ -203,8 +204,8 @@ class Recorder {
 
  private:
   struct Pending {
-    uintptr_t base;   // the allocation used
-    int device;       // context / device current when it was queued
+    uintptr_t base;  // the allocation used
+    int device;      // context / device current when it was queued
     const void *stream;
     uint64_t thread;  // the queuing thread
   };
@@ -245,27 +246,27 @@ class Recorder {
 }  // namespace fake
 
 // Defines the shared part of the control API for one fake.
-#define FAKE_DEFINE_CONTROL_API(prefix)                                                 \
-  FAKE_EXPORT void prefix##reset(void) { fake::Recorder::get().reset(); }               \
-  FAKE_EXPORT int prefix##call_count(const char *fn) {                                  \
-    return fake::Recorder::get().calls(fn, nullptr, 0);                                 \
-  }                                                                                     \
-  FAKE_EXPORT int prefix##calls(const char *fn, fake_call *out, int max) {              \
-    return fake::Recorder::get().calls(fn, out, max);                                   \
-  }                                                                                     \
-  FAKE_EXPORT void prefix##inject(const char *fn, int result, int times) {              \
-    fake::Recorder::get().inject(fn, result, times);                                    \
-  }                                                                                     \
-  FAKE_EXPORT void prefix##set_deinitialized(int on) {                                  \
-    fake::Recorder::get().deinitialized.store(on != 0);                                 \
-  }                                                                                     \
-  FAKE_EXPORT int64_t prefix##live_allocations(void) { return fake::Recorder::get().live(); } \
+#define FAKE_DEFINE_CONTROL_API(prefix)                                                        \
+  FAKE_EXPORT void prefix##reset(void) { fake::Recorder::get().reset(); }                      \
+  FAKE_EXPORT int prefix##call_count(const char *fn) {                                         \
+    return fake::Recorder::get().calls(fn, nullptr, 0);                                        \
+  }                                                                                            \
+  FAKE_EXPORT int prefix##calls(const char *fn, fake_call *out, int max) {                     \
+    return fake::Recorder::get().calls(fn, out, max);                                          \
+  }                                                                                            \
+  FAKE_EXPORT void prefix##inject(const char *fn, int result, int times) {                     \
+    fake::Recorder::get().inject(fn, result, times);                                           \
+  }                                                                                            \
+  FAKE_EXPORT void prefix##set_deinitialized(int on) {                                         \
+    fake::Recorder::get().deinitialized.store(on != 0);                                        \
+  }                                                                                            \
+  FAKE_EXPORT int64_t prefix##live_allocations(void) { return fake::Recorder::get().live(); }  \
   FAKE_EXPORT int prefix##init_count(void) { return fake::Recorder::get().init_count.load(); } \
-  FAKE_EXPORT void prefix##set_recording(int on) {                                      \
-    fake::Recorder::get().recording.store(on != 0);                                     \
-  }                                                                                     \
-  FAKE_EXPORT int prefix##unordered_frees(void) {                                       \
-    return fake::Recorder::get().unordered_frees.load();                                \
+  FAKE_EXPORT void prefix##set_recording(int on) {                                             \
+    fake::Recorder::get().recording.store(on != 0);                                            \
+  }                                                                                            \
+  FAKE_EXPORT int prefix##unordered_frees(void) {                                              \
+    return fake::Recorder::get().unordered_frees.load();                                       \
   }
 
 #endif  // HURRAY_TESTS_FAKES_FAKE_COMMON_H_

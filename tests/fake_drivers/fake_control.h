@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * Control API of the test-double GPU libraries in tests/fake_drivers/:
  *   libcuda.so.1   (fake_cuda.cc)  - a CUDA driver backed by host memory
@@ -39,45 +40,45 @@ extern "C" {
 
 /* One recorded call. */
 typedef struct fake_call {
-  char fn[40];        /* entry point, without ABI suffix: "cuMemFree", "hipFree" */
-  uint64_t thread;    /* pthread_self() of the caller */
-  int32_t device;     /* CUDA: device of the context current on the calling
-                         thread (-1: none); HIP: the thread's current device */
-  int32_t result;     /* CUresult / hipError_t returned */
-  void *ptr;          /* pointer allocated/freed/copied to (NULL if none) */
-  void *stream;       /* stream argument (NULL if none); for stream waits the
-                         consumer stream */
-  void *other;        /* copies: the source; stream waits: the stream the
-                         event was recorded on */
-  uint64_t bytes;     /* size argument */
+  char fn[40];     /* entry point, without ABI suffix: "cuMemFree", "hipFree" */
+  uint64_t thread; /* pthread_self() of the caller */
+  int32_t device;  /* CUDA: device of the context current on the calling
+                      thread (-1: none); HIP: the thread's current device */
+  int32_t result;  /* CUresult / hipError_t returned */
+  void *ptr;       /* pointer allocated/freed/copied to (NULL if none) */
+  void *stream;    /* stream argument (NULL if none); for stream waits the
+                      consumer stream */
+  void *other;     /* copies: the source; stream waits: the stream the
+                      event was recorded on */
+  uint64_t bytes;  /* size argument */
 } fake_call;
 
 /* The same set for each fake, prefixed fake_cuda_ or fake_hip_. */
-#define FAKE_CONTROL_API(prefix)                                              \
-  /* Forgets the log and the injections (allocations stay). */                \
-  void prefix##reset(void);                                                   \
-  /* Number of logged calls of `fn` (NULL: all calls). */                     \
-  int prefix##call_count(const char *fn);                                     \
-  /* Copies up to `max` logged calls of `fn` (NULL: all), oldest first;       \
-     returns how many were logged. */                                         \
-  int prefix##calls(const char *fn, fake_call *out, int max);                 \
-  /* The next `times` calls of `fn` return `result` (times < 0: until         \
-     reset) without doing anything. */                                        \
-  void prefix##inject(const char *fn, int result, int times);                 \
-  /* Tears the driver down now (1) or brings it back (0): while down every    \
-     entry point returns the "deinitialized" error. */                        \
-  void prefix##set_deinitialized(int on);                                     \
-  /* Allocations handed out and not yet freed. */                             \
-  int64_t prefix##live_allocations(void);                                     \
-  /* Times the library was initialised (cuInit / first HIP call). */          \
-  int prefix##init_count(void);                                               \
-  /* Stops (0) or resumes (1) logging calls, for benchmarks. */               \
-  void prefix##set_recording(int on);                                         \
-  /* Frees of memory that a copy queued on a stream still uses, the free not  \
-     ordered after it: a synchronous free (the driver's implicit              \
-     synchronisation does not count) or a free on another stream, with no     \
-     synchronisation of that stream (or of its whole context / device) in     \
-     between. The per-thread default stream (2) is each thread's own. */      \
+#define FAKE_CONTROL_API(prefix)                                             \
+  /* Forgets the log and the injections (allocations stay). */               \
+  void prefix##reset(void);                                                  \
+  /* Number of logged calls of `fn` (NULL: all calls). */                    \
+  int prefix##call_count(const char *fn);                                    \
+  /* Copies up to `max` logged calls of `fn` (NULL: all), oldest first;      \
+     returns how many were logged. */                                        \
+  int prefix##calls(const char *fn, fake_call *out, int max);                \
+  /* The next `times` calls of `fn` return `result` (times < 0: until        \
+     reset) without doing anything. */                                       \
+  void prefix##inject(const char *fn, int result, int times);                \
+  /* Tears the driver down now (1) or brings it back (0): while down every   \
+     entry point returns the "deinitialized" error. */                       \
+  void prefix##set_deinitialized(int on);                                    \
+  /* Allocations handed out and not yet freed. */                            \
+  int64_t prefix##live_allocations(void);                                    \
+  /* Times the library was initialised (cuInit / first HIP call). */         \
+  int prefix##init_count(void);                                              \
+  /* Stops (0) or resumes (1) logging calls, for benchmarks. */              \
+  void prefix##set_recording(int on);                                        \
+  /* Frees of memory that a copy queued on a stream still uses, the free not \
+     ordered after it: a synchronous free (the driver's implicit             \
+     synchronisation does not count) or a free on another stream, with no    \
+     synchronisation of that stream (or of its whole context / device) in    \
+     between. The per-thread default stream (2) is each thread's own. */     \
   int prefix##unordered_frees(void);
 
 FAKE_CONTROL_API(fake_cuda_)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stand-in for the NVIDIA driver's libcuda.so.1, backed by host memory,
 // for tests/device. It exports only cuGetProcAddress and
 // cuGetProcAddress_v2 (plus the control API of fake_control.h): every other
@@ -89,8 +90,8 @@ struct StreamInfo {
   int capture;
 };
 std::vector<void *> &g_free_handles = *new std::vector<void *>;  // destroyed, for reuse
-std::atomic<int> g_dead_uses{0};         // calls that named a destroyed stream
-std::atomic<int> g_prohibited{0};        // calls prohibited during a capture
+std::atomic<int> g_dead_uses{0};   // calls that named a destroyed stream
+std::atomic<int> g_prohibited{0};  // calls prohibited during a capture
 std::mutex g_streams_mu;
 // Never destroyed: the stream tokens stay reachable for leak checkers.
 std::map<const void *, StreamInfo> &g_streams = *new std::map<const void *, StreamInfo>;
@@ -148,13 +149,13 @@ CUresult capture_rules(const char *fn, const void *stream, int device) {
       it->second.capture = 2;
       g_prohibited.fetch_add(1);
       return std::strcmp(fn, "cuMemFreeAsync") == 0 ? CUDA_ERROR_INVALID_VALUE
-                                                     : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+                                                    : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
   }
   const bool on_legacy =
       legacy && named(fn, {"cuStreamQuery", "cuStreamSynchronize", "cuMemFreeAsync",
-                           "cuMemcpyAsync", "cuMemAllocAsync", "cuMemcpy2DAsync",
-                           "cuMemcpy3DAsync", "cuLaunchKernel", "cuEventRecord"});
+                           "cuMemcpyAsync", "cuMemAllocAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync",
+                           "cuLaunchKernel", "cuEventRecord"});
   if ((on_legacy || std::strcmp(fn, "cuCtxSynchronize") == 0) && device >= 0) {
     bool hit = false;
     for (auto &kv : g_streams) {
@@ -186,18 +187,17 @@ CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = n
     return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes));
   }
   // Calls that are unsafe during another thread's global-mode capture.
-  static const char *const kUnsafe[] = {"cuMemAlloc",      "cuMemFree",          "cuMemHostAlloc",
-                                        "cuMemFreeHost",   "cuMemAllocManaged",  "cuStreamSynchronize",
-                                        "cuCtxSynchronize"};
+  static const char *const kUnsafe[] = {
+      "cuMemAlloc",        "cuMemFree",           "cuMemHostAlloc",  "cuMemFreeHost",
+      "cuMemAllocManaged", "cuStreamSynchronize", "cuCtxSynchronize"};
   const uint64_t capturer = g_capturer.load();
   if (capturer != 0 && capturer != static_cast<uint64_t>(pthread_self()) &&
       t_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
     for (const char *u : kUnsafe) {
       if (std::strcmp(u, fn) == 0) {
         g_capture_invalidated.store(true);
-        return static_cast<CUresult>(rec().record(fn, current_device(),
-                                                  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, ptr,
-                                                  stream, bytes));
+        return static_cast<CUresult>(rec().record(
+            fn, current_device(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, ptr, stream, bytes));
       }
     }
   }
@@ -212,17 +212,17 @@ CUresult context_error() {
   return CUDA_SUCCESS;
 }
 
-CUresult done(const char *fn, CUresult r, const void *ptr = nullptr,
-              const void *stream = nullptr, uint64_t bytes = 0, const void *other = nullptr) {
+CUresult done(const char *fn, CUresult r, const void *ptr = nullptr, const void *stream = nullptr,
+              uint64_t bytes = 0, const void *other = nullptr) {
   return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes, other));
 }
 
 void teardown_at_exit() { rec().deinitialized.store(true); }
 
-#define FAKE_ENTER(...)                          \
-  do {                                           \
-    CUresult early_ = enter(__VA_ARGS__);        \
-    if (early_ != CUDA_SUCCESS) return early_;   \
+#define FAKE_ENTER(...)                        \
+  do {                                         \
+    CUresult early_ = enter(__VA_ARGS__);      \
+    if (early_ != CUDA_SUCCESS) return early_; \
   } while (0)
 
 CUresult f_init(unsigned int) {
@@ -255,7 +255,8 @@ CUresult f_device_get(CUdevice *d, int ordinal) {
 
 CUresult f_primary_ctx_retain(CUcontext *ctx, CUdevice d) {
   FAKE_ENTER("cuDevicePrimaryCtxRetain");
-  if (d < 0 || d >= config().device_count) return done("cuDevicePrimaryCtxRetain", CUDA_ERROR_INVALID_DEVICE);
+  if (d < 0 || d >= config().device_count)
+    return done("cuDevicePrimaryCtxRetain", CUDA_ERROR_INVALID_DEVICE);
   g_retains[d].fetch_add(1);
   activate(g_primary[d]);
   *ctx = &g_primary[d];
@@ -285,8 +286,7 @@ CUresult f_ctx_pop_current(CUcontext *ctx) {
 
 // Allocation entry points: need a current context; the memory belongs to
 // its device.
-CUresult alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
-                      CUstream stream) {
+CUresult alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind, CUstream stream) {
   FAKE_ENTER(fn, nullptr, stream, bytes);
   if (CUresult e = context_error()) return done(fn, e, nullptr, stream, bytes);
   if (stream != nullptr) {
@@ -352,7 +352,7 @@ CUresult f_mem_free_host(void *p) { return free_common("cuMemFreeHost", p, false
 CUresult f_memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
   FAKE_ENTER("cuMemcpyAsync", as_ptr(dst), s, bytes);
   if (CUresult e = context_error()) return done("cuMemcpyAsync", e, as_ptr(dst), s, bytes);
-  std::memcpy(as_ptr(dst), as_ptr(src), bytes);  // host-backed: "done" at once
+  std::memcpy(as_ptr(dst), as_ptr(src), bytes);                     // host-backed: "done" at once
   rec().queue_work(as_ptr(dst), as_ptr(src), current_device(), s);  // pending until synchronised
   return done("cuMemcpyAsync", CUDA_SUCCESS, as_ptr(dst), s, bytes, as_ptr(src));
 }
@@ -361,7 +361,8 @@ CUresult f_stream_synchronize(CUstream s) {
   FAKE_ENTER("cuStreamSynchronize", nullptr, s);
   if (CUresult e = context_error()) return done("cuStreamSynchronize", e, nullptr, s);
   int sdev = -1;
-  if (stream_state(s, &sdev) == 2) return done("cuStreamSynchronize", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
+  if (stream_state(s, &sdev) == 2)
+    return done("cuStreamSynchronize", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
   rec().stream_synchronized(s, current_device());
   return done("cuStreamSynchronize", CUDA_SUCCESS, nullptr, s);
 }
@@ -398,8 +399,10 @@ CUresult f_pointer_get_attributes(unsigned int n, CUpointer_attribute *attrs, vo
   for (unsigned int i = 0; i < n; ++i) {
     switch (attrs[i]) {
       case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *static_cast<unsigned int *>(data[i]) =
-            !known ? 0u : a.kind == fake::Kind::kPinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        *static_cast<unsigned int *>(data[i]) = !known ? 0u
+                                                : a.kind == fake::Kind::kPinned
+                                                    ? CU_MEMORYTYPE_HOST
+                                                    : CU_MEMORYTYPE_DEVICE;
         break;
       case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *static_cast<int *>(data[i]) = known ? a.device : -2;
@@ -407,8 +410,7 @@ CUresult f_pointer_get_attributes(unsigned int n, CUpointer_attribute *attrs, vo
       case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *static_cast<unsigned int *>(data[i]) = known && a.kind == fake::Kind::kManaged;
         break;
-      default:
-        return done("cuPointerGetAttributes", CUDA_ERROR_INVALID_VALUE, as_ptr(p));
+      default: return done("cuPointerGetAttributes", CUDA_ERROR_INVALID_VALUE, as_ptr(p));
     }
   }
   return done("cuPointerGetAttributes", CUDA_SUCCESS, as_ptr(p));
@@ -428,11 +430,8 @@ bool side_ok(CUmemorytype t, const void *host, CUdeviceptr dev, const void **out
     case CU_MEMORYTYPE_DEVICE:
       *out = as_ptr(dev);
       return rec().find(*out, &a) && a.kind != fake::Kind::kPinned;
-    case CU_MEMORYTYPE_UNIFIED:
-      *out = as_ptr(dev);
-      return *out != nullptr;
-    default:
-      return false;
+    case CU_MEMORYTYPE_UNIFIED: *out = as_ptr(dev); return *out != nullptr;
+    default: return false;
   }
 }
 
@@ -569,8 +568,8 @@ CUresult f_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigne
       f->module->ctx_id != g_primary[current_device()].id.load()) {
     return done(fn, CUDA_ERROR_INVALID_HANDLE, nullptr, s);
   }
-  if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 ||
-      shared != 0 || params == nullptr || extra != nullptr) {
+  if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 || shared != 0 ||
+      params == nullptr || extra != nullptr) {
     return done(fn, CUDA_ERROR_INVALID_VALUE, nullptr, s);
   }
   hurray_strided_kernel_params p;
@@ -586,7 +585,8 @@ CUresult f_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigne
 
 CUresult f_primary_ctx_get_state(CUdevice d, unsigned int *flags, int *active) {
   FAKE_ENTER("cuDevicePrimaryCtxGetState");
-  if (d < 0 || d >= config().device_count) return done("cuDevicePrimaryCtxGetState", CUDA_ERROR_INVALID_DEVICE);
+  if (d < 0 || d >= config().device_count)
+    return done("cuDevicePrimaryCtxGetState", CUDA_ERROR_INVALID_DEVICE);
   *flags = 0;
   *active = g_primary[d].active.load() ? 1 : 0;
   return done("cuDevicePrimaryCtxGetState", CUDA_SUCCESS, &g_primary[d]);
@@ -601,7 +601,8 @@ void reset_primary(int d) {
 
 CUresult f_primary_ctx_reset(CUdevice d) {
   FAKE_ENTER("cuDevicePrimaryCtxReset");
-  if (d < 0 || d >= config().device_count) return done("cuDevicePrimaryCtxReset", CUDA_ERROR_INVALID_DEVICE);
+  if (d < 0 || d >= config().device_count)
+    return done("cuDevicePrimaryCtxReset", CUDA_ERROR_INVALID_DEVICE);
   reset_primary(d);
   return done("cuDevicePrimaryCtxReset", CUDA_SUCCESS, &g_primary[d]);
 }
@@ -633,7 +634,8 @@ CUresult f_exchange_capture_mode(CUstreamCaptureMode *mode) {
 CUresult f_stream_query(CUstream s) {
   FAKE_ENTER("cuStreamQuery", nullptr, s);
   int sdev = -1;
-  if (stream_state(s, &sdev) == 2) return done("cuStreamQuery", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
+  if (stream_state(s, &sdev) == 2)
+    return done("cuStreamQuery", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
   return done("cuStreamQuery", CUDA_SUCCESS, nullptr, s);
 }
 
@@ -678,7 +680,8 @@ CUresult f_stream_get_ctx(CUstream s, CUcontext *ctx) {
     default:
       // NULL, the legacy and per-thread handles, and streams the fake did
       // not make: the current context's.
-      if (current() == nullptr) return done("cuStreamGetCtx", CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
+      if (current() == nullptr)
+        return done("cuStreamGetCtx", CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
       *ctx = current();
       return done("cuStreamGetCtx", CUDA_SUCCESS, nullptr, s);
   }
@@ -722,7 +725,8 @@ const Entry kEntries[] = {
     {"cuDevicePrimaryCtxReset", 11000, reinterpret_cast<void *>(&f_primary_ctx_reset)},
     {"cuCtxGetId", 12000, reinterpret_cast<void *>(&f_ctx_get_id)},
     {"cuCtxSynchronize", 2000, reinterpret_cast<void *>(&f_ctx_synchronize)},
-    {"cuThreadExchangeStreamCaptureMode", 10010, reinterpret_cast<void *>(&f_exchange_capture_mode)},
+    {"cuThreadExchangeStreamCaptureMode", 10010,
+     reinterpret_cast<void *>(&f_exchange_capture_mode)},
     {"cuStreamQuery", 2000, reinterpret_cast<void *>(&f_stream_query)},
     {"cuStreamGetCtx", 9020, reinterpret_cast<void *>(&f_stream_get_ctx)},
     {"cuCtxGetDevice", 2000, reinterpret_cast<void *>(&f_ctx_get_device)},
@@ -761,9 +765,9 @@ FAKE_EXPORT CUresult fake_get_proc_address_v1(const char *symbol, void **pfn, in
                                               cuuint64_t) {
   return lookup(symbol, pfn, version, false, nullptr);
 }
-FAKE_EXPORT CUresult fake_get_proc_address_v2(const char *symbol, void **pfn, int version,
-                                              cuuint64_t, CUdriverProcAddressQueryResult *status)
-    __asm__("cuGetProcAddress_v2");
+FAKE_EXPORT CUresult
+fake_get_proc_address_v2(const char *symbol, void **pfn, int version, cuuint64_t,
+                         CUdriverProcAddressQueryResult *status) __asm__("cuGetProcAddress_v2");
 FAKE_EXPORT CUresult fake_get_proc_address_v2(const char *symbol, void **pfn, int version,
                                               cuuint64_t, CUdriverProcAddressQueryResult *status) {
   return lookup(symbol, pfn, version, true, status);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A stand-in for ROCm's libamdhip64.so, backed by host memory, for
 // tests/device. Written against HIP's documented C API with its own
 // declarations (no ROCm header), because it must speak both the ROCm 5 and
@@ -112,12 +113,14 @@ hipError_t enter(const char *fn, const void *ptr = nullptr, const void *stream =
   if (g_destroyed.load()) {
     // What ROCm would do is undefined: a use of destroyed objects.
     char msg[96];
-    const int n = std::snprintf(msg, sizeof msg, "fake HIP: %s after the runtime was destroyed\n", fn);
+    const int n =
+        std::snprintf(msg, sizeof msg, "fake HIP: %s after the runtime was destroyed\n", fn);
     if (n > 0) (void)!write(2, msg, static_cast<size_t>(n));
     _exit(86);
   }
   initialise();
-  if (rec().deinitialized.load()) return rec().record(fn, t_device, kDeinitialized, ptr, stream, bytes);
+  if (rec().deinitialized.load())
+    return rec().record(fn, t_device, kDeinitialized, ptr, stream, bytes);
   if (int r = rec().injected(fn)) return rec().record(fn, t_device, r, ptr, stream, bytes);
   return kSuccess;
 }
@@ -127,10 +130,10 @@ hipError_t done(const char *fn, hipError_t r, const void *ptr = nullptr,
   return rec().record(fn, t_device, r, ptr, stream, bytes, other);
 }
 
-#define FAKE_ENTER(...)                        \
-  do {                                         \
-    hipError_t early_ = enter(__VA_ARGS__);    \
-    if (early_ != kSuccess) return early_;     \
+#define FAKE_ENTER(...)                     \
+  do {                                      \
+    hipError_t early_ = enter(__VA_ARGS__); \
+    if (early_ != kSuccess) return early_;  \
   } while (0)
 
 hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
@@ -206,7 +209,9 @@ FAKE_EXPORT hipError_t hipStreamIsCapturing(hipStream_t s, int *status) {
   return done("hipStreamIsCapturing", kSuccess, nullptr, s);
 }
 
-FAKE_EXPORT hipError_t hipHostFree(void *p) { return free_common("hipHostFree", p, false, nullptr); }
+FAKE_EXPORT hipError_t hipHostFree(void *p) {
+  return free_common("hipHostFree", p, false, nullptr);
+}
 
 FAKE_EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t bytes, int /*kind*/,
                                       hipStream_t s) {
@@ -336,13 +341,16 @@ FAKE_EXPORT hipError_t hipPointerGetAttributes(PointerAttributes *a, const void 
   }
   int type;
   switch (found.kind) {
-    case fake::Kind::kPinned: type = rocm6 ? 1 : 0; break;   // Host
-    case fake::Kind::kDevice: type = rocm6 ? 2 : 1; break;   // Device
-    default: type = rocm6 ? 3 : 1; break;                     // Managed / Device
+    case fake::Kind::kPinned: type = rocm6 ? 1 : 0; break;  // Host
+    case fake::Kind::kDevice: type = rocm6 ? 2 : 1; break;  // Device
+    default: type = rocm6 ? 3 : 1; break;                   // Managed / Device
   }
-  *a = PointerAttributes{type, found.device < 0 ? 0 : found.device, const_cast<void *>(p),
+  *a = PointerAttributes{type,
+                         found.device < 0 ? 0 : found.device,
+                         const_cast<void *>(p),
                          found.kind == fake::Kind::kDevice ? nullptr : const_cast<void *>(p),
-                         found.kind == fake::Kind::kManaged, 0};
+                         found.kind == fake::Kind::kManaged,
+                         0};
   return done("hipPointerGetAttributes", kSuccess, p);
 }
 

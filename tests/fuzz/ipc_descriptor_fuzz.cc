@@ -47,7 +47,10 @@ void span(const WireDesc &d, __int128 *lo, __int128 *hi, bool *empty) {
   if (*empty) return;  // no byte touched, and strides are then unbounded
   for (int32_t i = 0; i < d.ndim; ++i) {
     const __int128 step = static_cast<__int128>(d.shape[i] - 1) * d.strides[i] * elem;
-    if (step < 0) low += step; else high += step;
+    if (step < 0)
+      low += step;
+    else
+      high += step;
   }
   *lo = low;
   *hi = high + elem;

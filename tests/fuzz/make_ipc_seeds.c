@@ -37,13 +37,16 @@ int main(int argc, char **argv) {
   int64_t s8[8];
   for (int i = 0; i < 8; ++i) s8[i] = 2;
   int bad = 0;
-  bad |= shareable((hurray_dtype){kDLFloat, 32, 1}, 1, s1, 0, &h) || write_seed(dir, "f32_1024", &h);
-  bad |= shareable((hurray_dtype){kDLInt, 8, 1}, 0, NULL, 0, &h) || write_seed(dir, "scalar_i8", &h);
+  bad |=
+      shareable((hurray_dtype){kDLFloat, 32, 1}, 1, s1, 0, &h) || write_seed(dir, "f32_1024", &h);
+  bad |=
+      shareable((hurray_dtype){kDLInt, 8, 1}, 0, NULL, 0, &h) || write_seed(dir, "scalar_i8", &h);
   bad |= shareable((hurray_dtype){kDLFloat, 64, 1}, 2, s2, HURRAY_FLAG_READ_ONLY, &h) ||
          write_seed(dir, "f64_3x5_read_only", &h);
   bad |= shareable((hurray_dtype){kDLUInt, 8, 1}, 1, s0, 0, &h) || write_seed(dir, "empty_u8", &h);
   bad |= shareable((hurray_dtype){kDLInt, 4, 1}, 1, s1, 0, &h) || write_seed(dir, "i4_packed", &h);
-  bad |= shareable((hurray_dtype){kDLBfloat, 16, 1}, 8, s8, 0, &h) || write_seed(dir, "bf16_8d", &h);
+  bad |=
+      shareable((hurray_dtype){kDLBfloat, 16, 1}, 8, s8, 0, &h) || write_seed(dir, "bf16_8d", &h);
   /* A shared handle with a byte_offset and negative strides (a reversed view). */
   bad |= shareable((hurray_dtype){kDLFloat, 32, 1}, 2, s2, 0, &h);
   if (!bad) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real-GPU suite for libhurray's CUDA back end (run by tests/gpu/run.sh on a
 // machine with an NVIDIA GPU). It uses the driver API directly only to make
 // streams and read the thread's context; everything else goes through
@@ -33,23 +34,23 @@ struct Failure {
   std::string why;
 };
 
-#define CHECK(cond, ...)                                                    \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      char buf_[512];                                                       \
-      std::snprintf(buf_, sizeof buf_, __VA_ARGS__);                        \
-      throw Failure{std::string(#cond) + ": " + buf_};                      \
-    }                                                                       \
+#define CHECK(cond, ...)                               \
+  do {                                                 \
+    if (!(cond)) {                                     \
+      char buf_[512];                                  \
+      std::snprintf(buf_, sizeof buf_, __VA_ARGS__);   \
+      throw Failure{std::string(#cond) + ": " + buf_}; \
+    }                                                  \
   } while (0)
-#define CHECK_OK(expr)                                                      \
-  do {                                                                      \
-    const int32_t st_ = (expr);                                             \
+#define CHECK_OK(expr)                                                               \
+  do {                                                                               \
+    const int32_t st_ = (expr);                                                      \
     CHECK(st_ == HURRAY_OK, "%s: %s", hurray_status_name(st_), hurray_last_error()); \
   } while (0)
-#define CU(expr)                                                            \
-  do {                                                                      \
-    const CUresult r_ = (expr);                                             \
-    CHECK(r_ == CUDA_SUCCESS, "CUresult %d", static_cast<int>(r_));         \
+#define CU(expr)                                                    \
+  do {                                                              \
+    const CUresult r_ = (expr);                                     \
+    CHECK(r_ == CUDA_SUCCESS, "CUresult %d", static_cast<int>(r_)); \
   } while (0)
 
 void run(const char *name, const std::function<void()> &fn) {
@@ -125,8 +126,8 @@ struct HeldUntilExit {
 
 int exit_release_child() {
   int64_t n = 1024;
-  const hurray_device kinds[3] = {{HURRAY_DEVICE_CUDA, 0}, {HURRAY_DEVICE_CUDA_HOST, 0},
-                                  {HURRAY_DEVICE_CUDA_MANAGED, 0}};
+  const hurray_device kinds[3] = {
+      {HURRAY_DEVICE_CUDA, 0}, {HURRAY_DEVICE_CUDA_HOST, 0}, {HURRAY_DEVICE_CUDA_MANAGED, 0}};
   for (int i = 0; i < 3; ++i) {
     if (hurray_alloc(kinds[i], kF32, 1, &n, 0, &g_held.h[i]) != HURRAY_OK) {
       std::printf("exit-release alloc failed: %s\n", hurray_last_error());
@@ -218,7 +219,10 @@ int run_self(const char *arg, std::string *out) {
 
 // --- non-contiguous copies (docs/impl/gpu.md §4) ---------------------------
 
-void noop_delete(DLManagedTensor *t) { delete[] t->dl_tensor.shape; delete t; }
+void noop_delete(DLManagedTensor *t) {
+  delete[] t->dl_tensor.shape;
+  delete t;
+}
 
 // A float32 view of `data` (memory of `d`) with the given layout, imported
 // with the pointer check; the memory stays owned by whoever allocated it.
@@ -276,7 +280,8 @@ std::vector<float> to_host(const hurray_buffer &h) {
 void expect_same(const std::vector<float> &got, const std::vector<float> &want, const char *what) {
   CHECK(got.size() == want.size(), "%s: %zu elements, expected %zu", what, got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != want[i]) CHECK(false, "%s: element %zu is %g, expected %g", what, i, got[i], want[i]);
+    if (got[i] != want[i])
+      CHECK(false, "%s: element %zu is %g, expected %g", what, i, got[i], want[i]);
   }
 }
 
@@ -304,8 +309,10 @@ const Layout kLayouts[] = {
 void strided_checks(int devices) {
   hurray_buffer host = iota_cpu(kBase, 1.0f);
   const float *ref = static_cast<const float *>(host.data);
-  std::vector<hurray_device> dsts = {{HURRAY_DEVICE_CPU, 0}, {HURRAY_DEVICE_CUDA, 0},
-                                     {HURRAY_DEVICE_CUDA_HOST, 0}, {HURRAY_DEVICE_CUDA_MANAGED, 0}};
+  std::vector<hurray_device> dsts = {{HURRAY_DEVICE_CPU, 0},
+                                     {HURRAY_DEVICE_CUDA, 0},
+                                     {HURRAY_DEVICE_CUDA_HOST, 0},
+                                     {HURRAY_DEVICE_CUDA_MANAGED, 0}};
   if (devices > 1) dsts.push_back({HURRAY_DEVICE_CUDA, 1});
   hurray_buffer dev_src{};
   CHECK_OK(hurray_copy(&host, {HURRAY_DEVICE_CUDA, 0}, &dev_src));
@@ -313,7 +320,8 @@ void strided_checks(int devices) {
     const std::string name = std::string("strided device copy: ") + l.name;
     run(name.c_str(), [&] {
       const std::vector<float> want = gather_reference(ref, l.shape, l.strides, l.offset);
-      hurray_buffer v = view_of(dev_src.data, {HURRAY_DEVICE_CUDA, 0}, l.shape, l.strides, l.offset);
+      hurray_buffer v =
+          view_of(dev_src.data, {HURRAY_DEVICE_CUDA, 0}, l.shape, l.strides, l.offset);
       for (const hurray_device &d : dsts) {
         hurray_buffer c{};
         CHECK_OK(hurray_copy(&v, d, &c));
@@ -373,11 +381,13 @@ void pinned_pending_check() {
     // pinned buffer, on the legacy default stream, and do not wait.
     CUdeviceptr scratch;
     CU(cuMemAlloc(&scratch, size_t{1} << 30));
-    for (int i = 0; i < 8; ++i) CU(cuMemsetD32Async(scratch, i, (size_t{1} << 30) / 4, CU_STREAM_LEGACY));
+    for (int i = 0; i < 8; ++i)
+      CU(cuMemsetD32Async(scratch, i, (size_t{1} << 30) / 4, CU_STREAM_LEGACY));
     CU(cuMemcpyDtoHAsync(pinned.data, reinterpret_cast<CUdeviceptr>(dev.data),
                          static_cast<size_t>(n) * 4, CU_STREAM_LEGACY));
     CU(cuCtxPopCurrent(&ctx));
-    hurray_buffer v = view_of(pinned.data, {HURRAY_DEVICE_CUDA_HOST, 0}, {4096, 4096}, {1, 4096}, 0);
+    hurray_buffer v =
+        view_of(pinned.data, {HURRAY_DEVICE_CUDA_HOST, 0}, {4096, 4096}, {1, 4096}, 0);
     hurray_buffer c{};
     CHECK_OK(hurray_copy(&v, {HURRAY_DEVICE_CPU, 0}, &c));
     const std::vector<float> want =
@@ -413,17 +423,17 @@ int main(int argc, char **argv) {
   std::printf("devices: %d\n", devices);
   const uint64_t failures_at_start = failed_releases();
 
-
   std::vector<hurray_device> kinds;
   for (int d = 0; d < devices && d < 2; ++d) kinds.push_back({HURRAY_DEVICE_CUDA, d});
   kinds.push_back({HURRAY_DEVICE_CUDA_HOST, 0});
   kinds.push_back({HURRAY_DEVICE_CUDA_MANAGED, 0});
 
   for (const hurray_device &k : kinds) {
-    const std::string name = std::string("alloc/copy/DLPack ") +
-                             (k.device_type == HURRAY_DEVICE_CUDA ? "kDLCUDA:" + std::to_string(k.device_id)
-                              : k.device_type == HURRAY_DEVICE_CUDA_HOST ? "kDLCUDAHost"
-                                                                         : "kDLCUDAManaged");
+    const std::string name =
+        std::string("alloc/copy/DLPack ") +
+        (k.device_type == HURRAY_DEVICE_CUDA        ? "kDLCUDA:" + std::to_string(k.device_id)
+         : k.device_type == HURRAY_DEVICE_CUDA_HOST ? "kDLCUDAHost"
+                                                    : "kDLCUDAManaged");
     run(name.c_str(), [&] {
       hurray_buffer cpu = iota_cpu(kN, 0.5f);
       hurray_buffer g{};
@@ -433,7 +443,8 @@ int main(int argc, char **argv) {
       DLManagedTensorVersioned *tv = nullptr;
       CHECK_OK(hurray_to_dlpack_versioned(&g, &tv));
       CHECK(static_cast<int>(tv->dl_tensor.device.device_type) == k.device_type &&
-                tv->dl_tensor.device.device_id == k.device_id, "exported device");
+                tv->dl_tensor.device.device_id == k.device_id,
+            "exported device");
       CHECK_OK(hurray_from_dlpack_versioned(tv, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &g));
       DLManagedTensor *tl = nullptr;
       CHECK_OK(hurray_to_dlpack(&g, &tl));
@@ -478,11 +489,13 @@ int main(int argc, char **argv) {
     t.dl_tensor.strides = &stride;
     hurray_buffer out{};
     CHECK(hurray_from_dlpack(&t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out) ==
-              HURRAY_ERR_INVALID_ARGUMENT, "host memory passed as kDLCUDA");
+              HURRAY_ERR_INVALID_ARGUMENT,
+          "host memory passed as kDLCUDA");
     t.dl_tensor.data = g.data;
     t.dl_tensor.device = {kDLCUDAHost, 0};
     CHECK(hurray_from_dlpack(&t, HURRAY_IMPORT_CHECK_DEVICE_POINTER, &out) ==
-              HURRAY_ERR_INVALID_ARGUMENT, "device memory passed as kDLCUDAHost");
+              HURRAY_ERR_INVALID_ARGUMENT,
+          "device memory passed as kDLCUDAHost");
     hurray_buffer_release(&g);
   });
 
@@ -625,7 +638,8 @@ int main(int argc, char **argv) {
       int code = diagnostics().fork_skipped_releases == skips + 1 ? 0 : 1;
       int64_t n = 4;
       hurray_buffer x{};
-      if (hurray_alloc({HURRAY_DEVICE_CUDA, 0}, kF32, 1, &n, 0, &x) != HURRAY_ERR_UNSUPPORTED_DEVICE) {
+      if (hurray_alloc({HURRAY_DEVICE_CUDA, 0}, kF32, 1, &n, 0, &x) !=
+          HURRAY_ERR_UNSUPPORTED_DEVICE) {
         code |= 2;
       }
       _exit(code);
@@ -642,8 +656,7 @@ int main(int argc, char **argv) {
     CHECK(status != -1, "could not start the child: %s", std::strerror(errno));
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x: %s", status,
           out.c_str());
-    CHECK(out.find("exit-release done failed_releases=0") != std::string::npos, "%s",
-          out.c_str());
+    CHECK(out.find("exit-release done failed_releases=0") != std::string::npos, "%s", out.c_str());
   });
 
   // Defect 7: the per-thread default stream and a destination on another
@@ -702,7 +715,8 @@ int main(int argc, char **argv) {
       hurray_buffer_release(&cpu);
     });
   } else {
-    std::printf("SKIP %-44s needs two devices\n", "stream-2 copy to device 1, freed on another thread");
+    std::printf("SKIP %-44s needs two devices\n",
+                "stream-2 copy to device 1, freed on another thread");
   }
 
   // A release while the memory's stream is being captured must

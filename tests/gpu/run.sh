@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Real-GPU suite for libhurray's CUDA back end: builds libhurray (Release)
 # and tests/gpu/gpu_suite.cc, then runs it on the NVIDIA GPU(s) of this
 # machine and prints a summary. Needs the CUDA toolkit (>= 12, for cuda.h and

@@ -10,10 +10,7 @@
 # PATHs (files or directories; default: the whole checkout) narrow the
 # check. --fix adds the missing licence lines (after a #! line; a blank line
 # after it in Go files, so that it is no package comment) and reformats in
-# place. Files under third_party/ are never checked, nor the paths listed in
-# tests/style/not-yet-formatted (one path prefix a line; "#" comments):
-# code that other branches are still moving, to be swept with --fix once
-# they have landed and the entry deleted.
+# place. Files under third_party/ are never checked.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 SPDX='SPDX-License-Identifier: Apache-2.0'
@@ -30,13 +27,8 @@ list_files() {
     find "${@:-.}" -path ./build -prune -o -path ./.git -prune -o -type f -print | sed 's|^\./||'
   fi
 }
-mapfile -t pending < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' tests/style/not-yet-formatted 2>/dev/null | grep -v '^$')
 skipped() {
-  local p
   case "$1" in third_party/*|*/third_party/*) return 0 ;; esac
-  for p in "${pending[@]}"; do
-    case "$1" in "$p"*) return 0 ;; esac
-  done
   return 1
 }
 

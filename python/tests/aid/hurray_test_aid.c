@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* hurray_test_aid: a test-only CPython extension, built by the tests
  * (conftest.py) against the installed package's headers and library
  * (hurray.get_include(), hurray.get_library()), never shipped.
@@ -59,9 +60,7 @@ static int take_capsule(PyObject *obj, Job *job) {
   return 0;
 }
 
-static int is_buffer(PyObject *obj) {
-  return strcmp(Py_TYPE(obj)->tp_name, "hurray.Buffer") == 0;
-}
+static int is_buffer(PyObject *obj) { return strcmp(Py_TYPE(obj)->tp_name, "hurray.Buffer") == 0; }
 
 static PyObject *release_on_native_thread(PyObject *self, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {"obj", "delay", "wait", NULL};
@@ -92,7 +91,10 @@ static PyObject *release_on_native_thread(PyObject *self, PyObject *args, PyObje
     Py_DECREF(cap);
     PyObject *r = ok ? PyObject_CallMethod(obj, "release", NULL) : NULL;
     if (r == NULL) {
-      if (ok) job_main(job); else free(job);
+      if (ok)
+        job_main(job);
+      else
+        free(job);
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "no versioned capsule");
       return NULL;
     }
@@ -107,13 +109,12 @@ static PyObject *release_on_native_thread(PyObject *self, PyObject *args, PyObje
   pthread_t thread;
   int rc = pthread_create(&thread, NULL, job_main, job);
   if (rc != 0) {
-    job_main(job);  /* never started: release here, the GIL is held */
+    job_main(job); /* never started: release here, the GIL is held */
     errno = rc;
     return PyErr_SetFromErrno(PyExc_OSError);
   }
   if (wait) {
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(thread, NULL);
+    Py_BEGIN_ALLOW_THREADS pthread_join(thread, NULL);
     Py_END_ALLOW_THREADS
   } else {
     pthread_detach(thread);
@@ -129,8 +130,14 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "hurray_test_aid",
-                                        "Test-only aid of hurray's tests.", -1, methods,
-                                        NULL, NULL, NULL, NULL};
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                                        "hurray_test_aid",
+                                        "Test-only aid of hurray's tests.",
+                                        -1,
+                                        methods,
+                                        NULL,
+                                        NULL,
+                                        NULL,
+                                        NULL};
 
 PyMODINIT_FUNC PyInit_hurray_test_aid(void) { return PyModule_Create(&module_def); }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* LD_PRELOAD shim for test_init_failure.py: makes the Nth call of
  * hurray_alloc, hurray_to_dlpack_versioned or hurray_to_dlpack fail (as
  * libhurray does when out of memory: nothing written, nothing consumed),
@@ -31,7 +32,8 @@ static void *real_fn(const char *name) {
 static int should_fail(const char *what, int call) {
   const char *spec = getenv("HURRAY_SHIM_FAIL");
   size_t n = strlen(what);
-  return spec != NULL && strncmp(spec, what, n) == 0 && spec[n] == ':' && atoi(spec + n + 1) == call;
+  return spec != NULL && strncmp(spec, what, n) == 0 && spec[n] == ':' &&
+         atoi(spec + n + 1) == call;
 }
 
 static void report(void) {
@@ -52,8 +54,8 @@ int32_t hurray_alloc(hurray_device device, hurray_dtype dtype, int32_t ndim, con
 
 int32_t hurray_to_dlpack_versioned(hurray_buffer *src, DLManagedTensorVersioned **out) {
   if (should_fail("versioned", ++calls_versioned)) return HURRAY_ERR_OUT_OF_MEMORY;
-  int32_t (*real)(hurray_buffer *, DLManagedTensorVersioned **) =
-      (int32_t(*)(hurray_buffer *, DLManagedTensorVersioned **))real_fn("hurray_to_dlpack_versioned");
+  int32_t (*real)(hurray_buffer *, DLManagedTensorVersioned **) = (int32_t(*)(
+      hurray_buffer *, DLManagedTensorVersioned **))real_fn("hurray_to_dlpack_versioned");
   return real(src, out);
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA memory: device (kDLCUDA), pinned host (kDLCUDAHost) and managed
 // (kDLCUDAManaged) allocators, stream-ordered allocation, the release, the
 // pointer check and the capture check of the CUDA vendor, and its primary
@@ -113,7 +114,6 @@ CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out, uint6
   return CUDA_SUCCESS;
 }
 
-
 // Restoring the caller's context after `call` failed: the thread keeps the
 // device's context current, which the caller must hear about.
 int32_t CudaTraits::restore_failure(const Scope &, CUresult pop, CUresult r, const char *call,
@@ -136,10 +136,10 @@ namespace {
 
 // How a release of kDLCUDA memory is ordered (DeviceMemory::order).
 enum Order : uint32_t {
-  kFreeNow = 0,          // cuMemFree / cuMemFreeHost: nothing else to wait for
-  kFreeOnStream = 1,     // cuMemFreeAsync on mem.stream (after checking it)
+  kFreeNow = 0,           // cuMemFree / cuMemFreeHost: nothing else to wait for
+  kFreeOnStream = 1,      // cuMemFreeAsync on mem.stream (after checking it)
   kFreeAfterContext = 2,  // per-thread default stream: cuCtxSynchronize, then cuMemFree
-  kFreeAfterStream = 3,  // a stream of another context: cuStreamSynchronize, then cuMemFree
+  kFreeAfterStream = 3,   // a stream of another context: cuStreamSynchronize, then cuMemFree
   // The per-thread default stream of another device (mem.stream_device; a
   // copy queued there from device memory of that device): cuCtxSynchronize in
   // that device's primary context, then cuMemFree.
@@ -355,8 +355,7 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
     case kFreeAfterStream:
       r = synchronize_in_primary(d, mem.stream_device, false, stream, call, deferred);
       break;
-    default:
-      break;
+    default: break;
   }
   if (r != CUDA_SUCCESS || *deferred) return r;  // not ordered: leaking beats freeing memory in use
   *call = "cuMemFree";
@@ -486,19 +485,18 @@ int32_t CudaTraits::check_pointer(hurray_device device, const void *ptr) {
               managed != 0 ? "managed " : "", memory_type_name(memory_type), ordinal);
 }
 
-
 int32_t CudaTraits::host_wait_allowed(int32_t device_id, void *stream) {
   bool captured = false;
   const char *call = "cuStreamIsCapturing";
   const CUstream s = stream != nullptr ? static_cast<CUstream>(stream) : kLegacy;
-  int32_t st = Cuda::with_device(device_id, &call, [&](const CudaDriver &d) {
-    return capturing(d, s, &captured, &call);
-  });
+  int32_t st = Cuda::with_device(
+      device_id, &call, [&](const CudaDriver &d) { return capturing(d, s, &captured, &call); });
   if (st != HURRAY_OK || !captured) return st;
   if (stream == nullptr) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT,
                 "a copy without a stream waits for the legacy default stream of CUDA device "
-                "%" PRId32 ", which CUDA prohibits while a blocking stream of that device is "
+                "%" PRId32
+                ", which CUDA prohibits while a blocking stream of that device is "
                 "being captured into a graph: pass a stream, or copy after the capture",
                 device_id);
   }
@@ -509,7 +507,6 @@ int32_t CudaTraits::host_wait_allowed(int32_t device_id, void *stream) {
               "capture: copy before or after the capture",
               stream, device_id);
 }
-
 
 // The table for kDLCUDA, kDLCUDAHost and kDLCUDAManaged (device/backend.cc).
 extern const DeviceBackend kCudaBackend;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading the CUDA driver: dlopen once, every entry point through
 // cuGetProcAddress at the ABI version its PFN_ type names, never newer than
 // the driver reports (docs/impl/gpu.md §1).
@@ -50,8 +51,7 @@ const char *hint_for(CUresult r) {
       return ": no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)";
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
       return ": libcuda and the loaded kernel driver are of different versions";
-    default:
-      return "";
+    default: return "";
   }
 }
 
@@ -63,9 +63,10 @@ class Loader {
   template <typename Fn>
   bool get(const char *symbol, int version, Fn *fn) {
     if (version > driver_version_) {
-      set_error("CUDA is unavailable: %s reports driver version %d, older than the %d that %s "
-                "needs",
-                path_, driver_version_, version, symbol);
+      set_error(
+          "CUDA is unavailable: %s reports driver version %d, older than the %d that %s "
+          "needs",
+          path_, driver_version_, version, symbol);
       return false;
     }
     void *p = nullptr;
@@ -78,9 +79,10 @@ class Loader {
       r = v1_(symbol, &p, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
     }
     if (r != CUDA_SUCCESS || p == nullptr || found != CU_GET_PROC_ADDRESS_SUCCESS) {
-      set_error("CUDA is unavailable: loaded %s, but cuGetProcAddress(\"%s\", %d) failed with %s "
-                "(%d)%s",
-                path_, symbol, version, cuda_error_name(r), static_cast<int>(r), hint_for(r));
+      set_error(
+          "CUDA is unavailable: loaded %s, but cuGetProcAddress(\"%s\", %d) failed with %s "
+          "(%d)%s",
+          path_, symbol, version, cuda_error_name(r), static_cast<int>(r), hint_for(r));
       return false;
     }
     *fn = reinterpret_cast<Fn>(p);
@@ -148,13 +150,15 @@ bool load() {
     // A library without cuInit is no CUDA driver at all (a wrong
     // HURRAY_CUDA_DRIVER_PATH); one with it but no cuGetProcAddress is old.
     if (dlsym(lib, "cuInit") == nullptr) {
-      set_error("CUDA is unavailable: loaded %s (%s), but it is not a CUDA driver library (it "
-                "has neither cuInit nor cuGetProcAddress)",
-                path, overridden ? "from HURRAY_CUDA_DRIVER_PATH" : "the NVIDIA driver library");
+      set_error(
+          "CUDA is unavailable: loaded %s (%s), but it is not a CUDA driver library (it "
+          "has neither cuInit nor cuGetProcAddress)",
+          path, overridden ? "from HURRAY_CUDA_DRIVER_PATH" : "the NVIDIA driver library");
     } else {
-      set_error("CUDA is unavailable: loaded %s, but it has no cuGetProcAddress: the driver is "
-                "older than CUDA 11.3, which libhurray needs",
-                path);
+      set_error(
+          "CUDA is unavailable: loaded %s, but it has no cuGetProcAddress: the driver is "
+          "older than CUDA 11.3, which libhurray needs",
+          path);
     }
     dlclose(lib);
     return false;

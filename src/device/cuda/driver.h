@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA driver API as libhurray uses it: a table of entry points obtained
 // at run time through cuGetProcAddress, each at an explicit ABI version
 // (the number in its PFN_ type name), from libcuda.so.1 opened with dlopen.
@@ -29,8 +30,8 @@ struct PrimarySlot {
 };
 
 struct CudaDriver {
-  int version;       // cuDriverGetVersion, e.g. 12040 for 12.4
-  int device_count;  // cuDeviceGetCount at load, > 0
+  int version;           // cuDriverGetVersion, e.g. 12040 for 12.4
+  int device_count;      // cuDeviceGetCount at load, > 0
   bool proc_address_v2;  // resolved through cuGetProcAddress_v2
   // One slot per ordinal (ctx NULL until first use).
   PrimarySlot *primary;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The one parameter of libhurray's strided device copy kernel
  * (src/device/cuda/strided_kernel.ptx, entry "hurray_strided_copy"), passed by value
  * to cuLaunchKernel. Plain C so that the fake CUDA driver of tests/fake_drivers can
@@ -17,13 +18,13 @@
 #define HURRAY_STRIDED_KERNEL_MAX_NDIM 64
 
 typedef struct hurray_strided_kernel_params {
-  uint64_t src;    /* address of source element (0, ..., 0) */
-  uint64_t dst;    /* address of destination element (0, ..., 0) */
-  uint64_t numel;  /* elements to copy, > 0 */
-  uint32_t ndim;   /* 1 .. HURRAY_STRIDED_KERNEL_MAX_NDIM */
-  uint32_t unit;   /* bytes per load/store: 1, 2, 4 or 8 */
-  uint64_t units;  /* loads per element: element bytes / unit */
-  int64_t shape[HURRAY_STRIDED_KERNEL_MAX_NDIM];      /* each >= 1 */
+  uint64_t src;                                  /* address of source element (0, ..., 0) */
+  uint64_t dst;                                  /* address of destination element (0, ..., 0) */
+  uint64_t numel;                                /* elements to copy, > 0 */
+  uint32_t ndim;                                 /* 1 .. HURRAY_STRIDED_KERNEL_MAX_NDIM */
+  uint32_t unit;                                 /* bytes per load/store: 1, 2, 4 or 8 */
+  uint64_t units;                                /* loads per element: element bytes / unit */
+  int64_t shape[HURRAY_STRIDED_KERNEL_MAX_NDIM]; /* each >= 1 */
   int64_t src_stride[HURRAY_STRIDED_KERNEL_MAX_NDIM]; /* bytes, any sign */
   int64_t dst_stride[HURRAY_STRIDED_KERNEL_MAX_NDIM]; /* bytes, any sign */
 } hurray_strided_kernel_params;

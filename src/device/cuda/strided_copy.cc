@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strided copies on a CUDA device (CudaTraits::copy_strided, vendor.h): cuMemcpy2DAsync /
 // cuMemcpy3DAsync for layouts they can express, the PTX kernel of
 // device/cuda/strided_kernel.ptx for everything else. The kernel is loaded with
@@ -130,8 +131,7 @@ CUresult launch(const CudaDriver &d, const CopyPlan &p, uint64_t src0, uint64_t 
 // --- 2-D and 3-D memcpy ----------------------------------------------------
 
 // How the driver is told where one side of a copy lives.
-void describe(int32_t type, uint64_t addr, CUmemorytype *mt, const void **host,
-              CUdeviceptr *dev) {
+void describe(int32_t type, uint64_t addr, CUmemorytype *mt, const void **host, CUdeviceptr *dev) {
   switch (type) {
     case HURRAY_DEVICE_CPU:
     case HURRAY_DEVICE_CUDA_HOST:
@@ -274,8 +274,8 @@ int32_t CudaTraits::copy_strided(int32_t ordinal, const DeviceCopy &c, void *str
       !(c.dst_dev.device_type == HURRAY_DEVICE_CPU && plan_rect(c.plan, 0, &r)) &&
       !plan_dst_compact(c.plan)) {
     return detail::fail(HURRAY_ERR_INTERNAL,
-                "a strided copy into %s memory needs a compact destination on this path",
-                detail::device_type_name(c.dst_dev.device_type));
+                        "a strided copy into %s memory needs a compact destination on this path",
+                        detail::device_type_name(c.dst_dev.device_type));
   }
   Job j{&c, ordinal, static_cast<CUstream>(stream), "cuLaunchKernel"};
   // run() keeps j.call naming the driver call it is in; with_device reads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HIP memory: device (kDLROCM) and pinned host (kDLROCMHost) allocators,
 // stream-ordered allocation, the release, the pointer check and the capture
 // check of the HIP vendor (docs/impl/gpu.md). What it shares with CUDA
@@ -53,7 +54,6 @@ int32_t HipTraits::restore_failure(const Scope &scope, hipError_t restore, hipEr
               "%s on HIP device %" PRId32 ", which may still be current on this thread",
               saved, hip_error_name(restore), static_cast<int>(restore), call, device_id);
 }
-
 
 int32_t HipTraits::allocate(hurray_device device, uint64_t nbytes, void *stream_in,
                             int32_t stream_device, DeviceMemory *mem) {
@@ -242,10 +242,8 @@ void HipTraits::release_now(hurray_device device, const DeviceMemory &mem) {
     return;
   }
   report_failed_release(HURRAY_ERR_DEVICE, "%s failed with %s (%d) on %p of %s %" PRId32, call,
-                        hip_error_name(e), static_cast<int>(e), ptr, type_name,
-                        device.device_id);
+                        hip_error_name(e), static_cast<int>(e), ptr, type_name, device.device_id);
 }
-
 
 int32_t HipTraits::host_wait_allowed(int32_t device_id, void *stream) {
   // The default stream is not asked: what HIP answers for it while another
@@ -310,8 +308,7 @@ int32_t HipTraits::check_pointer(hurray_device device, const void *ptr) {
   if (st != HURRAY_OK) return st;
   HipPointerAttributes a{};
   a.device = -1;
-  hipError_t e =
-      r->pointer_get_attributes(reinterpret_cast<hipPointerAttribute_t *>(&a), ptr);
+  hipError_t e = r->pointer_get_attributes(reinterpret_cast<hipPointerAttribute_t *>(&a), ptr);
   Where where;
   if (e == hipSuccess) {
     where = decode(*r, a);
@@ -332,7 +329,6 @@ int32_t HipTraits::check_pointer(hurray_device device, const void *ptr) {
               ptr, device_type_name(device.device_type), device.device_id, where_name(where),
               a.device);
 }
-
 
 // The table for kDLROCM and kDLROCMHost (device/backend.cc). Strided layouts
 // HIP's 2-D / 3-D copies cannot do are staged through the host by the caller.

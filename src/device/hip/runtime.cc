@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading the HIP runtime: dlopen once, trying the sonames of ROCm 7, 6 and
 // 5 and then the plain name (or HURRAY_HIP_LIBRARY_PATH alone), then dlsym
 // of each entry point (docs/impl/gpu.md §1).
@@ -19,8 +20,8 @@
 namespace hurray::detail {
 namespace {
 
-constexpr const char *kCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6",
-                                       "libamdhip64.so.5", "libamdhip64.so"};
+constexpr const char *kCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5",
+                                       "libamdhip64.so"};
 
 // Written once inside the load; read-only afterwards.
 HipRuntime g_runtime;
@@ -87,9 +88,10 @@ void *open_library() {
     void *lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
       const char *why = dlerror();
-      set_error("HIP is unavailable: looked for %s (from HURRAY_HIP_LIBRARY_PATH) and dlopen "
-                "failed: %s",
-                env, why != nullptr ? why : "unknown error");
+      set_error(
+          "HIP is unavailable: looked for %s (from HURRAY_HIP_LIBRARY_PATH) and dlopen "
+          "failed: %s",
+          env, why != nullptr ? why : "unknown error");
     }
     return lib;
   }
@@ -102,10 +104,11 @@ void *open_library() {
     }
     why = dlerror();
   }
-  set_error("HIP is unavailable: looked for libamdhip64.so.7, .so.6, .so.5 and libamdhip64.so "
-            "(the ROCm runtime; HURRAY_HIP_LIBRARY_PATH chooses another file) and none could be "
-            "loaded; the last dlopen error: %s",
-            why != nullptr ? why : "unknown error");
+  set_error(
+      "HIP is unavailable: looked for libamdhip64.so.7, .so.6, .so.5 and libamdhip64.so "
+      "(the ROCm runtime; HURRAY_HIP_LIBRARY_PATH chooses another file) and none could be "
+      "loaded; the last dlopen error: %s",
+      why != nullptr ? why : "unknown error");
   return nullptr;
 }
 
@@ -120,8 +123,8 @@ bool load() {
   if (!resolve_all(lib, r)) return false;
   hipError_t e = r.runtime_get_version(&r.version);
   if (e != hipSuccess) {
-    set_error("HIP is unavailable: loaded %s, but hipRuntimeGetVersion failed with %s (%d)",
-              g_path, hip_error_name(e), static_cast<int>(e));
+    set_error("HIP is unavailable: loaded %s, but hipRuntimeGetVersion failed with %s (%d)", g_path,
+              hip_error_name(e), static_cast<int>(e));
     return false;
   }
   if (r.version < kHipMinRuntimeVersion) {

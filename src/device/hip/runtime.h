@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HIP runtime as libhurray uses it: entry points looked up with dlsym in
 // libamdhip64 opened with dlopen. Types and constants come from ROCm's
 // hip_runtime_api.h (Debian's libamdhip64-dev); nothing is linked. ROCm 5
@@ -32,7 +33,8 @@ struct HipPointerAttributes {
   unsigned allocation_flags;
 };
 static_assert(sizeof(HipPointerAttributes) == sizeof(hipPointerAttribute_t) &&
-                  offsetof(HipPointerAttributes, device) == offsetof(hipPointerAttribute_t, device) &&
+                  offsetof(HipPointerAttributes, device) ==
+                      offsetof(hipPointerAttribute_t, device) &&
                   offsetof(HipPointerAttributes, is_managed) ==
                       offsetof(hipPointerAttribute_t, isManaged),
               "hipPointerAttribute_t layout differs from the one libhurray decodes");
@@ -62,8 +64,8 @@ struct HipRuntime {
   hipError_t (*runtime_get_version)(int *);
   // Strided copies on the device (strided_copy.cc); optional: NULL when
   // the library lacks them, and such copies are staged through the host.
-  hipError_t (*memcpy_2d_async)(void *, size_t, const void *, size_t, size_t, size_t,
-                                hipMemcpyKind, hipStream_t);
+  hipError_t (*memcpy_2d_async)(void *, size_t, const void *, size_t, size_t, size_t, hipMemcpyKind,
+                                hipStream_t);
   hipError_t (*memcpy_3d_async)(const hipMemcpy3DParms *, hipStream_t);
   hipError_t (*device_synchronize)(void);
   // Optional: NULL when the library lacks it; then a release or copy cannot

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strided copies on a HIP device (HipTraits::copy_strided, vendor.h): hipMemcpy2DAsync /
 // hipMemcpy3DAsync, one call when the layout is 2-D or 3-D, else one call
 // per index of the outer dimensions (at most kHipMaxPieces calls). libhurray

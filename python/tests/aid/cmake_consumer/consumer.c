@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Links the wheel's libhurray through hurray::hurray: prints the version it
  * was compiled against, the library's run-time version and the path of the
  * library that was loaded (dladdr), then allocates, shares and releases. */

@@ -218,8 +218,7 @@ JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_release(JNIEnv *env, jclass c,
 
 /* Releases the handle (if live) and keeps its struct, empty, for the next
  * shareInto of a reusable buffer. Returns whether it was live. */
-JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_releaseKeep(JNIEnv *env, jclass c,
-                                                              jlong handle) {
+JNIEXPORT jboolean JNICALL Java_dev_hurray_Native_releaseKeep(JNIEnv *env, jclass c, jlong handle) {
   (void)env;
   (void)c;
   hurray_buffer moved = hurray_buffer_move(H(handle)); /* empty before the release runs */
