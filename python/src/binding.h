@@ -183,6 +183,10 @@ extern PyTypeObject BufferType;
 // exception set on failure.
 bool buffer_type_ready();
 
+// A new tuple of the n int64 values at v (shape or strides); NULL with the
+// Python error set when it cannot be made (buffer.cc).
+PyObject *int64_tuple(const int64_t *v, int32_t n);
+
 // Wraps a live handle in a new Buffer. Consumes *h in every case: on
 // failure the handle is released and nullptr returned. `legacy_unsaid` is
 // the new Buffer's BufferObject::legacy_unsaid (only meaningful with

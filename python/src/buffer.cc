@@ -36,6 +36,20 @@ bool check_live(const BufferObject *b) {
   return false;
 }
 
+PyObject *int64_tuple(const int64_t *v, int32_t n) {
+  PyObject *t = PyTuple_New(n);
+  if (t == nullptr) return nullptr;
+  for (int32_t i = 0; i < n; ++i) {
+    PyObject *x = PyLong_FromLongLong(v[i]);
+    if (x == nullptr) {
+      Py_DECREF(t);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(t, i, x);
+  }
+  return t;
+}
+
 namespace {
 
 // Takes the handle out of the object first, then releases it: the release
@@ -81,20 +95,6 @@ PyObject *Buffer_repr(PyObject *self) {
   do {                                  \
     if (!check_live(b)) return nullptr; \
   } while (0)
-
-PyObject *int64_tuple(const int64_t *v, int32_t n) {
-  PyObject *t = PyTuple_New(n);
-  if (t == nullptr) return nullptr;
-  for (int32_t i = 0; i < n; ++i) {
-    PyObject *x = PyLong_FromLongLong(v[i]);
-    if (x == nullptr) {
-      Py_DECREF(t);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(t, i, x);
-  }
-  return t;
-}
 
 PyObject *Buffer_get_shape(PyObject *self, void *) {
   BufferObject *b = as_buffer(self);

@@ -79,20 +79,6 @@ bool host_addressable(int32_t device_type) {
          device_type == 11 /* kDLROCMHost */ || device_type == 13 /* kDLCUDAManaged */;
 }
 
-PyObject *int_tuple(const int64_t *v, int32_t n) {
-  PyObject *t = PyTuple_New(n);
-  if (t == nullptr) return nullptr;
-  for (int32_t i = 0; i < n; ++i) {
-    PyObject *x = PyLong_FromLongLong(v[i]);
-    if (x == nullptr) {
-      Py_DECREF(t);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(t, i, x);
-  }
-  return t;
-}
-
 // A 1-d uint8 Buffer over bytes [lo, hi) of b's memory (relative to data,
 // as hurray_extent counts them), read-only when b is, owning a share of b's
 // handle.
@@ -178,8 +164,8 @@ PyObject *buffer_reduce_ex(PyObject *self, PyObject *arg) {
       return nullptr;
     }
   }
-  PyObject *shape = int_tuple(b->h.shape, b->h.ndim);
-  PyObject *strides = int_tuple(b->h.strides, b->h.ndim);
+  PyObject *shape = int64_tuple(b->h.shape, b->h.ndim);
+  PyObject *strides = int64_tuple(b->h.strides, b->h.ndim);
   PyObject *r = nullptr;
   if (shape != nullptr && strides != nullptr) {
     // (payload, (code, bits, lanes), shape, strides, byte offset of element
@@ -268,7 +254,7 @@ PyObject *mod_rebuild(PyObject *, PyObject *args) {
   const char *buf_start = static_cast<const char *>(o->view.buf);
   const Py_ssize_t len = o->view.len;
   g_rebuilt.fetch_add(1);  // counted before the import: a failure below releases it once
-  if (!wrap_foreign_deleter(&t, true, what)) {
+  if (!wrap_foreign_deleter(&t, what)) {
     delete_received(&t);
     return nullptr;
   }
@@ -276,7 +262,7 @@ PyObject *mod_rebuild(PyObject *, PyObject *args) {
   int32_t st = hurray_from_dlpack_versioned(&t, HURRAY_IMPORT_DEFAULT, &h);
   if (st != HURRAY_OK) {
     PyObject *r = raise_status(st, what);
-    unwrap_foreign_deleter(&t, true);
+    unwrap_foreign_deleter(&t);
     delete_received(&t);
     return r;
   }
