@@ -295,8 +295,18 @@ func TestErrorsCarryExactCodes(t *testing.T) {
 	wantStatus(t, "element count", err, hurray.ErrOverflow)
 	_, err = hurray.FromDLPackVersioned(nil)
 	wantStatus(t, "nil tensor", err, hurray.ErrInvalidArgument)
-	if hurray.ErrOverflow.String() != "HURRAY_ERR_OVERFLOW" {
-		t.Fatalf("status name %q", hurray.ErrOverflow.String())
+	// Every constant carries the code libhurray names as it does.
+	for s, name := range map[hurray.Status]string{
+		hurray.ErrInvalidArgument: "HURRAY_ERR_INVALID_ARGUMENT", hurray.ErrUnsupportedVersion: "HURRAY_ERR_UNSUPPORTED_VERSION",
+		hurray.ErrUnsupportedDType: "HURRAY_ERR_UNSUPPORTED_DTYPE", hurray.ErrUnsupportedDevice: "HURRAY_ERR_UNSUPPORTED_DEVICE",
+		hurray.ErrOutOfMemory: "HURRAY_ERR_OUT_OF_MEMORY", hurray.ErrOverflow: "HURRAY_ERR_OVERFLOW",
+		hurray.ErrDevice: "HURRAY_ERR_DEVICE", hurray.ErrInternal: "HURRAY_ERR_INTERNAL",
+		hurray.ErrReleased: "HURRAY_ERR_RELEASED", hurray.ErrLeaked: "HURRAY_ERR_LEAKED",
+		hurray.ErrIPC: "HURRAY_ERR_IPC", hurray.ErrIPCClosed: "HURRAY_ERR_IPC_CLOSED",
+	} {
+		if s.String() != name {
+			t.Errorf("status %d is named %q, want %q", int32(s), s.String(), name)
+		}
 	}
 
 	// A refused tensor stays the caller's: nothing was called on it.

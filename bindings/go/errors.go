@@ -28,6 +28,8 @@ const (
 	ErrInternal           Status = 8
 	ErrReleased           Status = 9  // the Buffer (or, in checking mode, the handle) was already released
 	ErrLeaked             Status = 10 // checking mode: reported for a handle live at exit
+	ErrIPC                Status = 11 // cross-process: a malformed or refused message, a failed socket call
+	ErrIPCClosed          Status = 12 // cross-process: the peer closed the connection
 )
 
 // ErrClosed is the status of every operation on a Buffer already released,

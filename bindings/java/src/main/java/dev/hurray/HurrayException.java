@@ -3,7 +3,7 @@ package dev.hurray;
 
 /**
  * A failed libhurray call: the status code of {@code hurray.h} (1 =
- * HURRAY_ERR_INVALID_ARGUMENT ... 10 = HURRAY_ERR_LEAKED), its name and
+ * HURRAY_ERR_INVALID_ARGUMENT ... 12 = HURRAY_ERR_IPC_CLOSED), its name and
  * libhurray's message for that call. Unchecked. A failed call consumes
  * nothing: the buffer or tensor passed in is still the caller's.
  */
@@ -30,6 +30,10 @@ public final class HurrayException extends RuntimeException {
   public static final int RELEASED = 9;
   /** HURRAY_ERR_LEAKED: checking mode, a handle still live at exit (hook only). */
   public static final int LEAKED = 10;
+  /** HURRAY_ERR_IPC: cross-process, a malformed or refused message or a failed socket call. */
+  public static final int IPC = 11;
+  /** HURRAY_ERR_IPC_CLOSED: cross-process, the peer closed the connection. */
+  public static final int IPC_CLOSED = 12;
 
   /** The hurray_status code, never 0 (part of the serial form). */
   private final int status;
