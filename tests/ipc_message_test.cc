@@ -191,6 +191,13 @@ TEST(IpcMessage, ReadOnlyIsMappedReadOnly) {
   hurray_buffer h = shareable(8, HURRAY_FLAG_READ_ONLY);
   hurray_ipc_message m;
   ASSERT_OK(hurray_ipc_export(&h, 0, &m));
+  // The memfd the message carries is itself read-only: a receiver that
+  // ignores the flag cannot map it writable (or write through it).
+  EXPECT_EQ(fcntl(m.fds[0], F_GETFL) & O_ACCMODE, O_RDONLY);
+  void *w = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, m.fds[0], 0);
+  EXPECT_EQ(w, MAP_FAILED);
+  if (w != MAP_FAILED) munmap(w, 4096);
+  EXPECT_EQ(write(m.fds[0], "x", 1), -1);
   hurray_buffer r;
   ASSERT_OK(hurray_ipc_import(&m, &r));
   EXPECT_EQ(r.flags, HURRAY_FLAG_READ_ONLY);

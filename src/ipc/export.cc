@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #include "../check.h"
@@ -156,9 +157,22 @@ int32_t prepare_export(const hurray_buffer &src, uint32_t options, PreparedExpor
     if (copied) hurray_buffer_release(&held);
     return st;
   }
-  const int memfd = fcntl(b->memfd, F_DUPFD_CLOEXEC, 0);
+  // A read-only handle travels as a read-only open of the memfd (a new open
+  // file description through /proc), so that the receiver cannot map or
+  // write it writable whatever it does with the flag; others as a dup.
+  const bool read_only = (held.flags & HURRAY_FLAG_READ_ONLY) != 0;
+  int memfd;
+  if (read_only) {
+    char path[40];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", b->memfd);
+    memfd = open(path, O_RDONLY | O_CLOEXEC);
+  } else {
+    memfd = fcntl(b->memfd, F_DUPFD_CLOEXEC, 0);
+  }
   if (memfd < 0) {
-    st = errno_fail("fcntl(F_DUPFD_CLOEXEC) of the memfd");
+    st = errno_fail(read_only ? "open(/proc/self/fd/N, O_RDONLY) of the memfd (a read-only "
+                                "handle is sent read-only; is /proc mounted?)"
+                              : "fcntl(F_DUPFD_CLOEXEC) of the memfd");
     close(pipe_fds[0]);
     close(pipe_fds[1]);
     if (copied) hurray_buffer_release(&held);
