@@ -1061,9 +1061,12 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  * against shrinking and fds[1] the write end of a pipe.
  *
  * Parameters:
- *   m    [in, consumed]  the message; its fds are consumed on success AND
- *        on failure (closed on any error, so a receiver never leaks them),
- *        and m->nfds is set to 0; m NULL consumes nothing
+ *   m    [in, consumed]  the message; its fds (m->fds[0 .. m->nfds - 1],
+ *        at most HURRAY_IPC_MAX_FDS) are consumed on success AND on failure
+ *        (closed on any error, so a receiver never leaks them), and m->nfds
+ *        is set to 0; entries at or beyond m->nfds are not the message's
+ *        and are never touched (a caller that lowers nfds keeps those);
+ *        m NULL consumes nothing
  *   out  [out]  the new handle, owned by the caller; written only on
  *        success. Its release unmaps, closes, and so gives the reference
  *        back to the sender. It may be shared, exported and sent on.
