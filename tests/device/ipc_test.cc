@@ -5,6 +5,7 @@
 // forked after the driver was loaded cannot use it.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "support.h"
