@@ -243,7 +243,8 @@ int ipc_child(int sock) {
   CUdevice dev;
   CUcontext ctx = nullptr;
   if (cuDeviceGet(&dev, r.device.device_id) != CUDA_SUCCESS ||
-      cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
+      cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+      cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
     std::printf("ipc-child: no context\n");
     return 1;
   }
