@@ -38,6 +38,11 @@ constexpr uint64_t kKnownOptions = HURRAY_ALLOC_SHAREABLE;
 
 }  // namespace
 
+const DeviceMemory *device_memory_of(const hurray_buffer &h) {
+  if (h.release_fn != &device_release || h.user_data == nullptr) return nullptr;
+  return &static_cast<const DeviceBlock *>(h.user_data)->mem;
+}
+
 int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
                  uint64_t flags, void *stream, int32_t stream_device, hurray_buffer *out) {
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");

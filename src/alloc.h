@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "device/backend.h"
 #include "hurray/hurray.h"
 
 namespace hurray::detail {
@@ -26,6 +27,11 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
 hurray_buffer compact_handle(hurray_release_fn release, void *user_data, void *data,
                              hurray_device device, hurray_dtype dtype, int32_t ndim,
                              const int64_t *shape, int64_t *dims, uint64_t flags);
+
+// The backend's record of memory from hurray_alloc on a GPU device (the
+// handle's own block: hurray_alloc's release function); nullptr for any other
+// handle (shares included).
+const DeviceMemory *device_memory_of(const hurray_buffer &h);
 
 }  // namespace hurray::detail
 

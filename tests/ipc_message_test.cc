@@ -175,7 +175,10 @@ TEST(IpcMessage, OtherMemoryIsCopiedOnceOrRefused) {
   EXPECT_EQ(src.log.calls.load(), 1);
 }
 
-TEST(IpcMessage, GpuMemoryIsPending) {
+// kDLCUDA memory that is not the driver's (here host memory; no driver, or
+// the fake's cuMemGetAddressRange does not know it): refused, nothing
+// consumed. GPU memory that is exported: tests/device/ipc_test.cc.
+TEST(IpcMessage, GpuMemoryTheDriverCannotExportIsRefused) {
   HandleSource src;
   hurray_test::Layout l = hurray_test::dense({4});
   l.device_type = kDLCUDA;

@@ -553,7 +553,9 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  * /dev/shm) mapped MAP_SHARED and page-aligned; hurray_ipc_export sends such
  * memory without a copy. Its metadata (shape, strides, the block that frees
  * it) lives in ordinary heap memory, never in the shared pages. Other
- * devices: HURRAY_ERR_UNSUPPORTED_DEVICE for now (docs/impl/ipc.md §2). */
+ * devices: HURRAY_ERR_UNSUPPORTED_DEVICE (docs/impl/ipc.md §2); kDLCUDA and
+ * kDLROCM memory from hurray_alloc without the option is already sendable
+ * (legacy IPC handles, ipc §6). */
 #define HURRAY_ALLOC_SHAREABLE ((uint64_t)1 << 32)
 
 /* Allocates uninitialised memory for a (dtype, shape) tensor on `device`
@@ -591,7 +593,9 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  *                                  no such device ordinal); kDLCPU with a
  *                                  device_id other than 0;
  *                                  HURRAY_ALLOC_SHAREABLE on a device other
- *                                  than kDLCPU (pending, docs/impl/ipc.md)
+ *                                  than kDLCPU (GPU memory from plain
+ *                                  hurray_alloc is sendable as it is,
+ *                                  docs/impl/ipc.md §6)
  *   HURRAY_ERR_OVERFLOW            element count or byte size beyond 64-bit
  *                                  range
  *   HURRAY_ERR_OUT_OF_MEMORY       host or device allocation failed
@@ -971,7 +975,8 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
 #define HURRAY_IPC_WIRE_VERSION 1u
 /* Most file descriptors one message carries. */
 #define HURRAY_IPC_MAX_FDS 4
-/* Bytes of the largest descriptor (a descriptor of ndim 64 takes 1104). */
+/* Bytes of the largest descriptor (one of ndim 64 takes 1104 for CPU
+ * memory, 1168 for GPU memory). */
 #define HURRAY_IPC_DESCRIPTOR_MAX 1280
 
 /* One message: the descriptor and the fds it needs. A plain value; whoever
@@ -1001,6 +1006,17 @@ typedef struct hurray_ipc_message {
  * memfd and the lifetime fd (ipc §5); the sender keeps the reference *src
  * had until every copy of the lifetime fd is closed.
  *
+ * GPU device memory (ipc §6) is always sent without a copy (never through
+ * the host; `options` changes nothing for it): kDLCUDA memory of cuMemAlloc
+ * (hurray_alloc without a stream, or a share of it) as a CUDA legacy IPC
+ * handle (cuIpcGetMemHandle), kDLROCM memory of hipMalloc as a HIP IPC
+ * handle, through the run-time-loaded driver; the message carries the
+ * handle of the whole allocation, where the data lies in it, and the
+ * lifetime fd. Synchronisation: the export first waits on the host for all
+ * work queued in the device's primary context (cuCtxSynchronize /
+ * hipDeviceSynchronize), so the receiver may use the memory at once; work
+ * the caller queued in other contexts must be finished by the caller.
+ *
  * Parameters:
  *   src      [in, consumed on success]  a live, valid handle; zeroed on
  *            success
@@ -1010,10 +1026,20 @@ typedef struct hurray_ipc_message {
  * Returns: HURRAY_OK, or
  *   HURRAY_ERR_INVALID_ARGUMENT    out NULL; src NULL, empty or malformed;
  *                                  unknown option bits
- *   HURRAY_ERR_UNSUPPORTED_DEVICE  memory not on kDLCPU (GPU memory:
- *                                  pending, ipc §6); HURRAY_IPC_ZERO_COPY_ONLY
- *                                  and the memory is not shareable (the
- *                                  message says so); not Linux
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  memory neither kDLCPU nor exportable
+ *                                  GPU memory (ipc §6): pinned or managed
+ *                                  memory; stream-ordered pool memory
+ *                                  (hurray_alloc_async, cuMemAllocAsync /
+ *                                  hipMallocAsync); memory the driver will
+ *                                  not export; a GPU tensor without
+ *                                  elements; the vendor not in this build
+ *                                  or its driver missing or lacking IPC;
+ *                                  HURRAY_IPC_ZERO_COPY_ONLY and the CPU
+ *                                  memory is not shareable (the message
+ *                                  says which); not Linux
+ *   HURRAY_ERR_DEVICE              GPU memory: a driver call failed
+ *                                  (cuCtxSynchronize, ...; call and error in
+ *                                  the message)
  *   HURRAY_ERR_UNSUPPORTED_DTYPE   a copy was needed of a non-contiguous
  *                                  tensor of packed sub-byte elements
  *   HURRAY_ERR_OUT_OF_MEMORY       the bookkeeping or the copy's memory
@@ -1054,7 +1080,15 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
 /* Makes a live handle of a message hurray_ipc_export made (in this or
  * another process): the memfd is mapped MAP_SHARED (read-only when the
  * descriptor has HURRAY_FLAG_READ_ONLY), so writes are seen by every process
- * that maps it. Every field is checked before any is used (ipc §3.2): magic,
+ * that maps it. GPU memory (kinds 3 and 4, ipc §6) is opened with
+ * cuIpcOpenMemHandle (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) in the device's
+ * primary context / hipIpcOpenMemHandle with the device current; the
+ * handle's release closes it (cuIpcCloseMemHandle / hipIpcCloseMemHandle)
+ * and then the lifetime fd. The drivers refuse a handle of the importing
+ * process itself (HURRAY_ERR_DEVICE), and a child forked after the driver
+ * was loaded cannot open one (HURRAY_ERR_UNSUPPORTED_DEVICE). A received
+ * GPU handle may be shared but not sent on (the drivers do not export
+ * opened memory). Every field is checked before any is used (ipc §3.2): magic,
  * wire version, sizes, kind, nfds against the descriptor, dtype, ndim,
  * shape, strides and their byte extent against the mapped region, the
  * region against the memfd's size (fstat), that fds[0] is a memfd sealed
@@ -1069,7 +1103,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *        m NULL consumes nothing
  *   out  [out]  the new handle, owned by the caller; written only on
  *        success. Its release unmaps, closes, and so gives the reference
- *        back to the sender. It may be shared, exported and sent on.
+ *        back to the sender. It may be shared, exported and sent on (CPU
+ *        memory; GPU memory: shared only).
  * Returns: HURRAY_OK, or, with a message naming the field at fault:
  *   HURRAY_ERR_INVALID_ARGUMENT     m or out NULL; a bad ndim, shape or
  *                                   strides; m->size or m->nfds beyond
@@ -1077,8 +1112,16 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *   HURRAY_ERR_UNSUPPORTED_VERSION  the wire version is not
  *                                   HURRAY_IPC_WIRE_VERSION
  *   HURRAY_ERR_UNSUPPORTED_DTYPE    the dtype is not valid for DLPack 1.3
- *   HURRAY_ERR_UNSUPPORTED_DEVICE   a GPU kind (reserved, pending) or a
- *                                   device other than kDLCPU 0; not Linux
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE   kind 2 (reserved: CUDA VMM); kind 1
+ *                                   on a device other than kDLCPU 0; kinds
+ *                                   3 / 4: the vendor not in this build, its
+ *                                   driver missing or lacking IPC, a forked
+ *                                   child of a process that loaded it, no
+ *                                   such device ordinal; not Linux
+ *   HURRAY_ERR_DEVICE               kinds 3 / 4: the driver refused to open
+ *                                   the handle (a bad handle, the
+ *                                   importer's own memory; call and error
+ *                                   in the message)
  *   HURRAY_ERR_OVERFLOW             element count or extent beyond 64 bits
  *   HURRAY_ERR_OUT_OF_MEMORY        the bookkeeping could not be allocated
  *   HURRAY_ERR_IPC                  wrong magic, truncated or oversized
@@ -1087,7 +1130,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *                                   too many or too few fds, an fd that is
  *                                   not a sealed memfd or not a pipe's write
  *                                   end, a region beyond the memfd, elements
- *                                   outside the region, a failed mmap
+ *                                   outside the region, a failed mmap;
+ *                                   kinds 3 / 4: a device type not the
+ *                                   kind's, a negative ordinal, a nonzero
+ *                                   region_offset
  * On failure: every fd of m closed, nothing mapped; *out untouched.
  * Threads: safe from any thread; the handle may be released from any
  *   thread.

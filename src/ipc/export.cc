@@ -107,12 +107,9 @@ int32_t prepare_export(const hurray_buffer &src, uint32_t options, PreparedExpor
   hurray_extent e;
   int32_t st = check_handle(&src, "src", &e);
   if (st != HURRAY_OK) return st;
-  if (src.device.device_type != HURRAY_DEVICE_CPU) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "sending %s memory to another process is not supported yet (GPU IPC is "
-                "pending; copy it to kDLCPU first)",
-                device_type_name(src.device.device_type));
-  }
+  // GPU device memory is always sent zero-copy (never staged through the
+  // host): HURRAY_IPC_ZERO_COPY_ONLY changes nothing for it.
+  if (src.device.device_type != HURRAY_DEVICE_CPU) return prepare_gpu_export(src, e, p);
   const MemfdBlock *b = memfd_block_of(src);
   hurray_buffer held = src;
   bool copied = false;
@@ -226,7 +223,6 @@ extern "C" {
 
 HURRAY_API int32_t hurray_ipc_export(hurray_buffer *src, uint32_t options,
                                      hurray_ipc_message *out) {
-  using namespace hurray::detail;
   using namespace hurray::detail;
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (src == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "src is NULL");

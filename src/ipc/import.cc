@@ -54,19 +54,6 @@ int32_t check_memfd(int fd, const WireDesc &d) {
   return HURRAY_OK;
 }
 
-int32_t check_lifetime_fd(int fd) {
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    return fail(HURRAY_ERR_IPC, "fds[1] (%d) is not an open file: %s", fd,
-                std::strerror(fd < 0 ? EBADF : errno));
-  }
-  const int mode = fcntl(fd, F_GETFL);
-  if (!S_ISFIFO(st.st_mode) || mode < 0 || (mode & O_ACCMODE) != O_WRONLY) {
-    return fail(HURRAY_ERR_IPC, "fds[1] is not the write end of a pipe (the lifetime fd)");
-  }
-  return HURRAY_OK;
-}
-
 // Maps the checked message; on success the block owns both fds.
 int32_t map_message(const WireDesc &d, int memfd, int lifetime_fd, hurray_buffer *out) {
   MemfdBlock *b = new_memfd_block(d.ndim);
@@ -123,9 +110,10 @@ int32_t import_impl(hurray_ipc_message *m, hurray_buffer *out) {
   WireDesc d;
   int32_t st = decode_descriptor(m->bytes, m->size, m->nfds, &d);
   if (st != HURRAY_OK) return st;
+  if (is_gpu_ipc_kind(d.kind)) return import_gpu(d, m, out);
   st = check_memfd(m->fds[0], d);
   if (st != HURRAY_OK) return st;
-  st = check_lifetime_fd(m->fds[1]);
+  st = check_lifetime_fd(m->fds[1], 1);
   if (st != HURRAY_OK) return st;
   st = map_message(d, m->fds[0], m->fds[1], out);
   if (st != HURRAY_OK) return st;
@@ -136,6 +124,20 @@ int32_t import_impl(hurray_ipc_message *m, hurray_buffer *out) {
 }
 
 }  // namespace
+
+int32_t check_lifetime_fd(int fd, int index) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    return fail(HURRAY_ERR_IPC, "fds[%d] (%d) is not an open file: %s", index, fd,
+                std::strerror(fd < 0 ? EBADF : errno));
+  }
+  const int mode = fcntl(fd, F_GETFL);
+  if (!S_ISFIFO(st.st_mode) || mode < 0 || (mode & O_ACCMODE) != O_WRONLY) {
+    return fail(HURRAY_ERR_IPC, "fds[%d] is not the write end of a pipe (the lifetime fd)", index);
+  }
+  return HURRAY_OK;
+}
+
 }  // namespace hurray::detail
 
 extern "C" {

@@ -29,6 +29,18 @@ void commit_export(PreparedExport *p, hurray_buffer *src);
 // The export did not happen: fds closed, the watch taken back, a copy freed.
 void abort_export(PreparedExport *p);
 
+// The GPU part (gpu_message.cc, docs/impl/ipc.md §6). prepare_gpu_export:
+// prepare_export for kDLCUDA / kDLROCM memory (`e` its extent), same
+// contract. import_gpu: the import of a checked descriptor of kind 3 / 4;
+// on success the handle owns m->fds[0] and m->nfds is 0, on failure the fds
+// are the caller's to close.
+struct WireDesc;
+int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, PreparedExport *p);
+int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out);
+// HURRAY_OK when `fd` is the write end of a pipe (the lifetime fd), which
+// the message carries as fds[index]; else HURRAY_ERR_IPC.
+int32_t check_lifetime_fd(int fd, int index);
+
 // Closes m->fds[0..min(nfds, HURRAY_IPC_MAX_FDS)) and sets nfds to 0.
 void close_message_fds(hurray_ipc_message *m);
 

@@ -61,7 +61,7 @@ uint64_t get_u64(const uint8_t *p) {
 }  // namespace
 
 uint32_t encode_descriptor(const WireDesc &d, uint8_t *out) {
-  const uint32_t size = wire_size(d.ndim);
+  const uint32_t size = wire_size(d.kind, d.ndim);
   std::memset(out, 0, kWireHeaderSize);
   put_u32(out + kOffMagic, kWireMagic);
   put_u32(out + kOffVersion, HURRAY_IPC_WIRE_VERSION);
@@ -85,6 +85,8 @@ uint32_t encode_descriptor(const WireDesc &d, uint8_t *out) {
     put_u64(out + kWireHeaderSize + 8 * static_cast<size_t>(d.ndim + i),
             static_cast<uint64_t>(d.strides[i]));
   }
+  if (is_gpu_ipc_kind(d.kind))
+    std::memcpy(out + wire_size(d.ndim), d.gpu_handle, kWireGpuHandleSize);
   return size;
 }
 
@@ -135,35 +137,50 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   d.region_offset = get_u64(bytes + kOffRegionOffset);
   d.region_length = get_u64(bytes + kOffRegionLength);
 
-  if (d.kind >= kKindCudaVmmFd && d.kind <= kKindHipIpc) {
+  if (d.kind == kKindCudaVmmFd) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "descriptor kind %" PRIu32
-                " (GPU memory) is reserved; this libhurray does not "
-                "import GPU memory yet",
-                d.kind);
+                "descriptor kind 2 (a CUDA VMM allocation as a POSIX fd) is reserved; this "
+                "libhurray does not import it");
   }
-  if (d.kind != kKindCpuMemfd) {
+  const bool gpu = is_gpu_ipc_kind(d.kind);
+  if (d.kind != kKindCpuMemfd && !gpu) {
     return fail(HURRAY_ERR_IPC, "descriptor kind %" PRIu32 " is unknown", d.kind);
   }
   if (d.ndim < 0 || d.ndim > HURRAY_MAX_NDIM) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "descriptor ndim is %" PRId32 " (0..%d)", d.ndim,
                 HURRAY_MAX_NDIM);
   }
-  if (size != wire_size(d.ndim)) {
+  if (size != wire_size(d.kind, d.ndim)) {
     return fail(HURRAY_ERR_IPC,
-                "descriptor has %zu bytes; ndim %" PRId32 " of kind 1 takes %" PRIu32, size, d.ndim,
-                wire_size(d.ndim));
+                "descriptor has %zu bytes; ndim %" PRId32 " of kind %" PRIu32 " takes %" PRIu32,
+                size, d.ndim, d.kind, wire_size(d.kind, d.ndim));
   }
-  if (d.nfds != kCpuMemfdFds || nfds != kCpuMemfdFds) {
+  const uint32_t want_fds = gpu ? kGpuIpcFds : kCpuMemfdFds;
+  if (d.nfds != want_fds || nfds != want_fds) {
     return fail(HURRAY_ERR_IPC,
-                "descriptor says %" PRIu32 " fds, the message carries %" PRIu32
-                " (kind 1 takes %" PRIu32 ": memfd, lifetime)",
-                d.nfds, nfds, kCpuMemfdFds);
+                "descriptor says %" PRIu32 " fds, the message carries %" PRIu32 " (kind %" PRIu32
+                " takes %" PRIu32 ": %s)",
+                d.nfds, nfds, d.kind, want_fds, gpu ? "lifetime" : "memfd, lifetime");
   }
-  if (d.device.device_type != HURRAY_DEVICE_CPU || d.device.device_id != 0) {
+  if (!gpu && (d.device.device_type != HURRAY_DEVICE_CPU || d.device.device_id != 0)) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "descriptor device is %s %" PRId32 "; kind 1 is kDLCPU 0",
                 device_type_name(d.device.device_type), d.device.device_id);
+  }
+  if (gpu) {
+    const int32_t want = d.kind == kKindCudaLegacyIpc ? HURRAY_DEVICE_CUDA : HURRAY_DEVICE_ROCM;
+    if (d.device.device_type != want || d.device.device_id < 0) {
+      return fail(HURRAY_ERR_IPC, "descriptor device is %s %" PRId32 "; kind %" PRIu32 " is %s",
+                  device_type_name(d.device.device_type), d.device.device_id, d.kind,
+                  device_type_name(want));
+    }
+    if (d.region_offset != 0) {
+      return fail(HURRAY_ERR_IPC,
+                  "descriptor region_offset is %" PRIu64 "; kind %" PRIu32
+                  " maps a whole allocation (0)",
+                  d.region_offset, d.kind);
+    }
+    std::memcpy(d.gpu_handle, bytes + wire_size(d.ndim), kWireGpuHandleSize);
   }
   for (int32_t i = 0; i < d.ndim; ++i) {
     d.shape[i] =

@@ -17,15 +17,21 @@ constexpr uint32_t kWireMagic = 0x50495248u;  // "HRIP" in little-endian byte or
 constexpr uint32_t kWireHeaderSize = 80;      // fixed part; shape and strides follow
 constexpr uint32_t kWirePrefixSize = 16;      // magic, version, header size, total size
 
-// Kinds of memory (the `kind` field). 1 is served; 2..4 are reserved for GPU
-// memory (pending) and refused with HURRAY_ERR_UNSUPPORTED_DEVICE.
+// Kinds of memory (the `kind` field). 1, 3 and 4 are served; 2 is reserved
+// (CUDA VMM, a later kind) and refused with HURRAY_ERR_UNSUPPORTED_DEVICE.
 enum WireKind : uint32_t {
   kKindCpuMemfd = 1,       // fds: [memfd, lifetime]
   kKindCudaVmmFd = 2,      // reserved: CUDA VMM allocation exported as a POSIX fd
-  kKindCudaLegacyIpc = 3,  // reserved: cuIpcGetMemHandle
-  kKindHipIpc = 4,         // reserved: hipIpcGetMemHandle
+  kKindCudaLegacyIpc = 3,  // fds: [lifetime]; cuIpcGetMemHandle's 64 bytes after the strides
+  kKindHipIpc = 4,         // fds: [lifetime]; hipIpcGetMemHandle's 64 bytes after the strides
 };
 constexpr uint32_t kCpuMemfdFds = 2;
+constexpr uint32_t kGpuIpcFds = 1;
+constexpr uint32_t kWireGpuHandleSize = 64;  // kind-specific data of kinds 3 and 4
+
+constexpr bool is_gpu_ipc_kind(uint32_t kind) {
+  return kind == kKindCudaLegacyIpc || kind == kKindHipIpc;
+}
 
 // A decoded (or to-be-encoded) descriptor.
 struct WireDesc {
@@ -36,21 +42,26 @@ struct WireDesc {
   hurray_dtype dtype;
   int32_t ndim;
   uint64_t byte_offset;    // as in the handle
-  uint64_t data_offset;    // offset in the memfd of the handle's `data`
-  uint64_t region_offset;  // byte range of the memfd to map
-  uint64_t region_length;
+  uint64_t data_offset;    // offset in the memfd (GPU: the allocation) of the handle's `data`
+  uint64_t region_offset;  // byte range of the memfd to map (GPU: 0)
+  uint64_t region_length;  // (GPU: the allocation's size)
   int64_t shape[HURRAY_MAX_NDIM];
-  int64_t strides[HURRAY_MAX_NDIM];  // in elements
+  int64_t strides[HURRAY_MAX_NDIM];        // in elements
+  uint8_t gpu_handle[kWireGpuHandleSize];  // kinds 3 and 4: the vendor's IPC handle
 };
 
-// Bytes a descriptor of `ndim` dimensions takes.
+// Bytes a descriptor of `ndim` dimensions takes (kind 1).
 constexpr uint32_t wire_size(int32_t ndim) {
   return kWireHeaderSize + 16u * static_cast<uint32_t>(ndim);
 }
-static_assert(wire_size(HURRAY_MAX_NDIM) <= HURRAY_IPC_DESCRIPTOR_MAX,
+// Bytes a descriptor of `kind` with `ndim` dimensions takes.
+constexpr uint32_t wire_size(uint32_t kind, int32_t ndim) {
+  return wire_size(ndim) + (is_gpu_ipc_kind(kind) ? kWireGpuHandleSize : 0u);
+}
+static_assert(wire_size(kKindCudaLegacyIpc, HURRAY_MAX_NDIM) <= HURRAY_IPC_DESCRIPTOR_MAX,
               "the largest descriptor fits in hurray_ipc_message::bytes");
 
-// Writes `d` (already valid) into out[0..wire_size(d.ndim)); returns the size.
+// Writes `d` (already valid) into out[0..wire_size(d.kind, d.ndim)); returns the size.
 uint32_t encode_descriptor(const WireDesc &d, uint8_t *out);
 
 // Reads and checks bytes[0..size) against wire version 1, and that the

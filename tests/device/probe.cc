@@ -26,6 +26,7 @@
 //                              request (run with FAKE_CUDA_INIT_DELAY_MS);
 //                              the child's request must be refused; prints
 //                              the child's answer and the driver's init count
+//   probe ipc-COMMAND TYPE     GPU memory across processes (ipc_probe.cc)
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/syscall.h>
@@ -354,6 +355,8 @@ int cmd_which_hip() {
 
 }  // namespace
 
+int run_ipc_command(const std::string &cmd, int type);  // ipc_probe.cc
+
 int main(int argc, char **argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   const int a = argc > 2 ? std::atoi(argv[2]) : 0;
@@ -367,6 +370,7 @@ int main(int argc, char **argv) {
   if (cmd == "reentrant-hook") return cmd_reentrant_hook(a);
   if (cmd == "fork-in-hook") return cmd_fork_in_hook(a);
   if (cmd == "fork-in-load") return cmd_fork_in_load(a);
+  if (cmd.rfind("ipc-", 0) == 0) return run_ipc_command(cmd.substr(4), a);
   std::fprintf(stderr, "unknown command '%s'\n", cmd.c_str());
   return 64;
 }

@@ -5,7 +5,10 @@
 #ifndef HURRAY_TESTS_FAKES_FAKE_COMMON_H_
 #define HURRAY_TESTS_FAKES_FAKE_COMMON_H_
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -29,7 +32,24 @@ struct Allocation {
   uint64_t bytes;
   Kind kind;
   int device;
+  int memfd = -1;  // plain device allocations: a memfd another process can open (legacy IPC)
+  uint64_t mapped = 0;
 };
+
+// The fake's legacy IPC handle (64 bytes, as cuIpcMemHandle / hipIpcMemHandle_t):
+// the exporting process, the memfd behind the allocation and its size. The
+// importer opens /proc/PID/fd/FD: real cross-process sharing of the pages.
+struct IpcHandle {
+  char magic[8];  // "FAKEIPC"
+  int32_t pid;
+  int32_t fd;
+  uint64_t bytes;
+  char pad[40];
+};
+static_assert(sizeof(IpcHandle) == 64, "legacy IPC handles are 64 bytes");
+
+// Why ipc_open failed.
+enum class IpcOpenError { kNone, kOwnProcess, kBadHandle, kOpenFailed };
 
 inline int env_int(const char *name, int fallback) {
   const char *v = std::getenv(name);
@@ -72,13 +92,104 @@ class Recorder {
     return result;
   }
 
-  void *allocate(uint64_t bytes, Kind kind, int device) {
+  // `shareable`: the pages are a memfd mapped MAP_SHARED (what cuMemAlloc /
+  // hipMalloc give, exportable with legacy IPC); else heap memory.
+  void *allocate(uint64_t bytes, Kind kind, int device, bool shareable = false) {
     const size_t rounded = static_cast<size_t>((bytes + 255) / 256 * 256);
+    if (shareable) {
+      const size_t len = rounded > 0 ? rounded : 256;
+      const int fd = memfd_create("fake-device-memory", MFD_CLOEXEC);
+      if (fd < 0) return nullptr;
+      void *m = ftruncate(fd, static_cast<off_t>(len)) == 0
+                    ? mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                    : MAP_FAILED;
+      if (m == MAP_FAILED) {
+        close(fd);
+        return nullptr;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      allocs_[reinterpret_cast<uintptr_t>(m)] = Allocation{bytes, kind, device, fd, len};
+      return m;
+    }
     void *p = std::aligned_alloc(256, rounded > 0 ? rounded : 256);
     if (p == nullptr) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     allocs_[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, kind, device};
     return p;
+  }
+
+  // --- legacy IPC ---
+  // The handle of the allocation based at `p`; false when `p` is not the
+  // base of a plain device allocation (pool memory, pinned, an interior
+  // address).
+  bool ipc_handle(const void *p, IpcHandle *out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocs_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocs_.end() || it->second.memfd < 0) return false;
+    std::memset(out, 0, sizeof *out);
+    std::memcpy(out->magic, "FAKEIPC", 8);
+    out->pid = static_cast<int32_t>(getpid());
+    out->fd = it->second.memfd;
+    out->bytes = it->second.mapped;
+    return true;
+  }
+  // Maps another process's allocation; the real drivers refuse a handle of
+  // the calling process itself.
+  void *ipc_open(const IpcHandle &h, IpcOpenError *why) {
+    *why = IpcOpenError::kBadHandle;
+    if (std::memcmp(h.magic, "FAKEIPC", 8) != 0 || h.bytes == 0) return nullptr;
+    if (h.pid == static_cast<int32_t>(getpid())) {
+      *why = IpcOpenError::kOwnProcess;
+      return nullptr;
+    }
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(h.pid),
+                  static_cast<int>(h.fd));
+    *why = IpcOpenError::kOpenFailed;
+    const int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    void *m =
+        mmap(nullptr, static_cast<size_t>(h.bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return nullptr;
+    *why = IpcOpenError::kNone;
+    std::lock_guard<std::mutex> lock(mu_);
+    opened_[reinterpret_cast<uintptr_t>(m)] = h.bytes;
+    return m;
+  }
+  // Unmaps what ipc_open mapped at `p`; false if it did not.
+  bool ipc_close(const void *p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = opened_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == opened_.end()) return false;
+    munmap(const_cast<void *>(p), static_cast<size_t>(it->second));
+    opened_.erase(it);
+    return true;
+  }
+  int64_t ipc_open_count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(opened_.size());
+  }
+  // Base and size of the allocation (or the opened IPC mapping) holding `p`.
+  bool address_range(const void *p, uintptr_t *base, uint64_t *bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocs_.upper_bound(a);
+    if (it != allocs_.begin()) {
+      --it;
+      if (a < it->first + (it->second.bytes > 0 ? it->second.bytes : 1)) {
+        *base = it->first;
+        *bytes = it->second.bytes;
+        return true;
+      }
+    }
+    auto o = opened_.upper_bound(a);
+    if (o == opened_.begin()) return false;
+    --o;
+    if (a >= o->first + o->second) return false;
+    *base = o->first;
+    *bytes = o->second;
+    return true;
   }
 
   // Frees `p` if it is the base of an allocation of one of `kinds`.
@@ -88,9 +199,17 @@ class Recorder {
     if (it == allocs_.end()) return false;
     const bool pinned = it->second.kind == Kind::kPinned;
     if (pinned == device_or_managed) return false;
+    free_pages(it->first, it->second);
     allocs_.erase(it);
-    std::free(const_cast<void *>(p));
     return true;
+  }
+  static void free_pages(uintptr_t base, const Allocation &a) {
+    if (a.memfd >= 0) {
+      munmap(reinterpret_cast<void *>(base), static_cast<size_t>(a.mapped));
+      close(a.memfd);
+    } else {
+      std::free(reinterpret_cast<void *>(base));
+    }
   }
 
   // Forgets (and frees) every allocation of `device`, as a context reset
@@ -100,7 +219,7 @@ class Recorder {
     int n = 0;
     for (auto it = allocs_.begin(); it != allocs_.end();) {
       if (it->second.device == device) {
-        std::free(reinterpret_cast<void *>(it->first));
+        free_pages(it->first, it->second);
         it = allocs_.erase(it);
         ++n;
       } else {
@@ -241,6 +360,7 @@ class Recorder {
   std::vector<fake_call> log_;
   std::map<std::string, std::pair<int, int>> inject_;  // fn -> (result, remaining; -1 forever)
   std::map<uintptr_t, Allocation> allocs_;
+  std::map<uintptr_t, uint64_t> opened_;  // IPC mappings of other processes' memory
 };
 
 }  // namespace fake
@@ -267,6 +387,9 @@ class Recorder {
   }                                                                                            \
   FAKE_EXPORT int prefix##unordered_frees(void) {                                              \
     return fake::Recorder::get().unordered_frees.load();                                       \
+  }                                                                                            \
+  FAKE_EXPORT int64_t prefix##ipc_open_count(void) {                                           \
+    return fake::Recorder::get().ipc_open_count();                                             \
   }
 
 #endif  // HURRAY_TESTS_FAKES_FAKE_COMMON_H_

@@ -79,7 +79,10 @@ typedef struct fake_call {
      synchronisation does not count) or a free on another stream, with no    \
      synchronisation of that stream (or of its whole context / device) in    \
      between. The per-thread default stream (2) is each thread's own. */     \
-  int prefix##unordered_frees(void);
+  int prefix##unordered_frees(void);                                         \
+  /* Mappings of other processes' memory opened with cuIpcOpenMemHandle /    \
+     hipIpcOpenMemHandle and not closed yet. */                              \
+  int64_t prefix##ipc_open_count(void);
 
 FAKE_CONTROL_API(fake_cuda_)
 FAKE_CONTROL_API(fake_hip_)

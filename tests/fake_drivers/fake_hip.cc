@@ -141,7 +141,9 @@ hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kin
   FAKE_ENTER(fn, nullptr, stream, bytes);
   if (hipError_t e = stream_error(stream)) return done(fn, e, nullptr, stream, bytes);
   if (bytes == 0) return done(fn, kInvalidValue, nullptr, stream, bytes);
-  void *p = rec().allocate(bytes, kind, kind == fake::Kind::kPinned ? -1 : t_device);
+  // hipMalloc memory is exportable with hipIpcGetMemHandle; pool memory is not.
+  const bool shareable = kind == fake::Kind::kDevice && stream == nullptr;
+  void *p = rec().allocate(bytes, kind, kind == fake::Kind::kPinned ? -1 : t_device, shareable);
   if (p == nullptr) return done(fn, kOutOfMemory, nullptr, stream, bytes);
   *out = p;
   return done(fn, kSuccess, p, stream, bytes);
@@ -282,6 +284,53 @@ FAKE_EXPORT hipError_t hipMemcpy3DAsync(const Memcpy3DParms *p, hipStream_t s) {
   }
   rec().queue_work(dp.ptr, sp.ptr, t_device, s);
   return done("hipMemcpy3DAsync", kSuccess, dp.ptr, s, bytes, sp.ptr);
+}
+
+// Legacy IPC: hipIpcGetMemHandle takes the base of a hipMalloc allocation;
+// hipIpcOpenMemHandle maps another process's (its own: hipErrorInvalidContext,
+// as ROCm answers); hipIpcCloseMemHandle unmaps.
+constexpr hipError_t kInvalidContext = 201;
+struct HipIpcMemHandle {
+  char reserved[64];
+};
+
+FAKE_EXPORT hipError_t hipIpcGetMemHandle(HipIpcMemHandle *h, void *p) {
+  FAKE_ENTER("hipIpcGetMemHandle", p);
+  fake::IpcHandle ih;
+  if (h == nullptr || !rec().ipc_handle(p, &ih))
+    return done("hipIpcGetMemHandle", kInvalidValue, p);
+  std::memcpy(h->reserved, &ih, sizeof ih);
+  return done("hipIpcGetMemHandle", kSuccess, p);
+}
+
+FAKE_EXPORT hipError_t hipIpcOpenMemHandle(void **out, HipIpcMemHandle h, unsigned int flags) {
+  FAKE_ENTER("hipIpcOpenMemHandle", nullptr, nullptr, flags);
+  fake::IpcHandle ih;
+  std::memcpy(&ih, h.reserved, sizeof ih);
+  fake::IpcOpenError why;
+  void *p = rec().ipc_open(ih, &why);
+  if (p == nullptr) {
+    return done("hipIpcOpenMemHandle",
+                why == fake::IpcOpenError::kOwnProcess ? kInvalidContext : kInvalidValue, nullptr,
+                nullptr, flags);
+  }
+  *out = p;
+  return done("hipIpcOpenMemHandle", kSuccess, p, nullptr, flags);
+}
+
+FAKE_EXPORT hipError_t hipIpcCloseMemHandle(void *p) {
+  FAKE_ENTER("hipIpcCloseMemHandle", p);
+  return done("hipIpcCloseMemHandle", rec().ipc_close(p) ? kSuccess : kInvalidValue, p);
+}
+
+FAKE_EXPORT hipError_t hipMemGetAddressRange(void **base, size_t *size, void *p) {
+  FAKE_ENTER("hipMemGetAddressRange", p);
+  uintptr_t b = 0;
+  uint64_t n = 0;
+  if (!rec().address_range(p, &b, &n)) return done("hipMemGetAddressRange", kInvalidValue, p);
+  if (base != nullptr) *base = reinterpret_cast<void *>(b);
+  if (size != nullptr) *size = static_cast<size_t>(n);
+  return done("hipMemGetAddressRange", kSuccess, p, nullptr, n);
 }
 
 FAKE_EXPORT hipError_t hipDeviceSynchronize(void) {

@@ -15,7 +15,11 @@
 //  - hurray_ipc_import of a refused descriptor, or of an accepted one whose
 //    memfd is too short, fails, closes every fd and maps nothing; of an
 //    accepted one with a memfd that fits, succeeds and the handle validates;
-//    its release closes everything again.
+//    its release closes everything again;
+//  - GPU kinds (3, 4: ipc §6.1) decode like the others; their import (fds[0]
+//    a pipe's write end, as the kind wants) is refused with every fd closed:
+//    no handle of this process can be opened (no driver in the fuzz stage;
+//    the real drivers refuse a process's own handles and garbage).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -84,8 +88,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   // The same bytes through the public import, with real fds.
-  const uint64_t region_end = st == HURRAY_OK ? d.region_offset + d.region_length : 0;
-  if (st == HURRAY_OK && region_end > (uint64_t{1} << 24)) return 0;  // keep memfds small
+  const bool gpu = st == HURRAY_OK && hurray::detail::is_gpu_ipc_kind(d.kind);
+  const uint64_t region_end = st == HURRAY_OK && !gpu ? d.region_offset + d.region_length : 0;
+  if (region_end > (uint64_t{1} << 24)) return 0;  // keep memfds small
   hurray_ipc_message m;
   std::memset(&m, 0, sizeof m);
   m.size = static_cast<uint32_t>(bytes.size());
@@ -93,7 +98,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   m.nfds = nfds > HURRAY_IPC_MAX_FDS ? HURRAY_IPC_MAX_FDS : nfds;
   int fds[HURRAY_IPC_MAX_FDS] = {-1, -1, -1, -1};
   for (uint32_t i = 0; i < m.nfds; ++i) {
-    if (i == 0) {
+    if (i == 0 && gpu) {
+      int p[2];
+      FUZZ_CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe2");
+      close(p[0]);
+      fds[0] = p[1];
+    } else if (i == 0) {
       fds[0] = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
       uint64_t len = region_end > 0 ? region_end : 4096;
       if (short_memfd) len = len > 4096 ? len - 4096 : 0;
@@ -109,7 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     m.fds[i] = fds[i];
   }
-  const bool fits = st == HURRAY_OK && nfds == 2 && !short_memfd;
+  const bool fits = st == HURRAY_OK && !gpu && nfds == 2 && !short_memfd;
   hurray_buffer h;
   const int32_t ist = hurray_ipc_import(&m, &h);
   FUZZ_CHECK(m.nfds == 0, "import left nfds %u", m.nfds);

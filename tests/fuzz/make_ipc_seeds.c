@@ -4,7 +4,11 @@
  * the fd count 2; then the descriptor). Not built by CMake; regenerate with
  *   cc -std=c11 -Iinclude -Ibuild/dev/include tests/fuzz/make_ipc_seeds.c \
  *      -Lbuild/dev -lhurray -Wl,-rpath,$PWD/build/dev -o /tmp/seeds
- *   /tmp/seeds tests/fuzz/ipc_corpus */
+ *   /tmp/seeds tests/fuzz/ipc_corpus
+ * The GPU seeds (cuda_ipc_f32_1024, hip_ipc_f32_1024: kinds 3 and 4, byte 0
+ * the fd count 1, ipc.md §6.1) need a driver to export, so they were derived
+ * from f32_1024 by hand: kind, nfds 1, device 2 / 10, data_offset 256,
+ * region [0, +8192), total_size + 64, and the handle bytes 00..3f. */
 #include <hurray/hurray.h>
 #include <stdio.h>
 #include <string.h>

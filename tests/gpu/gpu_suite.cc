@@ -6,8 +6,13 @@
 //
 // `gpu_suite --exit-release` is the child the static-destructor check runs:
 // it keeps GPU memory in a static object released after exit() began.
+// `gpu_suite --ipc-child FD` is the receiver of the two-process case
+// (docs/impl/ipc.md §6): a fresh process (exec'd, since a child forked after
+// cuInit cannot use CUDA) that receives device memory on socket FD.
 #include <cuda.h>
 #include <hurray/dlpack.h>
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -217,6 +223,64 @@ int run_self(const char *arg, std::string *out) {
   return status;
 }
 
+// --- across processes (docs/impl/ipc.md §6) --------------------------------
+
+constexpr int64_t kIpcN = 4096;
+
+// The receiver: imports the buffer, checks the parent's values with
+// cuMemcpyDtoH, writes element 0 back as -1, releases. Exit 0 when all held.
+int ipc_child(int sock) {
+  hurray_buffer r{};
+  int32_t st = hurray_ipc_recv(sock, &r);
+  if (st != HURRAY_OK) {
+    std::printf("ipc-child recv: %s %s\n", hurray_status_name(st), hurray_last_error());
+    return 1;
+  }
+  if (r.device.device_type != HURRAY_DEVICE_CUDA || r.ndim != 1 || r.shape[0] != kIpcN) {
+    std::printf("ipc-child: wrong device or layout\n");
+    return 1;
+  }
+  CUdevice dev;
+  CUcontext ctx = nullptr;
+  if (cuDeviceGet(&dev, r.device.device_id) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+      cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
+    std::printf("ipc-child: no context\n");
+    return 1;
+  }
+  std::vector<float> host(static_cast<size_t>(kIpcN));
+  const CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(r.data));
+  int bad = cuMemcpyDtoH(host.data(), p, host.size() * 4) != CUDA_SUCCESS ? 1 : 0;
+  for (int64_t i = 0; i < kIpcN && bad == 0; ++i) {
+    if (host[static_cast<size_t>(i)] != 3.0f * static_cast<float>(i)) bad = 2;
+  }
+  const float minus_one = -1.0f;
+  if (bad == 0 && cuMemcpyHtoD(p, &minus_one, 4) != CUDA_SUCCESS) bad = 3;
+  CUcontext popped;
+  cuCtxPopCurrent(&popped);
+  if (hurray_buffer_release(&r) != HURRAY_OK) bad = 4;
+  std::printf("ipc-child %s (%d)\n", bad == 0 ? "ok" : "failed", bad);
+  return bad;
+}
+
+// Starts `gpu_suite --ipc-child FD` with the socket `fd` inherited.
+pid_t start_ipc_child(int fd) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return -1;
+  exe[n] = '\0';
+  char fd_arg[16];
+  std::snprintf(fd_arg, sizeof fd_arg, "%d", fd);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    char *const argv[] = {exe, const_cast<char *>("--ipc-child"), fd_arg, nullptr};
+    execv(exe, argv);
+    _exit(127);
+  }
+  return pid;
+}
+
 // --- non-contiguous copies (docs/impl/gpu.md §4) ---------------------------
 
 void noop_delete(DLManagedTensor *t) {
@@ -409,6 +473,7 @@ void pinned_pending_check() {
 
 int main(int argc, char **argv) {
   if (argc > 1 && std::strcmp(argv[1], "--exit-release") == 0) return exit_release_child();
+  if (argc > 2 && std::strcmp(argv[1], "--ipc-child") == 0) return ipc_child(std::atoi(argv[2]));
   std::printf("libhurray real-GPU suite (CUDA)\n");
   hurray_buffer probe{};
   const int64_t one = 1;
@@ -778,6 +843,44 @@ int main(int argc, char **argv) {
       hurray_buffer_release(&cpu);
     });
   }
+
+  // Two processes: the parent writes device memory, a fresh child imports it
+  // (CUDA legacy IPC), checks the values and writes one back; the parent
+  // sees the write and its reference come back.
+  run("device memory to another process and back", [&] {
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+    fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+    const pid_t pid = start_ipc_child(sv[1]);
+    close(sv[1]);
+    CHECK(pid > 0, "fork");
+    hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, kIpcN);
+    std::vector<float> host(static_cast<size_t>(kIpcN));
+    for (int64_t i = 0; i < kIpcN; ++i) host[static_cast<size_t>(i)] = 3.0f * static_cast<float>(i);
+    const CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(g.data));
+    {
+      CurrentContext in0(0);
+      CU(cuMemcpyHtoD(p, host.data(), host.size() * 4));
+    }
+    hurray_buffer two[2];
+    CHECK_OK(hurray_share(&g, 2, two));
+    const uint64_t returns = diagnostics().ipc_returns;
+    CHECK_OK(hurray_ipc_send(sv[0], &two[0], HURRAY_IPC_DEFAULT));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    close(sv[0]);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status is %d", status);
+    for (int i = 0; i < 500 && diagnostics().ipc_returns != returns + 1; ++i) usleep(10000);
+    CHECK(diagnostics().ipc_returns == returns + 1, "the child's reference did not come back");
+    float first = 0;
+    {
+      CurrentContext in0(0);
+      CU(cuMemcpyDtoH(&first, p, 4));
+    }
+    CHECK(first == -1.0f, "element 0 is %g, the child wrote -1", first);
+    hurray_buffer_release(&two[1]);
+  });
 
   // Last: it destroys everything on device 0.
   run("release after a primary context reset", [&] {

@@ -131,6 +131,19 @@ bool resolve_all(Loader &l, CudaDriver &d) {
          l.get("cuCtxSynchronize", 2000, &d.ctx_synchronize);
 }
 
+// The legacy IPC entry points, each optional (NULL when missing): a driver
+// without them still serves everything else.
+void resolve_ipc(Loader &l, CudaDriver &d) {
+  if (!l.get("cuIpcGetMemHandle", 4010, &d.ipc_get_mem_handle)) d.ipc_get_mem_handle = nullptr;
+  if (!l.get("cuIpcOpenMemHandle", 11000, &d.ipc_open_mem_handle)) d.ipc_open_mem_handle = nullptr;
+  if (!l.get("cuIpcCloseMemHandle", 4010, &d.ipc_close_mem_handle))
+    d.ipc_close_mem_handle = nullptr;
+  if (!l.get("cuMemGetAddressRange", 3020, &d.mem_get_address_range)) {
+    d.mem_get_address_range = nullptr;
+  }
+  g_error[0] = '\0';  // a missing optional entry point is no load error
+}
+
 bool load() {
   const char *env = std::getenv("HURRAY_CUDA_DRIVER_PATH");
   const bool overridden = env != nullptr && env[0] != '\0';
@@ -179,6 +192,7 @@ bool load() {
   }
   l.set_driver_version(d.version);
   if (!resolve_all(l, d)) return false;
+  resolve_ipc(l, d);
   // Optional (driver 12.0+): without it, d.ctx_get_id stays NULL. A failed
   // lookup here does not fail the load; its message is never shown.
   if (d.version >= 12000) (void)l.get("cuCtxGetId", 12000, &d.ctx_get_id);

@@ -76,6 +76,12 @@ struct CudaDriver {
   // free on the stream or waits for it (docs/impl/gpu.md §3, graph capture).
   PFN_cuStreamIsCapturing_v10000 stream_is_capturing;
   PFN_cuCtxSynchronize_v2000 ctx_synchronize;
+  // Legacy IPC (device/cuda/ipc.cc, docs/impl/ipc.md §6); optional: NULL
+  // when the driver lacks one, and GPU memory then cannot cross processes.
+  PFN_cuIpcGetMemHandle_v4010 ipc_get_mem_handle;
+  PFN_cuIpcOpenMemHandle_v11000 ipc_open_mem_handle;
+  PFN_cuIpcCloseMemHandle_v4010 ipc_close_mem_handle;
+  PFN_cuMemGetAddressRange_v3020 mem_get_address_range;
 };
 
 // The driver, loading it on the first call (once, thread-safely). Returns

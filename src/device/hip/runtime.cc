@@ -78,7 +78,11 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipMemcpy2DAsync", &r.memcpy_2d_async, false) &&
          get(lib, "hipMemcpy3DAsync", &r.memcpy_3d_async, false) &&
          get(lib, "hipDeviceSynchronize", &r.device_synchronize) &&
-         get(lib, "hipStreamIsCapturing", &r.stream_is_capturing, false);
+         get(lib, "hipStreamIsCapturing", &r.stream_is_capturing, false) &&
+         get(lib, "hipIpcGetMemHandle", &r.ipc_get_mem_handle, false) &&
+         get(lib, "hipIpcOpenMemHandle", &r.ipc_open_mem_handle, false) &&
+         get(lib, "hipIpcCloseMemHandle", &r.ipc_close_mem_handle, false) &&
+         get(lib, "hipMemGetAddressRange", &r.mem_get_address_range, false);
 }
 
 void *open_library() {

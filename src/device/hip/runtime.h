@@ -71,6 +71,12 @@ struct HipRuntime {
   // Optional: NULL when the library lacks it; then a release or copy cannot
   // tell that a stream is being captured.
   hipError_t (*stream_is_capturing)(hipStream_t, hipStreamCaptureStatus *);
+  // Legacy IPC (device/hip/ipc.cc, docs/impl/ipc.md §6); optional: NULL
+  // when the library lacks one, and GPU memory then cannot cross processes.
+  hipError_t (*ipc_get_mem_handle)(hipIpcMemHandle_t *, void *);
+  hipError_t (*ipc_open_mem_handle)(void **, hipIpcMemHandle_t, unsigned int);
+  hipError_t (*ipc_close_mem_handle)(void *);
+  hipError_t (*mem_get_address_range)(hipDeviceptr_t *, size_t *, hipDeviceptr_t);
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// CUDA device memory across processes with legacy IPC handles
+// (device/gpu_ipc.h, docs/impl/ipc.md §6): cuIpcGetMemHandle of the
+// allocation that holds the data, opened by the receiver with
+// cuIpcOpenMemHandle in the device's primary context.
+#if defined(HURRAY_WITH_CUDA)
+
+#include <cinttypes>
+#include <cstring>
+
+#include "../../diagnostics.h"
+#include "../../error.h"
+#include "../gpu_ipc.h"
+#include "driver.h"
+#include "vendor.h"
+
+namespace hurray::detail {
+namespace {
+
+static_assert(sizeof(CUipcMemHandle) == kGpuIpcHandleBytes, "CUipcMemHandle is 64 bytes");
+
+constexpr uint32_t kFreeOnStream = 1;  // cuda.cc's order of cuMemAllocAsync memory
+
+int32_t missing(const CudaDriver &d) {
+  if (d.ipc_get_mem_handle != nullptr && d.ipc_open_mem_handle != nullptr &&
+      d.ipc_close_mem_handle != nullptr && d.mem_get_address_range != nullptr) {
+    return HURRAY_OK;
+  }
+  return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+              "this CUDA driver lacks the legacy IPC entry points (cuIpcGetMemHandle, "
+              "cuIpcOpenMemHandle, cuIpcCloseMemHandle, cuMemGetAddressRange)");
+}
+
+int32_t export_memory(hurray_device device, const void *data, bool stream_ordered,
+                      GpuIpcExport *out) {
+  if (stream_ordered) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this CUDA memory comes from a stream-ordered pool (cuMemAllocAsync: hurray_alloc "
+                "with a stream), which legacy CUDA IPC cannot export; allocate it without a "
+                "stream to send it to another process");
+  }
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = missing(*d);
+  if (st != HURRAY_OK) return st;
+  CUresult got = CUDA_SUCCESS;
+  const char *call = "cuCtxSynchronize";
+  st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
+    CUresult r = drv.ctx_synchronize();
+    if (r != CUDA_SUCCESS) return r;
+    call = "cuMemGetAddressRange";
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    r = drv.mem_get_address_range(&base, &size, dptr(data));
+    if (r != CUDA_SUCCESS) return got = r;
+    call = "cuIpcGetMemHandle";
+    CUipcMemHandle h;
+    r = drv.ipc_get_mem_handle(&h, base);
+    if (r != CUDA_SUCCESS) return got = r;
+    std::memcpy(out->handle, h.reserved, kGpuIpcHandleBytes);
+    out->alloc_size = size;
+    out->data_offset = static_cast<uint64_t>(dptr(data) - base);
+    return r;
+  });
+  if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY) {
+    // The memory is not exportable (pool memory, cuMemCreate memory, not
+    // the driver's memory at all): say so, with the driver's answer.
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%p on CUDA device %" PRId32
+                " cannot be exported with legacy CUDA IPC (%s failed with %s): only cuMemAlloc "
+                "memory (hurray_alloc on kDLCUDA without a stream) can be sent to another "
+                "process; device memory is never copied through the host for it",
+                data, device.device_id, call, cuda_error_name(got));
+  }
+  return st;
+}
+
+int32_t open_mapping(hurray_device device, const uint8_t *handle, void **base) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = missing(*d);
+  if (st != HURRAY_OK) return st;
+  CUipcMemHandle h;
+  std::memcpy(h.reserved, handle, kGpuIpcHandleBytes);
+  CUdeviceptr p = 0;
+  const char *call = "cuIpcOpenMemHandle";
+  st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
+    return drv.ipc_open_mem_handle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  });
+  if (st == HURRAY_OK) *base = hptr(p);
+  return st;
+}
+
+void close_mapping(hurray_device device, void *base) {
+  if (cuda_forked_child()) return count_fork_skip();
+  const CudaDriver *d = loaded_cuda_driver();  // loaded: it opened `base`
+  if (d == nullptr) return;
+  RelaxedCaptureMode relaxed(*d);
+  CUcontext ctx = nullptr;
+  uint64_t id = 0;
+  const char *call = "cuDevicePrimaryCtxRetain";
+  CUresult r = primary_context(*d, device.device_id, &ctx, &id);
+  CUresult pop = CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) {
+    ContextScope scope(*d);
+    r = scope.enter(ctx, &call);
+    if (r == CUDA_SUCCESS) {
+      call = "cuIpcCloseMemHandle";
+      r = d->ipc_close_mem_handle(dptr(base));
+    }
+    pop = scope.leave();
+  }
+  if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {
+    if (r != CUDA_SUCCESS) count_teardown_leak();
+    return;
+  }
+  if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;
+  if (r == CUDA_SUCCESS) {
+    call = "cuCtxPopCurrent";
+    r = pop;
+  }
+  report_failed_release(HURRAY_ERR_DEVICE,
+                        "%s failed with %s (%d) closing %p (CUDA device %" PRId32
+                        ", memory of another process)",
+                        call, cuda_error_name(r), static_cast<int>(r), base, device.device_id);
+}
+
+bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == kFreeOnStream; }
+
+}  // namespace
+
+extern const GpuIpc kCudaIpc;
+const GpuIpc kCudaIpc = {&export_memory, &open_mapping, &close_mapping, &is_stream_ordered};
+
+}  // namespace hurray::detail
+
+#endif  // HURRAY_WITH_CUDA

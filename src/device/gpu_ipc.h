@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device memory across processes with the vendors' legacy IPC handles
+// (cuIpcGetMemHandle / hipIpcGetMemHandle; docs/impl/ipc.md §6): what
+// src/ipc/ asks of a GPU vendor to export and import kDLCUDA / kDLROCM
+// memory. Implemented in device/cuda/ipc.cc and device/hip/ipc.cc; a vendor
+// left out of the build answers HURRAY_ERR_UNSUPPORTED_DEVICE.
+#ifndef HURRAY_SRC_DEVICE_GPU_IPC_H_
+#define HURRAY_SRC_DEVICE_GPU_IPC_H_
+
+#include <cstdint>
+
+#include "backend.h"
+#include "hurray/hurray.h"
+
+namespace hurray::detail {
+
+constexpr uint32_t kGpuIpcHandleBytes = 64;  // CUipcMemHandle, hipIpcMemHandle_t
+
+// What an export of device memory found: the opaque handle of the whole
+// allocation and where the handle's data lies in it.
+struct GpuIpcExport {
+  uint8_t handle[kGpuIpcHandleBytes];
+  uint64_t alloc_size;   // bytes of the allocation (cuMemGetAddressRange)
+  uint64_t data_offset;  // the handle's data address minus the allocation's base
+};
+
+struct GpuIpc {
+  // For `data` on `device` (kDLCUDA / kDLROCM): synchronises the device's
+  // work (cuCtxSynchronize in its primary context / hipDeviceSynchronize),
+  // finds the allocation holding `data` and makes its IPC handle.
+  // `stream_ordered`: the memory is known (from hurray_alloc) to come from a
+  // stream-ordered pool, which legacy IPC cannot export: refused up front.
+  // HURRAY_ERR_UNSUPPORTED_DEVICE when the memory cannot be exported.
+  int32_t (*export_memory)(hurray_device device, const void *data, bool stream_ordered,
+                           GpuIpcExport *out);
+  // Maps another process's allocation from its handle, in `device`'s
+  // primary context (CUDA, with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) / with
+  // `device` current (HIP); *base receives its address here.
+  int32_t (*open)(hurray_device device, const uint8_t *handle, void **base);
+  // Unmaps what `open` returned. Release path: any thread, never sets the
+  // message (failures are counted in the diagnostics).
+  void (*close)(hurray_device device, void *base);
+  // Whether hurray_alloc memory `mem` of this vendor came from a
+  // stream-ordered pool (cuMemAllocAsync / hipMallocAsync).
+  bool (*is_stream_ordered)(const DeviceMemory &mem);
+};
+
+// The vendor for kDLCUDA or kDLROCM memory; nullptr with
+// HURRAY_ERR_UNSUPPORTED_DEVICE set for any other type or a vendor left out
+// of the build.
+const GpuIpc *gpu_ipc_for(int32_t device_type);
+
+}  // namespace hurray::detail
+
+#endif  // HURRAY_SRC_DEVICE_GPU_IPC_H_

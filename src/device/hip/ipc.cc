@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// HIP device memory across processes with IPC handles (device/gpu_ipc.h,
+// docs/impl/ipc.md §6): hipIpcGetMemHandle of the allocation that holds the
+// data, opened by the receiver with hipIpcOpenMemHandle with the device
+// current.
+#if defined(HURRAY_WITH_HIP)
+
+#include <cinttypes>
+#include <cstring>
+
+#include "../../diagnostics.h"
+#include "../../error.h"
+#include "../gpu_ipc.h"
+#include "runtime.h"
+#include "vendor.h"
+
+namespace hurray::detail {
+namespace {
+
+static_assert(sizeof(hipIpcMemHandle_t) == kGpuIpcHandleBytes, "hipIpcMemHandle_t is 64 bytes");
+
+int32_t missing(const HipRuntime &r) {
+  if (r.ipc_get_mem_handle != nullptr && r.ipc_open_mem_handle != nullptr &&
+      r.ipc_close_mem_handle != nullptr && r.mem_get_address_range != nullptr) {
+    return HURRAY_OK;
+  }
+  return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+              "%s lacks the HIP IPC entry points (hipIpcGetMemHandle, hipIpcOpenMemHandle, "
+              "hipIpcCloseMemHandle, hipMemGetAddressRange)",
+              r.path);
+}
+
+int32_t export_memory(hurray_device device, const void *data, bool stream_ordered,
+                      GpuIpcExport *out) {
+  if (stream_ordered) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this HIP memory comes from a stream-ordered pool (hipMallocAsync: hurray_alloc "
+                "with a stream), which HIP IPC handles cannot export; allocate it without a "
+                "stream to send it to another process");
+  }
+  const HipRuntime *rt = hip_runtime();
+  if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = missing(*rt);
+  if (st != HURRAY_OK) return st;
+  hipError_t got = hipSuccess;
+  const char *call = "hipDeviceSynchronize";
+  st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
+    hipError_t e = r.device_synchronize();
+    if (e != hipSuccess) return e;
+    call = "hipMemGetAddressRange";
+    hipDeviceptr_t base = nullptr;
+    size_t size = 0;
+    e = r.mem_get_address_range(&base, &size, const_cast<void *>(data));
+    if (e != hipSuccess) return got = e;
+    call = "hipIpcGetMemHandle";
+    hipIpcMemHandle_t h;
+    e = r.ipc_get_mem_handle(&h, base);
+    if (e != hipSuccess) return got = e;
+    std::memcpy(out->handle, &h, kGpuIpcHandleBytes);
+    out->alloc_size = size;
+    out->data_offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(data) -
+                                             reinterpret_cast<uintptr_t>(base));
+    return e;
+  });
+  if (st != HURRAY_OK && got != hipSuccess && got != hipErrorOutOfMemory) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%p on HIP device %" PRId32
+                " cannot be exported with a HIP IPC handle (%s failed with %s): only hipMalloc "
+                "memory (hurray_alloc on kDLROCM without a stream) can be sent to another "
+                "process; device memory is never copied through the host for it",
+                data, device.device_id, call, hip_error_name(got));
+  }
+  return st;
+}
+
+int32_t open_mapping(hurray_device device, const uint8_t *handle, void **base) {
+  const HipRuntime *rt = hip_runtime();
+  if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = missing(*rt);
+  if (st != HURRAY_OK) return st;
+  hipIpcMemHandle_t h;
+  std::memcpy(&h, handle, kGpuIpcHandleBytes);
+  void *p = nullptr;
+  const char *call = "hipIpcOpenMemHandle";
+  st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
+    return r.ipc_open_mem_handle(&p, h, hipIpcMemLazyEnablePeerAccess);
+  });
+  if (st == HURRAY_OK) *base = p;
+  return st;
+}
+
+void close_mapping(hurray_device device, void *base) {
+  if (hip_forked_child()) return count_fork_skip();
+  if (hip_torn_down()) return count_teardown_leak();
+  const HipRuntime *r = loaded_hip_runtime();  // loaded: it opened `base`
+  if (r == nullptr) return;
+  const char *call = nullptr;
+  hipError_t e, restore;
+  {
+    DeviceScope scope(*r);
+    e = scope.enter(device.device_id, &call);
+    if (e == hipSuccess) {
+      call = "hipIpcCloseMemHandle";
+      e = r->ipc_close_mem_handle(base);
+    }
+    restore = scope.leave();
+  }
+  if (e == hipSuccess && restore == hipSuccess) return;
+  if (e == hipErrorDeinitialized || restore == hipErrorDeinitialized) {
+    mark_hip_torn_down();
+    if (e != hipSuccess) count_teardown_leak();
+    return;
+  }
+  if (e == hipSuccess) {
+    call = "hipSetDevice";
+    e = restore;
+  }
+  report_failed_release(HURRAY_ERR_DEVICE,
+                        "%s failed with %s (%d) closing %p (HIP device %" PRId32
+                        ", memory of another process)",
+                        call, hip_error_name(e), static_cast<int>(e), base, device.device_id);
+}
+
+// hip.cc's DeviceMemory for hipMallocAsync memory: order 0 with a stream.
+bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == 0 && mem.stream != nullptr; }
+
+}  // namespace
+
+extern const GpuIpc kHipIpc;
+const GpuIpc kHipIpc = {&export_memory, &open_mapping, &close_mapping, &is_stream_ordered};
+
+}  // namespace hurray::detail
+
+#endif  // HURRAY_WITH_HIP

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// GPU device memory across processes (docs/impl/ipc.md §6): the export of a
+// kDLCUDA / kDLROCM handle as a descriptor of kind 3 / 4 carrying the
+// vendor's 64-byte legacy IPC handle and one fd (the lifetime pipe's write
+// end), and its import: the handle opened in the receiver's process
+// (device/gpu_ipc.h), closed again by the received handle's release.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+
+#include "../alloc.h"
+#include "../device/gpu_ipc.h"
+#include "../error.h"
+#include "message.h"
+#include "wire.h"
+
+namespace hurray::detail {
+namespace {
+
+// Host bookkeeping of a received GPU handle.
+struct GpuImportBlock {
+  const GpuIpc *ipc;
+  hurray_device device;
+  void *base;       // what the vendor's open mapped
+  int lifetime_fd;  // the write end of the sender's pipe
+  int64_t dims[1];  // shape then strides (flexible tail)
+};
+
+void gpu_import_release(void *block) {
+  auto *b = static_cast<GpuImportBlock *>(block);
+  b->ipc->close(b->device, b->base);
+  // Closed after the mapping: the sender's release (which may free the
+  // memory) runs only once this process no longer uses it.
+  close(b->lifetime_fd);
+  std::free(b);
+}
+
+}  // namespace
+
+int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, PreparedExport *p) {
+  const GpuIpc *ipc = gpu_ipc_for(src.device.device_type);
+  if (ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (e.numel == 0 || src.data == nullptr) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "a %s tensor without elements has no device allocation to send to another "
+                "process",
+                device_type_name(src.device.device_type));
+  }
+  const DeviceMemory *mem = device_memory_of(src);
+  GpuIpcExport x;
+  int32_t st =
+      ipc->export_memory(src.device, src.data, mem != nullptr && ipc->is_stream_ordered(*mem), &x);
+  if (st != HURRAY_OK) return st;
+
+  WireDesc d;
+  std::memset(&d, 0, sizeof d);
+  d.kind = src.device.device_type == HURRAY_DEVICE_CUDA ? kKindCudaLegacyIpc : kKindHipIpc;
+  d.nfds = kGpuIpcFds;
+  d.flags = src.flags;
+  d.device = src.device;
+  d.dtype = src.dtype;
+  d.ndim = src.ndim;
+  d.byte_offset = src.byte_offset;
+  d.data_offset = x.data_offset;
+  d.region_offset = 0;
+  d.region_length = x.alloc_size;
+  for (int32_t i = 0; i < src.ndim; ++i) {
+    d.shape[i] = src.shape[i];
+    d.strides[i] = src.strides[i];
+  }
+  std::memcpy(d.gpu_handle, x.handle, kWireGpuHandleSize);
+  std::memset(&p->msg, 0, sizeof p->msg);
+  p->msg.size = encode_descriptor(d, p->msg.bytes);
+  // What the receiver will check, checked here first: every byte the
+  // elements touch lies inside the one allocation the handle names.
+  WireDesc back;
+  st = decode_descriptor(p->msg.bytes, p->msg.size, kGpuIpcFds, &back);
+  if (st != HURRAY_OK) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this %s tensor cannot be sent: %s (its elements must lie in one allocation)",
+                device_type_name(src.device.device_type), hurray_last_error());
+  }
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    const int err = errno;
+    return fail(HURRAY_ERR_IPC, "pipe2 for an IPC export failed: %s", std::strerror(err));
+  }
+  Watch *w = watch_export(pipe_fds[0], src, &st);  // closes pipe_fds[0] on failure
+  if (w == nullptr) {
+    close(pipe_fds[1]);
+    return st;
+  }
+  p->msg.nfds = kGpuIpcFds;
+  p->msg.fds[0] = pipe_fds[1];
+  p->msg.fds[1] = p->msg.fds[2] = p->msg.fds[3] = -1;
+  p->watch = w;
+  p->held = src;
+  p->copied = false;
+  return HURRAY_OK;
+}
+
+int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out) {
+  int32_t st = check_lifetime_fd(m->fds[0], 0);
+  if (st != HURRAY_OK) return st;
+  const GpuIpc *ipc = gpu_ipc_for(d.device.device_type);
+  if (ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  const size_t meta = sizeof(GpuImportBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
+  auto *b = static_cast<GpuImportBlock *>(std::malloc(meta));
+  if (b == nullptr) {
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
+  }
+  void *base = nullptr;
+  st = ipc->open(d.device, d.gpu_handle, &base);
+  if (st != HURRAY_OK) {
+    std::free(b);
+    return st;
+  }
+  b->ipc = ipc;
+  b->device = d.device;
+  b->base = base;
+  b->lifetime_fd = m->fds[0];
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    b->dims[i] = d.shape[i];
+    b->dims[d.ndim + i] = d.strides[i];
+  }
+  hurray_buffer h;
+  std::memset(&h, 0, sizeof h);
+  h.version = HURRAY_BUFFER_VERSION;
+  h.release_fn = &gpu_import_release;
+  h.user_data = b;
+  h.flags = d.flags;
+  h.data = static_cast<char *>(base) + d.data_offset;
+  h.byte_offset = d.byte_offset;
+  h.device = d.device;
+  h.dtype = d.dtype;
+  h.ndim = d.ndim;
+  h.shape = d.ndim > 0 ? b->dims : nullptr;
+  h.strides = d.ndim > 0 ? b->dims + d.ndim : nullptr;
+  *out = h;
+  m->fds[0] = -1;  // the block owns it now
+  m->nfds = 0;
+  return HURRAY_OK;
+}
+
+}  // namespace hurray::detail
