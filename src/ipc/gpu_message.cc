@@ -123,24 +123,8 @@ int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out)
   b->device = d.device;
   b->base = base;
   b->lifetime_fd = m->fds[0];
-  for (int32_t i = 0; i < d.ndim; ++i) {
-    b->dims[i] = d.shape[i];
-    b->dims[d.ndim + i] = d.strides[i];
-  }
-  hurray_buffer h;
-  std::memset(&h, 0, sizeof h);
-  h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = &gpu_import_release;
-  h.user_data = b;
-  h.flags = d.flags;
-  h.data = static_cast<char *>(base) + d.data_offset;
-  h.byte_offset = d.byte_offset;
-  h.device = d.device;
-  h.dtype = d.dtype;
-  h.ndim = d.ndim;
-  h.shape = d.ndim > 0 ? b->dims : nullptr;
-  h.strides = d.ndim > 0 ? b->dims + d.ndim : nullptr;
-  *out = h;
+  *out = received_handle(d, &gpu_import_release, b, static_cast<char *>(base) + d.data_offset,
+                         b->dims);
   m->fds[0] = -1;  // the block owns it now
   m->nfds = 0;
   return HURRAY_OK;

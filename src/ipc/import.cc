@@ -76,24 +76,8 @@ int32_t map_message(const WireDesc &d, int memfd, int lifetime_fd, hurray_buffer
   b->map = p;
   b->map_length = map_len;
   b->map_file_offset = map_off;
-  for (int32_t i = 0; i < d.ndim; ++i) {
-    b->dims[i] = d.shape[i];
-    b->dims[d.ndim + i] = d.strides[i];
-  }
-  hurray_buffer h;
-  std::memset(&h, 0, sizeof h);
-  h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = &memfd_release;
-  h.user_data = b;
-  h.flags = d.flags;
-  h.data = static_cast<char *>(p) + (d.data_offset - map_off);
-  h.byte_offset = d.byte_offset;
-  h.device = d.device;
-  h.dtype = d.dtype;
-  h.ndim = d.ndim;
-  h.shape = d.ndim > 0 ? b->dims : nullptr;
-  h.strides = d.ndim > 0 ? b->dims + d.ndim : nullptr;
-  *out = h;
+  *out = received_handle(d, &memfd_release, b, static_cast<char *>(p) + (d.data_offset - map_off),
+                         b->dims);
   return HURRAY_OK;
 }
 

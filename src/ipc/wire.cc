@@ -236,4 +236,26 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   return HURRAY_OK;
 }
 
+hurray_buffer received_handle(const WireDesc &d, hurray_release_fn release, void *user_data,
+                              void *data, int64_t *dims) {
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    dims[i] = d.shape[i];
+    dims[d.ndim + i] = d.strides[i];
+  }
+  hurray_buffer h;
+  std::memset(&h, 0, sizeof h);
+  h.version = HURRAY_BUFFER_VERSION;
+  h.release_fn = release;
+  h.user_data = user_data;
+  h.flags = d.flags;
+  h.data = data;
+  h.byte_offset = d.byte_offset;
+  h.device = d.device;
+  h.dtype = d.dtype;
+  h.ndim = d.ndim;
+  h.shape = d.ndim > 0 ? dims : nullptr;
+  h.strides = d.ndim > 0 ? dims + d.ndim : nullptr;
+  return h;
+}
+
 }  // namespace hurray::detail

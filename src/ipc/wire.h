@@ -73,6 +73,13 @@ uint32_t encode_descriptor(const WireDesc &d, uint8_t *out);
 // hurray_ipc_import documents; *out written only on success.
 int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, WireDesc *out);
 
+// The handle a received descriptor describes, for both kinds of import:
+// data is where element 0 minus byte_offset lies in this process; `dims`
+// (2 * d.ndim entries, owned by the import's block) receives shape then
+// strides, which the handle points at.
+hurray_buffer received_handle(const WireDesc &d, hurray_release_fn release, void *user_data,
+                              void *data, int64_t *dims);
+
 }  // namespace hurray::detail
 
 #endif  // HURRAY_SRC_IPC_WIRE_H_
