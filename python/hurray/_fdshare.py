@@ -58,6 +58,7 @@ class _Server:
         self.address = f"\0hurray-fds-{os.getpid()}-{secrets.token_hex(8)}"
         self.lock = threading.Lock()
         self.pending: Dict[int, List[int]] = {}
+        self.sending = 0  # offers taken by a receiver, reply not yet sent
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.bind(self.address)
         self.sock.listen(64)
@@ -72,7 +73,7 @@ class _Server:
             limit = 5.0
         end = time.monotonic() + limit
         with self.lock:
-            while self.pending:
+            while self.pending or self.sending:
                 left = end - time.monotonic()
                 if left <= 0:
                     return
@@ -118,7 +119,8 @@ class _Server:
                     return
                 with self.lock:
                     fds = self.pending.pop(_KEY.unpack(req)[0], None)
-                    self.fetched.notify_all()
+                    if fds is not None:
+                        self.sending += 1
                 try:
                     if fds is None:
                         conn.sendall(_MISSING)
@@ -129,6 +131,12 @@ class _Server:
                 finally:
                     for fd in fds or ():
                         os.close(fd)
+                    if fds is not None:
+                        # Only now is the reply in the receiver's socket
+                        # buffer: an exit before this would drop it.
+                        with self.lock:
+                            self.sending -= 1
+                            self.fetched.notify_all()
 
     def close_in_child(self) -> None:
         self.sock.close()

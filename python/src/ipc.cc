@@ -58,7 +58,10 @@ PyObject *mod_ipc_export(PyObject *, PyObject *arg) {
   if (!ok) {
     Py_XDECREF(desc);
     Py_XDECREF(fds);
-    (void)hurray_ipc_message_discard(&msg);  // the sender's reference goes with it
+    // The sender's reference goes with it; discarding a message this call
+    // just filled cannot fail (NODISCARD is for the caller's NULL case).
+    const int32_t discarded = hurray_ipc_message_discard(&msg);
+    (void)discarded;
     return nullptr;
   }
   return Py_BuildValue("(NNO)", desc, fds, b->legacy_unsaid ? Py_True : Py_False);

@@ -11,7 +11,7 @@ import multiprocessing
 import os
 import signal
 import time
-from typing import Any, Callable, Iterator, Type
+from typing import Any, Callable, Iterator, List, Type
 
 import numpy as np
 import pytest
@@ -250,6 +250,50 @@ def test_fd_server_hands_each_message_out_once() -> None:
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_exit_drain_waits_for_a_reply_being_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offer a receiver has taken but whose reply is not yet written still
+    holds the exit wait: exiting then would close the connection under the
+    receiver (it would read EOF instead of its fds)."""
+    import socket
+    import threading
+
+    from hurray import _fdshare
+
+    entered, release = threading.Event(), threading.Event()
+    real_send_fds = socket.send_fds
+
+    def slow_send_fds(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(TIMEOUT)
+        return real_send_fds(*args, **kwargs)
+
+    monkeypatch.setenv("HURRAY_MP_EXIT_WAIT", "30")
+    monkeypatch.setattr(socket, "send_fds", slow_send_fds)
+    r, w = os.pipe()
+    got: List[int] = []
+    try:
+        address, key = _fdshare.offer([w])
+        fetcher = threading.Thread(target=lambda: got.extend(_fdshare.fetch(address, key, 1)))
+        fetcher.start()
+        assert entered.wait(TIMEOUT)
+        drained = threading.Event()
+
+        def drain() -> None:
+            _fdshare._drain()
+            drained.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        assert not drained.wait(0.5), "the exit wait ended while a reply was still unsent"
+        release.set()
+        assert drained.wait(TIMEOUT)
+        fetcher.join(TIMEOUT)
+        assert len(got) == 1
+    finally:
+        release.set()
+        for fd in got + [r, w]:
+            os.close(fd)
 
 
 def test_forked_child_drops_pending_fds() -> None:
