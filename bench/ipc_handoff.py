@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Handing a CPU tensor to another process: hurray vs torch.multiprocessing
-vs multiprocessing.shared_memory (issue 18 §3), side by side in one run.
+vs multiprocessing.shared_memory, side by side in one run.
 
     python bench/ipc_handoff.py            # full run (several minutes)
     python bench/ipc_handoff.py --quick    # a few seconds: smoke check, no thresholds

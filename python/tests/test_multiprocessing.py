@@ -172,7 +172,7 @@ def test_release_after_the_receiver_is_killed(ctx: Any) -> None:
         p.join(TIMEOUT)
         t0 = time.monotonic()
         assert wait_for(lambda: not any(mp_aid.inode_mapped(w) for w in wheres), 5.0)
-        assert time.monotonic() - t0 < 1.0  # issue 18: within 1 s
+        assert time.monotonic() - t0 < 1.0  # a killed holder frees its mappings within 1 s
     finally:
         if p.is_alive():
             p.kill()
