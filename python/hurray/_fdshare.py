@@ -22,19 +22,39 @@ one ``SCM_RIGHTS`` reply.
 * At exit (multiprocessing's exit handling: after a Queue's feeder has
   flushed, in workers and the main process alike) a process with offers
   not yet fetched waits for them, at most ``HURRAY_MP_EXIT_WAIT`` seconds
-  (default 5), so that a worker that sends a Buffer and returns does not
-  take the fds with it before the receiver fetched them.
+  (default 5; a value that is not a finite number >= 0 means the default),
+  so that a worker that sends a Buffer and returns does not take the fds
+  with it before the receiver fetched them.
 """
+import math
 import os
 import secrets
 import time
 import socket
 import struct
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 _KEY = struct.Struct("<Q")
 _OK, _MISSING = b"\x01", b"\x00"
+_DEFAULT_EXIT_WAIT = 5.0
+
+
+def exit_wait_limit() -> float:
+    """HURRAY_MP_EXIT_WAIT in seconds: a finite number >= 0, else 5."""
+    try:
+        limit = float(os.environ.get("HURRAY_MP_EXIT_WAIT", _DEFAULT_EXIT_WAIT))
+    except ValueError:
+        return _DEFAULT_EXIT_WAIT
+    return limit if math.isfinite(limit) and limit >= 0 else _DEFAULT_EXIT_WAIT
+
+
+def _close_all(fds: List[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _peer_uid(s: socket.socket) -> int:
@@ -58,7 +78,8 @@ class _Server:
         self.address = f"\0hurray-fds-{os.getpid()}-{secrets.token_hex(8)}"
         self.lock = threading.Lock()
         self.pending: Dict[int, List[int]] = {}
-        self.sending = 0  # offers taken by a receiver, reply not yet sent
+        self.sending: Dict[int, List[int]] = {}  # taken, reply not yet sent
+        self.conns: Set[socket.socket] = set()  # accepted, being served
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.bind(self.address)
         self.sock.listen(64)
@@ -66,18 +87,15 @@ class _Server:
         threading.Thread(target=self._accept, name="hurray-fd-server", daemon=True).start()
 
     def drain(self) -> None:
-        """Waits (bounded) until every offer was fetched."""
-        try:
-            limit = float(os.environ.get("HURRAY_MP_EXIT_WAIT", "5"))
-        except ValueError:
-            limit = 5.0
-        end = time.monotonic() + limit
+        """Waits (bounded) until every offer was fetched and its reply sent."""
+        end = time.monotonic() + exit_wait_limit()
         with self.lock:
             while self.pending or self.sending:
                 left = end - time.monotonic()
                 if left <= 0:
                     return
-                self.fetched.wait(left)
+                # In steps: Condition.wait refuses timeouts beyond the OS's.
+                self.fetched.wait(min(left, 60.0))
 
     def offer(self, fds: List[int]) -> int:
         dups: List[int] = []
@@ -101,49 +119,78 @@ class _Server:
             try:
                 conn, _ = sock.accept()
             except OSError:
-                return  # closed (after fork in a child)
-            if _peer_uid(conn) != os.geteuid():
-                conn.close()
+                if sock.fileno() == -1:
+                    return  # closed
+                # Out of fds (EMFILE, ENFILE) or memory, or a connection
+                # aborted while queued: the server stays, the next one may
+                # succeed. A pause, so a lasting shortage does not spin.
+                time.sleep(0.05)
                 continue
-            threading.Thread(target=self._serve, args=(conn,), name="hurray-fd-conn",
-                             daemon=True).start()
+            try:
+                if _peer_uid(conn) != os.geteuid():
+                    conn.close()
+                    continue
+                with self.lock:
+                    self.conns.add(conn)
+                threading.Thread(target=self._serve, args=(conn,), name="hurray-fd-conn",
+                                 daemon=True).start()
+            except (OSError, RuntimeError):  # no thread could be started
+                with self.lock:
+                    self.conns.discard(conn)
+                conn.close()
 
     def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            while True:
-                try:
-                    req = _recv_exact(conn, _KEY.size)
-                except OSError:
-                    return
-                if not req:
-                    return
+        try:
+            while self._serve_one(conn):
+                pass
+        finally:
+            with self.lock:
+                self.conns.discard(conn)
+            conn.close()
+
+    def _serve_one(self, conn: socket.socket) -> bool:
+        """One request: the fds of its key (or the missing mark) back; False
+        once the connection is gone."""
+        try:
+            req = _recv_exact(conn, _KEY.size)
+        except OSError:
+            return False
+        if not req:
+            return False
+        with self.lock:
+            fds = self.pending.pop(_KEY.unpack(req)[0], None)
+            if fds is not None:
+                self.sending[id(fds)] = fds
+        try:
+            if fds is None:
+                conn.sendall(_MISSING)
+            else:
+                socket.send_fds(conn, [_OK], fds)
+            return True
+        except OSError:
+            return False
+        finally:
+            if fds is not None:
+                # Only now is the reply in the receiver's socket buffer (or
+                # the receiver gone): an exit before this would drop it.
                 with self.lock:
-                    fds = self.pending.pop(_KEY.unpack(req)[0], None)
-                    if fds is not None:
-                        self.sending += 1
-                try:
-                    if fds is None:
-                        conn.sendall(_MISSING)
-                    else:
-                        socket.send_fds(conn, [_OK], fds)
-                except OSError:
-                    return
-                finally:
-                    for fd in fds or ():
-                        os.close(fd)
-                    if fds is not None:
-                        # Only now is the reply in the receiver's socket
-                        # buffer: an exit before this would drop it.
-                        with self.lock:
-                            self.sending -= 1
-                            self.fetched.notify_all()
+                    del self.sending[id(fds)]
+                    self.fetched.notify_all()
+                _close_all(fds)
 
     def close_in_child(self) -> None:
+        """In a forked child: the parent's listening socket, its accepted
+        connections and every fd it held for a receiver, closed (the
+        child's copies only; the threads serving them exist only in the
+        parent)."""
         self.sock.close()
-        for fds in self.pending.values():
-            for fd in fds:
-                os.close(fd)
+        for conn in self.conns:
+            conn.close()
+        self.conns.clear()
+        for fds in list(self.pending.values()) + list(self.sending.values()):
+            _close_all(fds)
         self.pending.clear()
+        self.sending.clear()
 
 
 _lock = threading.Lock()

@@ -296,6 +296,125 @@ def test_exit_drain_waits_for_a_reply_being_sent(monkeypatch: pytest.MonkeyPatch
             os.close(fd)
 
 
+@pytest.mark.parametrize("value, seconds", [("0.5", 0.5), ("0", 0.0), ("nan", 5.0), ("inf", 5.0),
+                                            ("1e400", 5.0), ("-1", 5.0), ("soon", 5.0)])
+def test_exit_wait_limit(monkeypatch: pytest.MonkeyPatch, value: str, seconds: float) -> None:
+    """HURRAY_MP_EXIT_WAIT: a finite number of seconds >= 0, else the default
+    (nan made the exit wait spin without end, inf made Condition.wait raise)."""
+    from hurray import _fdshare
+
+    monkeypatch.setenv("HURRAY_MP_EXIT_WAIT", value)
+    assert _fdshare.exit_wait_limit() == seconds
+
+
+def test_exit_drain_is_not_held_by_a_failing_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A close of the server's copy that fails after the reply was sent must
+    not leave the offer counted as in flight (the exit would wait its whole
+    limit for nothing)."""
+    import errno
+
+    from hurray import _fdshare
+
+    server = _fdshare._Server()
+    r, w = os.pipe()
+    try:
+        key = server.offer([w])
+        dups = list(server.pending[key])
+        real_close = os.close
+
+        def failing_close(fd: int) -> None:
+            real_close(fd)
+            if fd in dups:
+                raise OSError(errno.EIO, "injected")
+
+        monkeypatch.setenv("HURRAY_MP_EXIT_WAIT", "20")
+        monkeypatch.setattr(os, "close", failing_close)
+        (got,) = _fdshare.fetch(server.address, key, 1)
+        real_close(got)
+        t0 = time.monotonic()
+        server.drain()  # the server thread's closes may still be running
+        assert time.monotonic() - t0 < 5.0, "the exit wait waited for a reply already sent"
+    finally:
+        monkeypatch.undo()
+        server.sock.close()
+        os.close(r)
+        os.close(w)
+
+
+_OUT_OF_FDS_SCRIPT = """
+import os, resource, socket, sys, time
+from hurray import _fdshare
+server = _fdshare._Server()
+r, w = os.pipe()
+key = server.offer([w])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+filler = []
+try:
+    while True:
+        filler.append(os.dup(0))
+except OSError:
+    pass
+os.close(filler.pop())
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # the one free fd
+c.connect(server.address)  # the server's accept now fails with EMFILE
+time.sleep(0.5)
+for fd in filler:
+    os.close(fd)
+c.settimeout(20)
+c.sendall(_fdshare._KEY.pack(key))
+msg, fds, _, _ = socket.recv_fds(c, 1, 1)
+sys.exit(0 if msg == _fdshare._OK and len(fds) == 1 else 3)
+"""
+
+
+def test_fd_server_survives_running_out_of_fds() -> None:
+    """accept() failing with EMFILE (every unfetched offer holds fds) must not
+    end the server: the receiver already queued is served once fds are
+    free again (it used to wait forever)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_FDS_SCRIPT], timeout=TIMEOUT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _keeps_socket(inode: int) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == f"socket:[{inode}]":
+                os._exit(1)
+        except OSError:
+            pass
+    os._exit(0)
+
+
+def test_forked_child_closes_the_servers_connections() -> None:
+    """A child forked while the server holds a receiver's connection must not
+    keep a copy: the receiver would never see EOF once the sender exits."""
+    from hurray import _fdshare
+
+    r, w = os.pipe()
+    try:
+        address, key = _fdshare.offer([w])
+        (got,) = _fdshare.fetch(address, key, 1)
+        os.close(got)
+        server = _fdshare._server
+        assert server is not None
+        with server.lock:
+            inodes = [os.fstat(c.fileno()).st_ino for c in server.conns]
+        assert inodes, "the fetch left no served connection"
+        for inode in inodes:
+            p = multiprocessing.get_context("fork").Process(target=_keeps_socket, args=(inode,))
+            p.start()
+            p.join(TIMEOUT)
+            assert p.exitcode == 0, "the forked child kept the server's connection"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_forked_child_drops_pending_fds() -> None:
     """A child forked while a message waits must not keep its fds (that would
     keep the sender's memory until the child exits)."""
