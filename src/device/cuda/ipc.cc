@@ -6,6 +6,8 @@
 // (cuMemCreate + cuMemMap) goes as a POSIX fd instead (vmm_ipc.cc, kind 2).
 #if defined(HURRAY_WITH_CUDA)
 
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstring>
 
@@ -47,13 +49,14 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   if (st != HURRAY_OK) return st;
   CUresult got = CUDA_SUCCESS;
   VmmFound vmm = VmmFound::kNotVmm;
+  bool vmm_failed = false;  // a VMM allocation whose export failed
   const char *call = "cuCtxSynchronize";
   st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
     CUresult r = drv.ctx_synchronize();
     if (r != CUDA_SUCCESS) return r;
     r = vmm_export(drv, data, out, &call, &vmm);
     if (r != CUDA_SUCCESS) {
-      vmm = VmmFound::kExported;  // it was VMM memory: say so below
+      vmm_failed = true;
       return got = r;
     }
     if (vmm != VmmFound::kNotVmm) return r;
@@ -71,6 +74,11 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     out->data_offset = static_cast<uint64_t>(dptr(data) - base);
     return r;
   });
+  if (st != HURRAY_OK && out->vmm_fd >= 0) {
+    // Exported, but leaving the context failed: nothing is sent.
+    close(out->vmm_fd);
+    out->vmm_fd = -1;
+  }
   if (st == HURRAY_OK && vmm == VmmFound::kNoFdType) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%p on CUDA device %" PRId32
@@ -79,8 +87,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
                 "CUmemAllocationProp::requestedHandleTypes to send it to another process",
                 data, device.device_id);
   }
-  if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY &&
-      vmm != VmmFound::kNotVmm) {
+  if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY && vmm_failed) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%p on CUDA device %" PRId32
                 " is a CUDA VMM allocation that cannot be exported as a POSIX fd (%s failed with "
