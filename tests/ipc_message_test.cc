@@ -355,7 +355,7 @@ TEST(IpcImport, EveryFieldIsChecked) {
        [](hurray_ipc_message *m) { put32(m->bytes + 4, 2); }},
       {"header size", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 8, 88); }},
       {"total size", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 12, 80); }},
-      {"GPU kind", HURRAY_ERR_UNSUPPORTED_DEVICE,
+      {"kind 2 with kind 1's size", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { put32(m->bytes + 16, 2); }},
       {"unknown kind", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 16, 77); }},
       {"descriptor nfds", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 20, 3); }},

@@ -555,7 +555,7 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  * it) lives in ordinary heap memory, never in the shared pages. Other
  * devices: HURRAY_ERR_UNSUPPORTED_DEVICE (docs/impl/ipc.md §2); kDLCUDA and
  * kDLROCM memory from hurray_alloc without the option is already sendable
- * (legacy IPC handles, ipc §6). */
+ * (legacy IPC handles, ipc §6; CUDA VMM allocations as POSIX fds). */
 #define HURRAY_ALLOC_SHAREABLE ((uint64_t)1 << 32)
 
 /* Allocates uninitialised memory for a (dtype, shape) tensor on `device`
@@ -1009,10 +1009,15 @@ typedef struct hurray_ipc_message {
  * GPU device memory (ipc §6) is always sent without a copy (never through
  * the host; `options` changes nothing for it): kDLCUDA memory of cuMemAlloc
  * (hurray_alloc without a stream, or a share of it) as a CUDA legacy IPC
- * handle (cuIpcGetMemHandle), kDLROCM memory of hipMalloc as a HIP IPC
- * handle, through the run-time-loaded driver; the message carries the
- * handle of the whole allocation, where the data lies in it, and the
- * lifetime fd. Synchronisation: the export first waits on the host for all
+ * handle (cuIpcGetMemHandle, kind 3), kDLROCM memory of hipMalloc as a HIP
+ * IPC handle (kind 4), through the run-time-loaded driver; the message
+ * carries the handle of the whole allocation, where the data lies in it,
+ * and the lifetime fd. kDLCUDA memory of a CUDA VMM mapping (cuMemCreate +
+ * cuMemMap, recognised by cuMemRetainAllocationHandle, whose reference is
+ * dropped again) goes as kind 2: the allocation exported as a POSIX fd
+ * (cuMemExportToShareableHandle), which it must have been created for
+ * (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in requestedHandleTypes), and
+ * the lifetime fd. Synchronisation: the export first waits on the host for all
  * work queued in the device's primary context (cuCtxSynchronize /
  * hipDeviceSynchronize), so the receiver may use the memory at once; work
  * the caller queued in other contexts must be finished by the caller.
@@ -1031,7 +1036,8 @@ typedef struct hurray_ipc_message {
  *                                  memory; stream-ordered pool memory
  *                                  (hurray_alloc_async, cuMemAllocAsync /
  *                                  hipMallocAsync); memory the driver will
- *                                  not export; a GPU tensor without
+ *                                  not export; a VMM allocation created
+ *                                  without the POSIX-fd handle type; a GPU tensor without
  *                                  elements; the vendor not in this build
  *                                  or its driver missing or lacking IPC;
  *                                  HURRAY_IPC_ZERO_COPY_ONLY and the CPU
@@ -1084,7 +1090,12 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  * cuIpcOpenMemHandle (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) in the device's
  * primary context / hipIpcOpenMemHandle with the device current; the
  * handle's release closes it (cuIpcCloseMemHandle / hipIpcCloseMemHandle)
- * and then the lifetime fd. The drivers refuse a handle of the importing
+ * and then the lifetime fd. A CUDA VMM allocation (kind 2) is imported
+ * from its fd (cuMemImportFromShareableHandle; the fd is then closed),
+ * mapped at a new reservation (cuMemAddressReserve, cuMemMap) and made
+ * read-write for the device (cuMemSetAccess), in its primary context; the
+ * release undoes that (cuMemUnmap, cuMemAddressFree, cuMemRelease) and
+ * then closes the lifetime fd. The drivers refuse a handle of the importing
  * process itself (HURRAY_ERR_DEVICE), and a child forked after the driver
  * was loaded cannot open one (HURRAY_ERR_UNSUPPORTED_DEVICE). A received
  * GPU handle may be shared but not sent on (the drivers do not export
@@ -1112,15 +1123,17 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *   HURRAY_ERR_UNSUPPORTED_VERSION  the wire version is not
  *                                   HURRAY_IPC_WIRE_VERSION
  *   HURRAY_ERR_UNSUPPORTED_DTYPE    the dtype is not valid for DLPack 1.3
- *   HURRAY_ERR_UNSUPPORTED_DEVICE   kind 2 (reserved: CUDA VMM); kind 1
- *                                   on a device other than kDLCPU 0; kinds
- *                                   3 / 4: the vendor not in this build, its
- *                                   driver missing or lacking IPC, a forked
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE   kind 1 on a device other than kDLCPU
+ *                                   0; kinds 2 / 3 / 4: the vendor not in
+ *                                   this build, its driver missing or
+ *                                   lacking IPC (kind 2: the VMM entry
+ *                                   points), a forked
  *                                   child of a process that loaded it, no
  *                                   such device ordinal; not Linux
  *   HURRAY_ERR_DEVICE               kinds 3 / 4: the driver refused to open
  *                                   the handle (a bad handle, the
- *                                   importer's own memory; call and error
+ *                                   importer's own memory); kind 2: a step
+ *                                   of the import failed (call and error
  *                                   in the message)
  *   HURRAY_ERR_OVERFLOW             element count or extent beyond 64 bits
  *   HURRAY_ERR_OUT_OF_MEMORY        the bookkeeping could not be allocated
@@ -1131,9 +1144,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *                                   not a sealed memfd or not a pipe's write
  *                                   end, a region beyond the memfd, elements
  *                                   outside the region, a failed mmap;
- *                                   kinds 3 / 4: a device type not the
+ *                                   kinds 2 / 3 / 4: a device type not the
  *                                   kind's, a negative ordinal, a nonzero
- *                                   region_offset
+ *                                   region_offset; kind 2: a nonzero byte
+ *                                   in its 64-byte area, fds[1] not open
  * On failure: every fd of m closed, nothing mapped; *out untouched.
  * Threads: safe from any thread; the handle may be released from any
  *   thread.

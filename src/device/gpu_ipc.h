@@ -17,17 +17,28 @@ namespace hurray::detail {
 constexpr uint32_t kGpuIpcHandleBytes = 64;  // CUipcMemHandle, hipIpcMemHandle_t
 
 // What an export of device memory found: the opaque handle of the whole
-// allocation and where the handle's data lies in it.
+// allocation (legacy IPC) or an fd of it (a CUDA VMM allocation), and where
+// the handle's data lies in it.
 struct GpuIpcExport {
   uint8_t handle[kGpuIpcHandleBytes];
   uint64_t alloc_size;   // bytes of the allocation (cuMemGetAddressRange)
   uint64_t data_offset;  // the handle's data address minus the allocation's base
+  int vmm_fd;            // >= 0: a VMM allocation's POSIX fd (kind 2, the caller's to close)
+};
+
+// A VMM allocation mapped in this process by open_vmm.
+struct GpuVmmMapping {
+  void *base;       // the reserved and mapped range
+  uint64_t size;    // its bytes
+  uint64_t handle;  // CUmemGenericAllocationHandle of the import
 };
 
 struct GpuIpc {
   // For `data` on `device` (kDLCUDA / kDLROCM): synchronises the device's
   // work (cuCtxSynchronize in its primary context / hipDeviceSynchronize),
-  // finds the allocation holding `data` and makes its IPC handle.
+  // finds the allocation holding `data` and makes its IPC handle; for a
+  // CUDA VMM allocation created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+  // an fd of it instead (out->vmm_fd; -1 otherwise).
   // `stream_ordered`: the memory is known (from hurray_alloc) to come from a
   // stream-ordered pool, which legacy IPC cannot export: refused up front.
   // HURRAY_ERR_UNSUPPORTED_DEVICE when the memory cannot be exported.
@@ -40,6 +51,13 @@ struct GpuIpc {
   // Unmaps what `open` returned. Release path: any thread, never sets the
   // message (failures are counted in the diagnostics).
   void (*close)(hurray_device device, void *base);
+  // Kind 2 (CUDA only; NULL for HIP): imports the VMM allocation behind `fd`
+  // (left open: the caller closes it) and maps its `size` bytes read-write
+  // for `device`, in its primary context; every step undone on failure.
+  int32_t (*open_vmm)(hurray_device device, int fd, uint64_t size, GpuVmmMapping *out);
+  // Undoes open_vmm (unmap, free the range, release the handle). Release
+  // path, as close.
+  void (*close_vmm)(hurray_device device, const GpuVmmMapping &m);
   // Whether hurray_alloc memory `mem` of this vendor came from a
   // stream-ordered pool (cuMemAllocAsync / hipMallocAsync).
   bool (*is_stream_ordered)(const DeviceMemory &mem);

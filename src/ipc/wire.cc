@@ -137,11 +137,6 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   d.region_offset = get_u64(bytes + kOffRegionOffset);
   d.region_length = get_u64(bytes + kOffRegionLength);
 
-  if (d.kind == kKindCudaVmmFd) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "descriptor kind 2 (a CUDA VMM allocation as a POSIX fd) is reserved; this "
-                "libhurray does not import it");
-  }
   const bool gpu = is_gpu_ipc_kind(d.kind);
   if (d.kind != kKindCpuMemfd && !gpu) {
     return fail(HURRAY_ERR_IPC, "descriptor kind %" PRIu32 " is unknown", d.kind);
@@ -155,12 +150,15 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                 "descriptor has %zu bytes; ndim %" PRId32 " of kind %" PRIu32 " takes %" PRIu32,
                 size, d.ndim, d.kind, wire_size(d.kind, d.ndim));
   }
-  const uint32_t want_fds = gpu ? kGpuIpcFds : kCpuMemfdFds;
+  const uint32_t want_fds = wire_fds(d.kind);
   if (d.nfds != want_fds || nfds != want_fds) {
     return fail(HURRAY_ERR_IPC,
                 "descriptor says %" PRIu32 " fds, the message carries %" PRIu32 " (kind %" PRIu32
                 " takes %" PRIu32 ": %s)",
-                d.nfds, nfds, d.kind, want_fds, gpu ? "lifetime" : "memfd, lifetime");
+                d.nfds, nfds, d.kind, want_fds,
+                d.kind == kKindCudaVmmFd ? "lifetime, allocation"
+                : gpu                    ? "lifetime"
+                                         : "memfd, lifetime");
   }
   if (!gpu && (d.device.device_type != HURRAY_DEVICE_CPU || d.device.device_id != 0)) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -168,7 +166,7 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                 device_type_name(d.device.device_type), d.device.device_id);
   }
   if (gpu) {
-    const int32_t want = d.kind == kKindCudaLegacyIpc ? HURRAY_DEVICE_CUDA : HURRAY_DEVICE_ROCM;
+    const int32_t want = d.kind == kKindHipIpc ? HURRAY_DEVICE_ROCM : HURRAY_DEVICE_CUDA;
     if (d.device.device_type != want || d.device.device_id < 0) {
       return fail(HURRAY_ERR_IPC, "descriptor device is %s %" PRId32 "; kind %" PRIu32 " is %s",
                   device_type_name(d.device.device_type), d.device.device_id, d.kind,
@@ -181,6 +179,15 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                   d.region_offset, d.kind);
     }
     std::memcpy(d.gpu_handle, bytes + wire_size(d.ndim), kWireGpuHandleSize);
+    if (d.kind == kKindCudaVmmFd) {
+      for (uint32_t i = 0; i < kWireGpuHandleSize; ++i) {
+        if (d.gpu_handle[i] != 0) {
+          return fail(HURRAY_ERR_IPC,
+                      "descriptor byte %" PRIu32 " of kind 2's reserved area is %u (must be 0)",
+                      wire_size(d.ndim) + i, static_cast<unsigned>(d.gpu_handle[i]));
+        }
+      }
+    }
   }
   for (int32_t i = 0; i < d.ndim; ++i) {
     d.shape[i] =

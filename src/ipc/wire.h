@@ -17,20 +17,26 @@ constexpr uint32_t kWireMagic = 0x50495248u;  // "HRIP" in little-endian byte or
 constexpr uint32_t kWireHeaderSize = 80;      // fixed part; shape and strides follow
 constexpr uint32_t kWirePrefixSize = 16;      // magic, version, header size, total size
 
-// Kinds of memory (the `kind` field). 1, 3 and 4 are served; 2 is reserved
-// (CUDA VMM, a later kind) and refused with HURRAY_ERR_UNSUPPORTED_DEVICE.
+// Kinds of memory (the `kind` field), docs/impl/ipc.md §3.1 and §6.1.
 enum WireKind : uint32_t {
   kKindCpuMemfd = 1,       // fds: [memfd, lifetime]
-  kKindCudaVmmFd = 2,      // reserved: CUDA VMM allocation exported as a POSIX fd
+  kKindCudaVmmFd = 2,      // fds: [lifetime, allocation fd]; 64 zero bytes after the strides
   kKindCudaLegacyIpc = 3,  // fds: [lifetime]; cuIpcGetMemHandle's 64 bytes after the strides
   kKindHipIpc = 4,         // fds: [lifetime]; hipIpcGetMemHandle's 64 bytes after the strides
 };
 constexpr uint32_t kCpuMemfdFds = 2;
 constexpr uint32_t kGpuIpcFds = 1;
-constexpr uint32_t kWireGpuHandleSize = 64;  // kind-specific data of kinds 3 and 4
+constexpr uint32_t kCudaVmmFds = 2;
+constexpr uint32_t kWireGpuHandleSize = 64;  // kind-specific data of kinds 2, 3 and 4
 
+// The GPU kinds: device memory, a lifetime fd first, 64 kind-specific bytes.
 constexpr bool is_gpu_ipc_kind(uint32_t kind) {
-  return kind == kKindCudaLegacyIpc || kind == kKindHipIpc;
+  return kind == kKindCudaVmmFd || kind == kKindCudaLegacyIpc || kind == kKindHipIpc;
+}
+constexpr uint32_t wire_fds(uint32_t kind) {
+  return kind == kKindCudaLegacyIpc || kind == kKindHipIpc ? kGpuIpcFds
+         : kind == kKindCudaVmmFd                          ? kCudaVmmFds
+                                                           : kCpuMemfdFds;
 }
 
 // A decoded (or to-be-encoded) descriptor.
@@ -47,7 +53,7 @@ struct WireDesc {
   uint64_t region_length;  // (GPU: the allocation's size)
   int64_t shape[HURRAY_MAX_NDIM];
   int64_t strides[HURRAY_MAX_NDIM];        // in elements
-  uint8_t gpu_handle[kWireGpuHandleSize];  // kinds 3 and 4: the vendor's IPC handle
+  uint8_t gpu_handle[kWireGpuHandleSize];  // kinds 3 and 4: the vendor's IPC handle; 2: zero
 };
 
 // Bytes a descriptor of `ndim` dimensions takes (kind 1).

@@ -13,6 +13,8 @@
 //   probe ipc-malformed TYPE   kind-3/4 descriptors with one field wrong
 //   probe ipc-refusals TYPE    own-process import, stream-ordered and pinned
 //                              memory
+//   probe ipc-vmm-* 2          CUDA VMM allocations as POSIX fds (kind 2),
+//                              ipc_vmm_probe.cc
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,77 +31,10 @@
 
 #include "fake_control.h"
 #include "hurray/hurray.h"
+#include "ipc_probe.h"
 
+namespace ipc_probe {
 namespace {
-
-constexpr hurray_dtype kF32{2, 32, 1};
-int g_failures = 0;
-int g_type = 0;
-
-void check(bool ok, const char *name, const char *fmt = "", ...)
-    __attribute__((format(printf, 3, 4)));
-void check(bool ok, const char *name, const char *fmt, ...) {
-  char detail[512];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(detail, sizeof detail, fmt, args);
-  va_end(args);
-  std::printf("check %s %s %s\n", name, ok ? "ok" : "FAILED", detail);
-  std::fflush(stdout);
-  if (!ok) ++g_failures;
-}
-
-bool is_cuda() { return g_type == HURRAY_DEVICE_CUDA; }
-
-// The fake's control function `name`, from the library libhurray loads.
-void *control(const char *name) {
-  const char *path = std::getenv(is_cuda() ? "HURRAY_CUDA_DRIVER_PATH" : "HURRAY_HIP_LIBRARY_PATH");
-  if (path == nullptr) return nullptr;
-  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return nullptr;
-  return dlsym(lib, (std::string(is_cuda() ? "fake_cuda_" : "fake_hip_") + name).c_str());
-}
-int call_count(const char *fn) {
-  auto f = reinterpret_cast<int (*)(const char *)>(control("call_count"));
-  return f != nullptr ? f(fn) : -1;
-}
-int64_t ipc_open_count() {
-  auto f = reinterpret_cast<int64_t (*)()>(control("ipc_open_count"));
-  return f != nullptr ? f() : -1;
-}
-int64_t live_allocations() {
-  auto f = reinterpret_cast<int64_t (*)()>(control("live_allocations"));
-  return f != nullptr ? f() : -1;
-}
-const char *free_call() { return is_cuda() ? "cuMemFree" : "hipFree"; }
-const char *open_call() { return is_cuda() ? "cuIpcOpenMemHandle" : "hipIpcOpenMemHandle"; }
-const char *close_call() { return is_cuda() ? "cuIpcCloseMemHandle" : "hipIpcCloseMemHandle"; }
-
-uint64_t ipc_returns() {
-  hurray_diagnostics d{};
-  d.struct_size = sizeof d;
-  (void)hurray_get_diagnostics(&d);
-  return d.ipc_returns;
-}
-
-// Waits up to 5 s for `cond`.
-template <typename F>
-bool wait_until(F cond) {
-  for (int i = 0; i < 500; ++i) {
-    if (cond()) return true;
-    usleep(10 * 1000);
-  }
-  return cond();
-}
-
-bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
-
-int wait_child(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 int32_t alloc(hurray_buffer *h, int64_t n = 16) {
   const int64_t shape[1] = {n};
@@ -201,13 +136,6 @@ int cmd_kill() {
   return g_failures == 0 ? 0 : 1;
 }
 
-void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
 int cmd_malformed() {
   struct Case {
     const char *what;
@@ -225,7 +153,7 @@ int cmd_malformed() {
          m->size -= 64;
          put32(m->bytes + 12, m->size);
        }},
-      {"kind 2 (reserved)", HURRAY_ERR_UNSUPPORTED_DEVICE,
+      {"kind 2 with one fd", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { put32(m->bytes + 16, 2); }},
       {"two fds", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) {
@@ -331,16 +259,19 @@ int cmd_refusals() {
 }
 
 }  // namespace
+}  // namespace ipc_probe
 
 // The command `cmd` (without "ipc-") on device type `type`; 64 for an
 // unknown command or type.
 int run_ipc_command(const std::string &cmd, int type) {
+  using namespace ipc_probe;
   g_type = type;
   if (g_type != HURRAY_DEVICE_CUDA && g_type != HURRAY_DEVICE_ROCM) return 64;
   if (cmd == "roundtrip") return cmd_roundtrip();
   if (cmd == "kill") return cmd_kill();
   if (cmd == "malformed") return cmd_malformed();
   if (cmd == "refusals") return cmd_refusals();
+  if (cmd.rfind("vmm-", 0) == 0 && is_cuda()) return run_vmm_command(cmd.substr(4));
   std::fprintf(stderr, "unknown command 'ipc-%s'\n", cmd.c_str());
   return 64;
 }

@@ -67,5 +67,26 @@ TYPED_TEST(GpuIpc, MalformedDescriptorsAreRefused) { this->run("malformed"); }
 // pinned host memory: refused with nothing consumed or leaked.
 TYPED_TEST(GpuIpc, UnexportableMemoryIsRefused) { this->run("refusals"); }
 
+// CUDA VMM allocations (cuMemCreate + cuMemMap) as POSIX fds, kind 2.
+using CudaVmmIpc = GpuIpc<CudaVendor>;
+
+// A child imports an allocation and a share of it, reads, writes one the
+// parent reads, releases: every import-side cuMemMap undone (cuMemUnmap,
+// cuMemAddressFree, cuMemRelease), the export's retained handle released,
+// the producer's release once, after the child's.
+TEST_F(CudaVmmIpc, ChildImportsReadsWritesAndReturns) { run("vmm-roundtrip"); }
+
+// A child SIGKILLed while it holds the import: the producer's release runs.
+TEST_F(CudaVmmIpc, KilledChildReturnsItsReference) { run("vmm-kill"); }
+
+// Kind-2 messages with a wrong fd count, size or reserved byte, and driver
+// failures during the import: the exact status, every fd closed, nothing
+// mapped, the reference returned.
+TEST_F(CudaVmmIpc, MalformedMessagesAreRefused) { run("vmm-malformed"); }
+
+// A VMM allocation made without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR:
+// HURRAY_ERR_UNSUPPORTED_DEVICE, nothing consumed, nothing retained.
+TEST_F(CudaVmmIpc, AllocationWithoutTheFdTypeIsRefused) { run("vmm-refusals"); }
+
 }  // namespace
 }  // namespace gpu_test

@@ -158,6 +158,28 @@ void fake_cuda_stream_begin_capture(void *stream);
 int fake_cuda_stream_end_capture(void *stream);
 int fake_cuda_prohibited_calls(void);
 
+/* Virtual memory management (fake_vmm.h): cuMemCreate allocations are
+   memfds (requestedHandleTypes recorded), cuMemAddressReserve reserves
+   PROT_NONE host pages, cuMemMap (offset 0 only) maps the memfd there
+   MAP_FIXED | MAP_SHARED, cuMemUnmap returns the range to PROT_NONE;
+   cuMemRetainAllocationHandle finds the handle by any address inside a
+   mapping (CUDA_ERROR_INVALID_VALUE for other memory), cuMemGetAddressRange
+   answers a mapping's range, cuMemExportToShareableHandle gives a dup of the
+   memfd (CUDA_ERROR_NOT_SUPPORTED without the POSIX-fd handle type) and
+   cuMemImportFromShareableHandle makes a new handle from such an fd (left
+   open). An allocation lives while a handle reference (create, retain,
+   import; each undone by one cuMemRelease) or a mapping holds it. Each call
+   is logged. vmm_alloc makes an allocation through those entry points
+   (create, reserve, map, set access for `device`, release the handle) and
+   stores its address in *out; vmm_free unmaps it and frees the range. Both
+   return a CUresult. The counts: allocations alive, mappings alive, handle
+   references held (mappings not counted). */
+int fake_cuda_vmm_alloc(int device, uint64_t bytes, unsigned long long handle_types, void **out);
+int fake_cuda_vmm_free(void *p, uint64_t bytes);
+int64_t fake_cuda_vmm_live_allocations(void);
+int64_t fake_cuda_vmm_live_mappings(void);
+int64_t fake_cuda_vmm_handle_references(void);
+
 /* HIP only. hipMemcpy2DAsync / hipMemcpy3DAsync copy row by row (logged
    like the CUDA ones) and refuse pitches below the width. */
 int fake_hip_current_device(void);

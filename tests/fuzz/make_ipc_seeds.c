@@ -8,7 +8,10 @@
  * The GPU seeds (cuda_ipc_f32_1024, hip_ipc_f32_1024: kinds 3 and 4, byte 0
  * the fd count 1, ipc.md §6.1) need a driver to export, so they were derived
  * from f32_1024 by hand: kind, nfds 1, device 2 / 10, data_offset 256,
- * region [0, +8192), total_size + 64, and the handle bytes 00..3f. */
+ * region [0, +8192), total_size + 64, and the handle bytes 00..3f. The
+ * kind-2 seed (cuda_vmm_f32_1024: a CUDA VMM allocation as a POSIX fd, byte
+ * 0 the fd count 2) is cuda_ipc_f32_1024 with kind 2, nfds 2 and the 64
+ * kind-specific bytes zero. */
 #include <hurray/hurray.h>
 #include <stdio.h>
 #include <string.h>

@@ -6,9 +6,9 @@
 //
 // `gpu_suite --exit-release` is the child the static-destructor check runs:
 // it keeps GPU memory in a static object released after exit() began.
-// `gpu_suite --ipc-child FD` is the receiver of the two-process case
-// (docs/impl/ipc.md §6): a fresh process (exec'd, since a child forked after
-// cuInit cannot use CUDA) that receives device memory on socket FD.
+// `gpu_suite --ipc-child FD` is the receiver of the two-process cases
+// (legacy IPC and VMM fds, docs/impl/ipc.md §6): a fresh process (exec'd, since a child forked
+// after cuInit cannot use CUDA) that receives device memory on socket FD.
 #include <cuda.h>
 #include <hurray/dlpack.h>
 #include <fcntl.h>
@@ -279,6 +279,70 @@ pid_t start_ipc_child(int fd) {
     _exit(127);
   }
   return pid;
+}
+
+// A CUDA VMM allocation (cuMemCreate, cuMemAddressReserve, cuMemMap,
+// cuMemSetAccess) of device 0 wrapped in a handle whose release unmaps it,
+// as an application's own allocator would: what kind 2 sends.
+struct VmmBlock {
+  CUdeviceptr va;
+  size_t size;
+  int64_t shape[1];
+  int64_t strides[1];
+  std::atomic<int> *releases;
+};
+
+void vmm_release(void *user_data) {
+  auto *b = static_cast<VmmBlock *>(user_data);
+  (void)cuMemUnmap(b->va, b->size);
+  (void)cuMemAddressFree(b->va, b->size);
+  b->releases->fetch_add(1);
+  delete b;
+}
+
+// kIpcN floats in a new VMM allocation with `types` as requestedHandleTypes;
+// CUresult of the first failing step.
+CUresult vmm_alloc(unsigned long long types, std::atomic<int> *releases, hurray_buffer *out) {
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(types);
+  size_t gran = 0;
+  CUresult r = cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS) return r;
+  const size_t size = (kIpcN * 4 + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle h = 0;
+  if ((r = cuMemCreate(&h, size, &prop, 0)) != CUDA_SUCCESS) return r;
+  CUdeviceptr va = 0;
+  r = cuMemAddressReserve(&va, size, 0, 0, 0);
+  if (r == CUDA_SUCCESS && (r = cuMemMap(va, size, 0, h, 0)) != CUDA_SUCCESS) {
+    (void)cuMemAddressFree(va, size);
+  }
+  (void)cuMemRelease(h);  // the mapping holds the memory
+  if (r != CUDA_SUCCESS) return r;
+  CUmemAccessDesc access;
+  std::memset(&access, 0, sizeof access);
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if ((r = cuMemSetAccess(va, size, &access, 1)) != CUDA_SUCCESS) {
+    (void)cuMemUnmap(va, size);
+    (void)cuMemAddressFree(va, size);
+    return r;
+  }
+  auto *b = new VmmBlock{va, size, {kIpcN}, {1}, releases};
+  std::memset(out, 0, sizeof *out);
+  out->version = HURRAY_BUFFER_VERSION;
+  out->release_fn = &vmm_release;
+  out->user_data = b;
+  out->data = reinterpret_cast<void *>(static_cast<uintptr_t>(va));
+  out->device = {HURRAY_DEVICE_CUDA, 0};
+  out->dtype = kF32;
+  out->ndim = 1;
+  out->shape = b->shape;
+  out->strides = b->strides;
+  return CUDA_SUCCESS;
 }
 
 // --- non-contiguous copies (docs/impl/gpu.md §4) ---------------------------
@@ -880,6 +944,66 @@ int main(int argc, char **argv) {
     }
     CHECK(first == -1.0f, "element 0 is %g, the child wrote -1", first);
     hurray_buffer_release(&two[1]);
+  });
+
+  // The same with a CUDA VMM allocation made with the POSIX-fd handle type
+  // (kind 2: the allocation travels as an fd); one made without it is
+  // refused with nothing consumed.
+  run("VMM allocation to another process and back", [&] {
+    int supported = 0;
+    CUdevice dev0;
+    CU(cuDeviceGet(&dev0, 0));
+    CU(cuDeviceGetAttribute(&supported,
+                            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev0));
+    if (supported == 0) {
+      std::printf("note: device 0 cannot export VMM allocations as POSIX fds; case skipped\n");
+      return;
+    }
+    std::atomic<int> releases{0};
+    hurray_buffer plain{};
+    CU(vmm_alloc(0, &releases, &plain));
+    hurray_ipc_message m;
+    const int32_t st = hurray_ipc_export(&plain, HURRAY_IPC_DEFAULT, &m);
+    CHECK(st == HURRAY_ERR_UNSUPPORTED_DEVICE && plain.release_fn != nullptr,
+          "an allocation without the fd type: %s %s", hurray_status_name(st), hurray_last_error());
+    hurray_buffer_release(&plain);
+    CHECK(releases.load() == 1, "the refused allocation's release ran %d times", releases.load());
+
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+    fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+    const pid_t pid = start_ipc_child(sv[1]);
+    close(sv[1]);
+    CHECK(pid > 0, "fork");
+    hurray_buffer g{};
+    CU(vmm_alloc(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, &releases, &g));
+    std::vector<float> host(static_cast<size_t>(kIpcN));
+    for (int64_t i = 0; i < kIpcN; ++i) host[static_cast<size_t>(i)] = 3.0f * static_cast<float>(i);
+    const CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(g.data));
+    {
+      CurrentContext in0(0);
+      CU(cuMemcpyHtoD(p, host.data(), host.size() * 4));
+    }
+    hurray_buffer two[2];
+    CHECK_OK(hurray_share(&g, 2, two));
+    const uint64_t returns = diagnostics().ipc_returns;
+    CHECK_OK(hurray_ipc_send(sv[0], &two[0], HURRAY_IPC_DEFAULT));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    close(sv[0]);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status is %d", status);
+    for (int i = 0; i < 500 && diagnostics().ipc_returns != returns + 1; ++i) usleep(10000);
+    CHECK(diagnostics().ipc_returns == returns + 1, "the child's reference did not come back");
+    float first = 0;
+    {
+      CurrentContext in0(0);
+      CU(cuMemcpyDtoH(&first, p, 4));
+    }
+    CHECK(first == -1.0f, "element 0 is %g, the child wrote -1", first);
+    CHECK(releases.load() == 1, "released early (%d)", releases.load());
+    hurray_buffer_release(&two[1]);
+    CHECK(releases.load() == 2, "the producer's release ran %d times", releases.load() - 1);
   });
 
   // Last: it destroys everything on device 0.

@@ -84,12 +84,15 @@ if [ "$use_cmake" = 1 ]; then
 else
   # The fallback: what CMakeLists.txt does for a Release libhurray with CUDA
   # only, as plain compiler command lines. The sources are the ones
-  # add_library(hurray SHARED ...) lists, so the two cannot drift apart.
+  # add_library(hurray SHARED ...) and target_sources(hurray PRIVATE ...)
+  # list, so the two cannot drift apart.
   LIBDIR=$BUILD/fallback
   GEN_INCLUDE=$LIBDIR/include
   note "== building libhurray without CMake (fallback) in $LIBDIR"
   mkdir -p "$GEN_INCLUDE/hurray" "$LIBDIR/obj" "$LIBDIR/generated" || exit 2
-  sources=$(awk '/^add_library\(hurray SHARED/{on=1; next} on && /\)/{exit} on {print $1}' "$ROOT/CMakeLists.txt")
+  sources=$(awk '/^(add_library\(hurray SHARED|target_sources\(hurray PRIVATE)/ {on=1; next}
+    on {f=$1; done_=index($0, ")") > 0; sub(/\).*/, "", f); if (f != "") print f; if (done_) on=0}' \
+    "$ROOT/CMakeLists.txt")
   version=$(grep -m1 -oE 'project\(hurray VERSION [0-9]+\.[0-9]+\.[0-9]+' "$ROOT/CMakeLists.txt" | awk '{print $3}')
   if [ -z "$sources" ] || [ -z "$version" ]; then
     note "run.sh: could not read the library's sources or version from CMakeLists.txt"

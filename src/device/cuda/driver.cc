@@ -144,6 +144,25 @@ void resolve_ipc(Loader &l, CudaDriver &d) {
   g_error[0] = '\0';  // a missing optional entry point is no load error
 }
 
+// The VMM entry points kind-2 IPC uses, each optional as above.
+template <typename Fn>
+void optional(Loader &l, const char *symbol, int version, Fn *fn) {
+  if (!l.get(symbol, version, fn)) *fn = nullptr;
+}
+void resolve_vmm(Loader &l, CudaDriver &d) {
+  optional(l, "cuMemRetainAllocationHandle", 11000, &d.mem_retain_allocation_handle);
+  optional(l, "cuMemGetAllocationPropertiesFromHandle", 10020, &d.mem_get_allocation_properties);
+  optional(l, "cuMemExportToShareableHandle", 10020, &d.mem_export_to_shareable_handle);
+  optional(l, "cuMemImportFromShareableHandle", 10020, &d.mem_import_from_shareable_handle);
+  optional(l, "cuMemAddressReserve", 10020, &d.mem_address_reserve);
+  optional(l, "cuMemAddressFree", 10020, &d.mem_address_free);
+  optional(l, "cuMemMap", 10020, &d.mem_map);
+  optional(l, "cuMemUnmap", 10020, &d.mem_unmap);
+  optional(l, "cuMemSetAccess", 10020, &d.mem_set_access);
+  optional(l, "cuMemRelease", 10020, &d.mem_release);
+  g_error[0] = '\0';
+}
+
 bool load() {
   const char *env = std::getenv("HURRAY_CUDA_DRIVER_PATH");
   const bool overridden = env != nullptr && env[0] != '\0';
@@ -193,6 +212,7 @@ bool load() {
   l.set_driver_version(d.version);
   if (!resolve_all(l, d)) return false;
   resolve_ipc(l, d);
+  resolve_vmm(l, d);
   // Optional (driver 12.0+): without it, d.ctx_get_id stays NULL. A failed
   // lookup here does not fail the load; its message is never shown.
   if (d.version >= 12000) (void)l.get("cuCtxGetId", 12000, &d.ctx_get_id);

@@ -82,6 +82,28 @@ struct CudaDriver {
   PFN_cuIpcOpenMemHandle_v11000 ipc_open_mem_handle;
   PFN_cuIpcCloseMemHandle_v4010 ipc_close_mem_handle;
   PFN_cuMemGetAddressRange_v3020 mem_get_address_range;
+  // Virtual memory management (device/cuda/vmm_ipc.cc, docs/impl/ipc.md §6,
+  // kind 2); optional like the legacy IPC ones: vmm_ipc() says whether all
+  // are there, else VMM memory is not recognised and export falls back to
+  // legacy IPC.
+  PFN_cuMemRetainAllocationHandle_v11000 mem_retain_allocation_handle;
+  PFN_cuMemGetAllocationPropertiesFromHandle_v10020 mem_get_allocation_properties;
+  PFN_cuMemExportToShareableHandle_v10020 mem_export_to_shareable_handle;
+  PFN_cuMemImportFromShareableHandle_v10020 mem_import_from_shareable_handle;
+  PFN_cuMemAddressReserve_v10020 mem_address_reserve;
+  PFN_cuMemAddressFree_v10020 mem_address_free;
+  PFN_cuMemMap_v10020 mem_map;
+  PFN_cuMemUnmap_v10020 mem_unmap;
+  PFN_cuMemSetAccess_v10020 mem_set_access;
+  PFN_cuMemRelease_v10020 mem_release;
+
+  bool vmm_ipc() const {
+    return mem_retain_allocation_handle != nullptr && mem_get_allocation_properties != nullptr &&
+           mem_export_to_shareable_handle != nullptr &&
+           mem_import_from_shareable_handle != nullptr && mem_address_reserve != nullptr &&
+           mem_address_free != nullptr && mem_map != nullptr && mem_unmap != nullptr &&
+           mem_set_access != nullptr && mem_release != nullptr && mem_get_address_range != nullptr;
+  }
 };
 
 // The driver, loading it on the first call (once, thread-safely). Returns

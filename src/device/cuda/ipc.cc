@@ -2,8 +2,11 @@
 // CUDA device memory across processes with legacy IPC handles
 // (device/gpu_ipc.h, docs/impl/ipc.md §6): cuIpcGetMemHandle of the
 // allocation that holds the data, opened by the receiver with
-// cuIpcOpenMemHandle in the device's primary context.
+// cuIpcOpenMemHandle in the device's primary context; a VMM allocation
+// (cuMemCreate + cuMemMap) goes as a POSIX fd instead (vmm_ipc.cc, kind 2).
 #if defined(HURRAY_WITH_CUDA)
+
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstring>
@@ -13,6 +16,7 @@
 #include "../gpu_ipc.h"
 #include "driver.h"
 #include "vendor.h"
+#include "vmm_ipc.h"
 
 namespace hurray::detail {
 namespace {
@@ -44,10 +48,18 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   int32_t st = missing(*d);
   if (st != HURRAY_OK) return st;
   CUresult got = CUDA_SUCCESS;
+  VmmFound vmm = VmmFound::kNotVmm;
+  bool vmm_failed = false;  // a VMM allocation whose export failed
   const char *call = "cuCtxSynchronize";
   st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
     CUresult r = drv.ctx_synchronize();
     if (r != CUDA_SUCCESS) return r;
+    r = vmm_export(drv, data, out, &call, &vmm);
+    if (r != CUDA_SUCCESS) {
+      vmm_failed = true;
+      return got = r;
+    }
+    if (vmm != VmmFound::kNotVmm) return r;
     call = "cuMemGetAddressRange";
     CUdeviceptr base = 0;
     size_t size = 0;
@@ -62,14 +74,36 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     out->data_offset = static_cast<uint64_t>(dptr(data) - base);
     return r;
   });
+  if (st != HURRAY_OK && out->vmm_fd >= 0) {
+    // Exported, but leaving the context failed: nothing is sent.
+    close(out->vmm_fd);
+    out->vmm_fd = -1;
+  }
+  if (st == HURRAY_OK && vmm == VmmFound::kNoFdType) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%p on CUDA device %" PRId32
+                " is a CUDA VMM allocation (cuMemCreate) made without a shareable handle type: "
+                "create it with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
+                "CUmemAllocationProp::requestedHandleTypes to send it to another process",
+                data, device.device_id);
+  }
+  if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY && vmm_failed) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%p on CUDA device %" PRId32
+                " is a CUDA VMM allocation that cannot be exported as a POSIX fd (%s failed with "
+                "%s)",
+                data, device.device_id, call, cuda_error_name(got));
+  }
   if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY) {
-    // The memory is not exportable (pool memory, cuMemCreate memory, not
-    // the driver's memory at all): say so, with the driver's answer.
+    // The memory is not exportable (pool memory, memory opened from
+    // another process, not the driver's memory at all): say so, with the
+    // driver's answer.
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%p on CUDA device %" PRId32
                 " cannot be exported with legacy CUDA IPC (%s failed with %s): only cuMemAlloc "
-                "memory (hurray_alloc on kDLCUDA without a stream) can be sent to another "
-                "process; device memory is never copied through the host for it",
+                "memory (hurray_alloc on kDLCUDA without a stream) and VMM allocations made "
+                "with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR can be sent to another process; "
+                "device memory is never copied through the host for it",
                 data, device.device_id, call, cuda_error_name(got));
   }
   return st;
@@ -92,37 +126,10 @@ int32_t open_mapping(hurray_device device, const uint8_t *handle, void **base) {
 }
 
 void close_mapping(hurray_device device, void *base) {
-  if (cuda_forked_child()) return count_fork_skip();
-  const CudaDriver *d = loaded_cuda_driver();  // loaded: it opened `base`
-  if (d == nullptr) return;
-  RelaxedCaptureMode relaxed(*d);
-  CUcontext ctx = nullptr;
-  uint64_t id = 0;
-  const char *call = "cuDevicePrimaryCtxRetain";
-  CUresult r = primary_context(*d, device.device_id, &ctx, &id);
-  CUresult pop = CUDA_SUCCESS;
-  if (r == CUDA_SUCCESS) {
-    ContextScope scope(*d);
-    r = scope.enter(ctx, &call);
-    if (r == CUDA_SUCCESS) {
-      call = "cuIpcCloseMemHandle";
-      r = d->ipc_close_mem_handle(dptr(base));
-    }
-    pop = scope.leave();
-  }
-  if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {
-    if (r != CUDA_SUCCESS) count_teardown_leak();
-    return;
-  }
-  if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;
-  if (r == CUDA_SUCCESS) {
-    call = "cuCtxPopCurrent";
-    r = pop;
-  }
-  report_failed_release(HURRAY_ERR_DEVICE,
-                        "%s failed with %s (%d) closing %p (CUDA device %" PRId32
-                        ", memory of another process)",
-                        call, cuda_error_name(r), static_cast<int>(r), base, device.device_id);
+  release_in_primary(device, base, [&](const CudaDriver &d, const char **call) {
+    *call = "cuIpcCloseMemHandle";
+    return d.ipc_close_mem_handle(dptr(base));
+  });
 }
 
 bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == kFreeOnStream; }
@@ -130,7 +137,8 @@ bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == kFreeOnStr
 }  // namespace
 
 extern const GpuIpc kCudaIpc;
-const GpuIpc kCudaIpc = {&export_memory, &open_mapping, &close_mapping, &is_stream_ordered};
+const GpuIpc kCudaIpc = {&export_memory, &open_mapping, &close_mapping,
+                         &vmm_open,      &vmm_close,    &is_stream_ordered};
 
 }  // namespace hurray::detail
 

@@ -127,7 +127,8 @@ bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == 0 && mem.s
 }  // namespace
 
 extern const GpuIpc kHipIpc;
-const GpuIpc kHipIpc = {&export_memory, &open_mapping, &close_mapping, &is_stream_ordered};
+const GpuIpc kHipIpc = {&export_memory, &open_mapping, &close_mapping,
+                        nullptr,        nullptr,       &is_stream_ordered};
 
 }  // namespace hurray::detail
 

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// CUDA VMM allocations across processes as POSIX fds (device/cuda/vmm_ipc.h,
+// docs/impl/ipc.md §6): export by cuMemRetainAllocationHandle and
+// cuMemExportToShareableHandle, import by cuMemImportFromShareableHandle,
+// cuMemAddressReserve, cuMemMap and cuMemSetAccess.
+#if defined(HURRAY_WITH_CUDA)
+
+#include "vmm_ipc.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "../../error.h"
+
+namespace hurray::detail {
+
+CUresult vmm_export(const CudaDriver &d, const void *data, GpuIpcExport *out, const char **call,
+                    VmmFound *found) {
+  *found = VmmFound::kNotVmm;
+  if (!d.vmm_ipc()) return CUDA_SUCCESS;
+  CUmemGenericAllocationHandle h = 0;
+  // Fails for memory no cuMemMap mapped (cuMemAlloc, pool memory, a legacy
+  // IPC mapping): that memory goes the legacy way.
+  if (d.mem_retain_allocation_handle(&h, const_cast<void *>(data)) != CUDA_SUCCESS) {
+    return CUDA_SUCCESS;
+  }
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  *call = "cuMemGetAllocationPropertiesFromHandle";
+  CUresult r = d.mem_get_allocation_properties(&prop, h);
+  int fd = -1;
+  if (r == CUDA_SUCCESS &&
+      (prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+    *found = VmmFound::kNoFdType;
+  } else if (r == CUDA_SUCCESS) {
+    *call = "cuMemGetAddressRange";
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    r = d.mem_get_address_range(&base, &size, dptr(data));
+    if (r == CUDA_SUCCESS) {
+      *call = "cuMemExportToShareableHandle";
+      r = d.mem_export_to_shareable_handle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    }
+    if (r == CUDA_SUCCESS) {
+      out->alloc_size = size;
+      out->data_offset = static_cast<uint64_t>(dptr(data) - base);
+    }
+  }
+  // The retained reference only; the mapping keeps the memory alive.
+  const CUresult rel = d.mem_release(h);
+  if (r == CUDA_SUCCESS && rel != CUDA_SUCCESS) {
+    *call = "cuMemRelease";
+    r = rel;
+  }
+  if (r != CUDA_SUCCESS) {
+    if (fd >= 0) close(fd);
+    *found = VmmFound::kNotVmm;
+    return r;
+  }
+  if (*found != VmmFound::kNoFdType) {
+    out->vmm_fd = fd;
+    *found = VmmFound::kExported;
+  }
+  return CUDA_SUCCESS;
+}
+
+int32_t vmm_open(hurray_device device, int fd, uint64_t size, GpuVmmMapping *out) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (!d->vmm_ipc()) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this CUDA driver lacks the virtual memory management entry points "
+                "(cuMemImportFromShareableHandle, cuMemMap, ...) that a kind-2 message needs");
+  }
+  CUmemGenericAllocationHandle h = 0;
+  CUdeviceptr va = 0;
+  const size_t n = static_cast<size_t>(size);
+  const char *call = "cuMemImportFromShareableHandle";
+  const int32_t st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
+    // The fd is passed by value in the pointer argument; the driver does not
+    // take it over (the caller closes it).
+    CUresult r = drv.mem_import_from_shareable_handle(
+        &h, reinterpret_cast<void *>(static_cast<uintptr_t>(fd)),
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS) return r;
+    call = "cuMemAddressReserve";
+    r = drv.mem_address_reserve(&va, n, 0, 0, 0);
+    if (r == CUDA_SUCCESS) {
+      call = "cuMemMap";
+      r = drv.mem_map(va, n, 0, h, 0);
+      if (r == CUDA_SUCCESS) {
+        CUmemAccessDesc access;
+        std::memset(&access, 0, sizeof access);
+        access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access.location.id = device.device_id;
+        access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        call = "cuMemSetAccess";
+        r = drv.mem_set_access(va, n, &access, 1);
+        if (r == CUDA_SUCCESS) return r;
+        (void)drv.mem_unmap(va, n);
+      }
+      (void)drv.mem_address_free(va, n);
+    }
+    (void)drv.mem_release(h);
+    return r;
+  });
+  if (st != HURRAY_OK) return st;
+  out->base = hptr(va);
+  out->size = size;
+  out->handle = static_cast<uint64_t>(h);
+  return HURRAY_OK;
+}
+
+void vmm_close(hurray_device device, const GpuVmmMapping &m) {
+  release_in_primary(device, m.base, [&](const CudaDriver &d, const char **call) {
+    const size_t n = static_cast<size_t>(m.size);
+    *call = "cuMemUnmap";
+    CUresult r = d.mem_unmap(dptr(m.base), n);
+    if (r != CUDA_SUCCESS) return r;
+    *call = "cuMemAddressFree";
+    r = d.mem_address_free(dptr(m.base), n);
+    if (r != CUDA_SUCCESS) return r;
+    *call = "cuMemRelease";
+    return d.mem_release(static_cast<CUmemGenericAllocationHandle>(m.handle));
+  });
+}
+
+}  // namespace hurray::detail
+
+#endif  // HURRAY_WITH_CUDA

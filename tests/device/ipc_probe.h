@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the GPU IPC probe commands share (ipc_probe.cc, ipc_vmm_probe.cc):
+// `check` lines, the fake's control functions, waiting, descriptor edits.
+#ifndef HURRAY_TESTS_DEVICE_IPC_PROBE_H_
+#define HURRAY_TESTS_DEVICE_IPC_PROBE_H_
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "hurray/hurray.h"
+
+namespace ipc_probe {
+
+inline constexpr hurray_dtype kF32{2, 32, 1};
+inline int g_failures = 0;
+inline int g_type = 0;
+
+inline void check(bool ok, const char *name, const char *fmt = "", ...)
+    __attribute__((format(printf, 3, 4)));
+inline void check(bool ok, const char *name, const char *fmt, ...) {
+  char detail[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(detail, sizeof detail, fmt, args);
+  va_end(args);
+  std::printf("check %s %s %s\n", name, ok ? "ok" : "FAILED", detail);
+  std::fflush(stdout);
+  if (!ok) ++g_failures;
+}
+
+inline bool is_cuda() { return g_type == HURRAY_DEVICE_CUDA; }
+
+// The fake's control function `name`, from the library libhurray loads.
+inline void *control(const char *name) {
+  const char *path = std::getenv(is_cuda() ? "HURRAY_CUDA_DRIVER_PATH" : "HURRAY_HIP_LIBRARY_PATH");
+  if (path == nullptr) return nullptr;
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return nullptr;
+  return dlsym(lib, (std::string(is_cuda() ? "fake_cuda_" : "fake_hip_") + name).c_str());
+}
+inline int call_count(const char *fn) {
+  auto f = reinterpret_cast<int (*)(const char *)>(control("call_count"));
+  return f != nullptr ? f(fn) : -1;
+}
+inline int64_t ipc_open_count() {
+  auto f = reinterpret_cast<int64_t (*)()>(control("ipc_open_count"));
+  return f != nullptr ? f() : -1;
+}
+inline int64_t live_allocations() {
+  auto f = reinterpret_cast<int64_t (*)()>(control("live_allocations"));
+  return f != nullptr ? f() : -1;
+}
+inline const char *free_call() { return is_cuda() ? "cuMemFree" : "hipFree"; }
+inline const char *open_call() { return is_cuda() ? "cuIpcOpenMemHandle" : "hipIpcOpenMemHandle"; }
+inline const char *close_call() {
+  return is_cuda() ? "cuIpcCloseMemHandle" : "hipIpcCloseMemHandle";
+}
+
+inline uint64_t ipc_returns() {
+  hurray_diagnostics d{};
+  d.struct_size = sizeof d;
+  (void)hurray_get_diagnostics(&d);
+  return d.ipc_returns;
+}
+
+// Waits up to 5 s for `cond`.
+template <typename F>
+bool wait_until(F cond) {
+  for (int i = 0; i < 500; ++i) {
+    if (cond()) return true;
+    usleep(10 * 1000);
+  }
+  return cond();
+}
+
+inline bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+inline int wait_child(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+inline void put32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline void put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// The VMM commands (ipc_vmm_probe.cc): `cmd` without "ipc-vmm-"; 64 when unknown.
+int run_vmm_command(const std::string &cmd);
+
+}  // namespace ipc_probe
+
+#endif  // HURRAY_TESTS_DEVICE_IPC_PROBE_H_
