@@ -1098,8 +1098,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  * then closes the lifetime fd. The drivers refuse a handle of the importing
  * process itself (HURRAY_ERR_DEVICE), and a child forked after the driver
  * was loaded cannot open one (HURRAY_ERR_UNSUPPORTED_DEVICE). A received
- * GPU handle may be shared but not sent on (the drivers do not export
- * opened memory). Every field is checked before any is used (ipc §3.2): magic,
+ * GPU handle may be shared; sending it on is not promised (the drivers do
+ * not export memory opened with legacy IPC; a kind-2 import is a VMM
+ * mapping of its own, which the driver may export again). Kind 2 maps the
+ * allocation from its offset 0: the sender's mapping must start there
+ * (ipc §6). Every field is checked before any is used (ipc §3.2): magic,
  * wire version, sizes, kind, nfds against the descriptor, dtype, ndim,
  * shape, strides and their byte extent against the mapped region, the
  * region against the memfd's size (fstat), that fds[0] is a memfd sealed
@@ -1115,7 +1118,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *   out  [out]  the new handle, owned by the caller; written only on
  *        success. Its release unmaps, closes, and so gives the reference
  *        back to the sender. It may be shared, exported and sent on (CPU
- *        memory; GPU memory: shared only).
+ *        memory; GPU memory: shared and exported; sent on only where the
+ *        driver exports it, see above).
  * Returns: HURRAY_OK, or, with a message naming the field at fault:
  *   HURRAY_ERR_INVALID_ARGUMENT     m or out NULL; a bad ndim, shape or
  *                                   strides; m->size or m->nfds beyond
@@ -1136,7 +1140,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *                                   of the import failed (call and error
  *                                   in the message)
  *   HURRAY_ERR_OVERFLOW             element count or extent beyond 64 bits
- *   HURRAY_ERR_OUT_OF_MEMORY        the bookkeeping could not be allocated
+ *   HURRAY_ERR_OUT_OF_MEMORY        the bookkeeping could not be allocated;
+ *                                   kind 2: the driver had no room for the
+ *                                   reservation or mapping of region_length
+ *                                   bytes
  *   HURRAY_ERR_IPC                  wrong magic, truncated or oversized
  *                                   descriptor, wrong header or total size,
  *                                   unknown kind, nonzero reserved bytes,

@@ -67,7 +67,8 @@ inline const char *close_call() {
 inline uint64_t ipc_returns() {
   hurray_diagnostics d{};
   d.struct_size = sizeof d;
-  (void)hurray_get_diagnostics(&d);
+  // A failure reads as a count no test expects.
+  if (hurray_get_diagnostics(&d) != HURRAY_OK) return UINT64_MAX;
   return d.ipc_returns;
 }
 

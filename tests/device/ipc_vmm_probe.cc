@@ -211,8 +211,12 @@ void malformed_case(const char *what, int32_t want, Edit edit) {
   }
   if (m.bytes[16] != 2 || m.nfds != 2) {
     check(false, what, "export made kind %u with %u fds", m.bytes[16], m.nfds);
-    (void)hurray_ipc_message_discard(&m);
+    if (hurray_ipc_message_discard(&m) != HURRAY_OK) check(false, what, "discard failed");
     return;
+  }
+  // The fake's exported fd, like a driver's may be, lacks close-on-exec.
+  for (uint32_t i = 0; i < m.nfds; ++i) {
+    check((fcntl(m.fds[i], F_GETFD) & FD_CLOEXEC) != 0, what, "fds[%u] is not close-on-exec", i);
   }
   const uint64_t returns = ipc_returns();
   const int releases = g_producer_releases.load();
@@ -297,6 +301,11 @@ int cmd_malformed() {
           "unwound", "%s: unmaps %d frees %d releases %d", fn, call_count("cuMemUnmap"),
           call_count("cuMemAddressFree"), call_count("cuMemRelease"));
   }
+  // Giving the thread its context back fails after a complete import: the
+  // import is undone (with_device's contract), not left mapped for good.
+  reset();
+  malformed_case("cuCtxPopCurrent after the import", HURRAY_ERR_DEVICE,
+                 [&](hurray_ipc_message *) { inject("cuCtxPopCurrent", 999, 1); });
   check(wait_until([&] { return vmm_allocations() == 0; }) && mappings() == 0, "nothing_left",
         "%lld", static_cast<long long>(vmm_allocations()));
   return g_failures == 0 ? 0 : 1;

@@ -73,7 +73,9 @@ class Vmm {
     auto it = allocs_.find(handle);
     if (it == allocs_.end() || type != kPosixFd) return kInvalidValue;
     if ((it->second.handle_types & kPosixFd) == 0) return kNotSupported;
-    *fd = fcntl(it->second.memfd, F_DUPFD_CLOEXEC, 0);
+    // Without close-on-exec: the driver API does not promise it, so
+    // libhurray must set it itself.
+    *fd = fcntl(it->second.memfd, F_DUPFD, 0);
     return *fd >= 0 ? kOk : kOutOfMemory;
   }
 

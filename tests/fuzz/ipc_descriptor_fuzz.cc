@@ -16,10 +16,11 @@
 //    memfd is too short, fails, closes every fd and maps nothing; of an
 //    accepted one with a memfd that fits, succeeds and the handle validates;
 //    its release closes everything again;
-//  - GPU kinds (3, 4: ipc §6.1) decode like the others; their import (fds[0]
-//    a pipe's write end, as the kind wants) is refused with every fd closed:
-//    no handle of this process can be opened (no driver in the fuzz stage;
-//    the real drivers refuse a process's own handles and garbage).
+//  - GPU kinds (2, 3, 4: ipc §6.1) decode like the others; their import
+//    (fds[0] a pipe's write end, as the kind wants; kind 2's fds[1] another
+//    one) is refused with every fd closed: no GPU memory can be opened (no
+//    driver in the fuzz stage, so the driver steps of the import are not
+//    reached here; the fake-driver probe tests cover them).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>

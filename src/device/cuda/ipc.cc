@@ -109,6 +109,8 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   return st;
 }
 
+void close_mapping(hurray_device device, void *base);
+
 int32_t open_mapping(hurray_device device, const uint8_t *handle, void **base) {
   const CudaDriver *d = cuda_driver();
   if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
@@ -121,7 +123,13 @@ int32_t open_mapping(hurray_device device, const uint8_t *handle, void **base) {
   st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
     return drv.ipc_open_mem_handle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
   });
-  if (st == HURRAY_OK) *base = hptr(p);
+  if (st == HURRAY_OK) {
+    *base = hptr(p);
+  } else if (p != 0) {
+    // Opened, but giving the thread its context back failed: undone here
+    // (with_device's contract).
+    close_mapping(device, hptr(p));
+  }
   return st;
 }
 

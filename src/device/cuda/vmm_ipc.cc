@@ -7,8 +7,10 @@
 
 #include "vmm_ipc.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "../../error.h"
@@ -59,6 +61,14 @@ CUresult vmm_export(const CudaDriver &d, const void *data, GpuIpcExport *out, co
     return r;
   }
   if (*found != VmmFound::kNoFdType) {
+    // Close-on-exec like every other fd libhurray makes: the driver's fd
+    // may lack it, and an exec'd program that inherited it would hold the
+    // allocation (and could map it) past every release.
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+      close(fd);
+      *call = "fcntl(F_SETFD, FD_CLOEXEC) of the exported fd";
+      return CUDA_ERROR_OPERATING_SYSTEM;
+    }
     out->vmm_fd = fd;
     *found = VmmFound::kExported;
   }
@@ -77,6 +87,7 @@ int32_t vmm_open(hurray_device device, int fd, uint64_t size, GpuVmmMapping *out
   CUdeviceptr va = 0;
   const size_t n = static_cast<size_t>(size);
   const char *call = "cuMemImportFromShareableHandle";
+  bool mapped = false;  // every step worked, whatever leaving the context did
   const int32_t st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
     // The fd is passed by value in the pointer argument; the driver does not
     // take it over (the caller closes it).
@@ -97,7 +108,8 @@ int32_t vmm_open(hurray_device device, int fd, uint64_t size, GpuVmmMapping *out
         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         call = "cuMemSetAccess";
         r = drv.mem_set_access(va, n, &access, 1);
-        if (r == CUDA_SUCCESS) return r;
+        mapped = r == CUDA_SUCCESS;
+        if (mapped) return r;
         (void)drv.mem_unmap(va, n);
       }
       (void)drv.mem_address_free(va, n);
@@ -105,7 +117,12 @@ int32_t vmm_open(hurray_device device, int fd, uint64_t size, GpuVmmMapping *out
     (void)drv.mem_release(h);
     return r;
   });
-  if (st != HURRAY_OK) return st;
+  if (st != HURRAY_OK) {
+    // Mapped, but giving the thread its context back failed: undone here
+    // (with_device's contract), or the import would be leaked for good.
+    if (mapped) vmm_close(device, GpuVmmMapping{hptr(va), size, static_cast<uint64_t>(h)});
+    return st;
+  }
   out->base = hptr(va);
   out->size = size;
   out->handle = static_cast<uint64_t>(h);
