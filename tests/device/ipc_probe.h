@@ -91,6 +91,23 @@ inline int wait_child(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Forks a receiver that takes one handle from `sock`, writes 'y' to
+// `ready` when its float element 2 reads 3.0 ('n' otherwise) and holds it
+// until killed. The parent keeps sv[0]; sv[1] is closed here.
+inline pid_t fork_holder(int sv[2], int ready) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    hurray_buffer r{};
+    const int32_t st = hurray_ipc_recv(sv[1], &r);
+    const char byte = st == HURRAY_OK && static_cast<const float *>(r.data)[2] == 3.0f ? 'y' : 'n';
+    (void)!write(ready, &byte, 1);
+    for (;;) pause();  // holds r until killed
+  }
+  close(sv[1]);
+  return pid;
+}
+
 inline void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
