@@ -67,13 +67,8 @@ int32_t alloc(hurray_buffer *h, int64_t n = 16) {
 
 int cmd_roundtrip() {
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 2;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(sv[0]);
-    roundtrip_child(sv[1]);
-  }
-  close(sv[1]);
+  const pid_t pid = fork_receiver(sv, roundtrip_child);
+  if (pid < 0) return 2;
   hurray_buffer a{}, shares[3]{};
   int32_t st = alloc(&a);
   check(st == HURRAY_OK, "alloc", "%s", hurray_last_error());

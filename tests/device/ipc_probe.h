@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +90,21 @@ inline int wait_child(pid_t pid) {
   while (waitpid(pid, &status, 0) < 0) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Forks a receiver running `child(sv[1])` (which must _exit) over a new
+// socket pair; the parent keeps sv[0]. -1 when the pair cannot be made.
+template <typename Child>
+pid_t fork_receiver(int sv[2], Child child) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    child(sv[1]);
+    _exit(1);
+  }
+  close(sv[1]);
+  return pid;
 }
 
 // Forks a receiver that takes one handle from `sock`, writes 'y' to

@@ -127,13 +127,8 @@ int32_t vmm_handle(hurray_buffer *h, unsigned long long types) {
 
 int cmd_roundtrip() {
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 2;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(sv[0]);
-    roundtrip_child(sv[1]);
-  }
-  close(sv[1]);
+  const pid_t pid = fork_receiver(sv, roundtrip_child);
+  if (pid < 0) return 2;
   hurray_buffer a{}, shares[3]{};
   if (vmm_handle(&a, kPosixFd) != HURRAY_OK) return 1;
   check(hurray_share(&a, 3, shares) == HURRAY_OK, "share", "");

@@ -345,6 +345,45 @@ CUresult vmm_alloc(unsigned long long types, std::atomic<int> *releases, hurray_
   return CUDA_SUCCESS;
 }
 
+// The two-process cases' common part: fills `g` (float32, kIpcN elements on
+// device 0) with 3 * i, shares it to two, sends one share to a fresh exec'd
+// child (start_ipc_child), which checks the values and writes -1 to element
+// 0; checks the child's exit, its reference coming back and its write.
+// Returns the other share, still held by the caller.
+hurray_buffer round_trip_through_child(hurray_buffer *g) {
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+  fcntl(sv[0], F_SETFD, FD_CLOEXEC);
+  const pid_t pid = start_ipc_child(sv[1]);
+  close(sv[1]);
+  CHECK(pid > 0, "fork");
+  std::vector<float> host(static_cast<size_t>(kIpcN));
+  for (int64_t i = 0; i < kIpcN; ++i) host[static_cast<size_t>(i)] = 3.0f * static_cast<float>(i);
+  const CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(g->data));
+  {
+    CurrentContext in0(0);
+    CU(cuMemcpyHtoD(p, host.data(), host.size() * 4));
+  }
+  hurray_buffer two[2];
+  CHECK_OK(hurray_share(g, 2, two));
+  const uint64_t returns = diagnostics().ipc_returns;
+  CHECK_OK(hurray_ipc_send(sv[0], &two[0], HURRAY_IPC_DEFAULT));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  close(sv[0]);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status is %d", status);
+  for (int i = 0; i < 500 && diagnostics().ipc_returns != returns + 1; ++i) usleep(10000);
+  CHECK(diagnostics().ipc_returns == returns + 1, "the child's reference did not come back");
+  float first = 0;
+  {
+    CurrentContext in0(0);
+    CU(cuMemcpyDtoH(&first, p, 4));
+  }
+  CHECK(first == -1.0f, "element 0 is %g, the child wrote -1", first);
+  return two[1];
+}
+
 // --- non-contiguous copies (docs/impl/gpu.md §4) ---------------------------
 
 void noop_delete(DLManagedTensor *t) {
@@ -912,38 +951,9 @@ int main(int argc, char **argv) {
   // (CUDA legacy IPC), checks the values and writes one back; the parent
   // sees the write and its reference come back.
   run("device memory to another process and back", [&] {
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
-    fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-    const pid_t pid = start_ipc_child(sv[1]);
-    close(sv[1]);
-    CHECK(pid > 0, "fork");
     hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, kIpcN);
-    std::vector<float> host(static_cast<size_t>(kIpcN));
-    for (int64_t i = 0; i < kIpcN; ++i) host[static_cast<size_t>(i)] = 3.0f * static_cast<float>(i);
-    const CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(g.data));
-    {
-      CurrentContext in0(0);
-      CU(cuMemcpyHtoD(p, host.data(), host.size() * 4));
-    }
-    hurray_buffer two[2];
-    CHECK_OK(hurray_share(&g, 2, two));
-    const uint64_t returns = diagnostics().ipc_returns;
-    CHECK_OK(hurray_ipc_send(sv[0], &two[0], HURRAY_IPC_DEFAULT));
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    close(sv[0]);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status is %d", status);
-    for (int i = 0; i < 500 && diagnostics().ipc_returns != returns + 1; ++i) usleep(10000);
-    CHECK(diagnostics().ipc_returns == returns + 1, "the child's reference did not come back");
-    float first = 0;
-    {
-      CurrentContext in0(0);
-      CU(cuMemcpyDtoH(&first, p, 4));
-    }
-    CHECK(first == -1.0f, "element 0 is %g, the child wrote -1", first);
-    hurray_buffer_release(&two[1]);
+    hurray_buffer other = round_trip_through_child(&g);
+    hurray_buffer_release(&other);
   });
 
   // The same with a CUDA VMM allocation made with the POSIX-fd handle type
@@ -969,40 +979,11 @@ int main(int argc, char **argv) {
     hurray_buffer_release(&plain);
     CHECK(releases.load() == 1, "the refused allocation's release ran %d times", releases.load());
 
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
-    fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-    const pid_t pid = start_ipc_child(sv[1]);
-    close(sv[1]);
-    CHECK(pid > 0, "fork");
     hurray_buffer g{};
     CU(vmm_alloc(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, &releases, &g));
-    std::vector<float> host(static_cast<size_t>(kIpcN));
-    for (int64_t i = 0; i < kIpcN; ++i) host[static_cast<size_t>(i)] = 3.0f * static_cast<float>(i);
-    const CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(g.data));
-    {
-      CurrentContext in0(0);
-      CU(cuMemcpyHtoD(p, host.data(), host.size() * 4));
-    }
-    hurray_buffer two[2];
-    CHECK_OK(hurray_share(&g, 2, two));
-    const uint64_t returns = diagnostics().ipc_returns;
-    CHECK_OK(hurray_ipc_send(sv[0], &two[0], HURRAY_IPC_DEFAULT));
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    close(sv[0]);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's status is %d", status);
-    for (int i = 0; i < 500 && diagnostics().ipc_returns != returns + 1; ++i) usleep(10000);
-    CHECK(diagnostics().ipc_returns == returns + 1, "the child's reference did not come back");
-    float first = 0;
-    {
-      CurrentContext in0(0);
-      CU(cuMemcpyDtoH(&first, p, 4));
-    }
-    CHECK(first == -1.0f, "element 0 is %g, the child wrote -1", first);
+    hurray_buffer other = round_trip_through_child(&g);
     CHECK(releases.load() == 1, "released early (%d)", releases.load());
-    hurray_buffer_release(&two[1]);
+    hurray_buffer_release(&other);
     CHECK(releases.load() == 2, "the producer's release ran %d times", releases.load() - 1);
   });
 
