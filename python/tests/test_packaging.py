@@ -179,7 +179,7 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> No
         names = t.getnames()
     top = names[0].split("/")[0]
     for need in ("hurray-src/CMakeLists.txt", "hurray-src/include/hurray/hurray.h",
-                 "hurray-src/src/share.cc", "hurray-src/cmake/hurray.pc.in", "src/buffer.cc",
+                 "hurray-src/src/api/share.cc", "hurray-src/cmake/hurray.pc.in", "src/buffer.cc",
                  "hurray/_native.pyi", "hurray/py.typed", "pyproject.toml", "LICENSE"):
         assert f"{top}/{need}" in names, need
     assert not os.path.exists(os.path.join(REPO, "python", "hurray-src"))  # the copy is gone

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Strided gather on the host (copy/host.h).
-#include "host.h"
+#include "copy/host.h"
 
 #include <cstring>
 

@@ -4,7 +4,7 @@
 #ifndef HURRAY_SRC_COPY_HOST_H_
 #define HURRAY_SRC_COPY_HOST_H_
 
-#include "plan.h"
+#include "copy/plan.h"
 
 namespace hurray::detail {
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Reducing a strided copy to checked byte arithmetic (copy/plan.h).
-#include "plan.h"
+#include "copy/plan.h"
 
-#include "../error.h"
+#include "common/error.h"
 
 namespace hurray::detail {
 namespace {

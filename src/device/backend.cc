@@ -2,9 +2,9 @@
 // Which table serves which device type: the one place that knows what this
 // build holds. A vendor left out of the build gets a stub table whose every
 // operation fails with one message (docs/impl/gpu.md, "The backend table").
-#include "backend.h"
+#include "device/backend.h"
 
-#include "../error.h"
+#include "common/error.h"
 
 namespace hurray::detail {
 
@@ -110,6 +110,17 @@ const DeviceBackend *ready_backend(int32_t device_type) {
   const DeviceBackend *b = backend_for(device_type);
   if (b == nullptr || b->load() != HURRAY_OK) return nullptr;
   return b;
+}
+
+const DeviceBackend *stub_backend_for(int32_t device_type) {
+  switch (device_type) {
+    case HURRAY_DEVICE_CUDA:
+    case HURRAY_DEVICE_CUDA_HOST:
+    case HURRAY_DEVICE_CUDA_MANAGED: return &Stub<kNoCuda>::kTable;
+    case HURRAY_DEVICE_ROCM:
+    case HURRAY_DEVICE_ROCM_HOST: return &Stub<kNoHip>::kTable;
+    default: return nullptr;
+  }
 }
 
 int32_t check_device_pointer(hurray_device device, const void *data) {

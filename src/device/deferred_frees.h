@@ -13,7 +13,7 @@
 #include <new>
 #include <vector>
 
-#include "backend.h"
+#include "device/backend.h"
 
 namespace hurray::detail {
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which vendor serves device memory across processes (device/gpu_ipc.h).
-#include "gpu_ipc.h"
+#include "device/gpu_ipc.h"
 
-#include "../error.h"
+#include "common/error.h"
 
 namespace hurray::detail {
 

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "backend.h"
+#include "device/backend.h"
 #include "hurray/hurray.h"
 
 namespace hurray::detail {

@@ -13,7 +13,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "../error.h"
+#include "common/error.h"
 
 namespace hurray::detail {
 

@@ -6,7 +6,7 @@
 #ifndef HURRAY_SRC_DEVICE_STRIDED_COPY_H_
 #define HURRAY_SRC_DEVICE_STRIDED_COPY_H_
 
-#include "../copy/plan.h"
+#include "copy/plan.h"
 #include "hurray/hurray.h"
 
 namespace hurray::detail {

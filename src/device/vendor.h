@@ -25,9 +25,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../error.h"
-#include "backend.h"
-#include "deferred_frees.h"
+#include "common/error.h"
+#include "device/backend.h"
+#include "device/deferred_frees.h"
 
 namespace hurray::detail {
 

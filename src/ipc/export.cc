@@ -10,15 +10,15 @@
 #include <cstdio>
 #include <cstring>
 
-#include "../check.h"
-#include "../copy/host.h"
-#include "../copy/plan.h"
-#include "../diagnostics.h"
-#include "../error.h"
-#include "../handle.h"
-#include "memfd_block.h"
-#include "message.h"
-#include "wire.h"
+#include "checking/checking.h"
+#include "copy/host.h"
+#include "copy/plan.h"
+#include "common/diagnostics.h"
+#include "common/error.h"
+#include "handle/handle.h"
+#include "device/memfd_block.h"
+#include "ipc/message.h"
+#include "ipc/wire.h"
 
 namespace hurray::detail {
 namespace {

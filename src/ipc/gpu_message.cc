@@ -15,11 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../alloc.h"
-#include "../device/gpu_ipc.h"
-#include "../error.h"
-#include "message.h"
-#include "wire.h"
+#include "api/alloc.h"
+#include "device/gpu_ipc.h"
+#include "common/error.h"
+#include "ipc/message.h"
+#include "ipc/wire.h"
 
 namespace hurray::detail {
 namespace {

@@ -13,11 +13,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../check.h"
-#include "../error.h"
-#include "memfd_block.h"
-#include "message.h"
-#include "wire.h"
+#include "checking/checking.h"
+#include "common/error.h"
+#include "device/memfd_block.h"
+#include "ipc/message.h"
+#include "ipc/wire.h"
 
 namespace hurray::detail {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "hurray/hurray.h"
-#include "watcher.h"
+#include "ipc/watcher.h"
 
 namespace hurray::detail {
 

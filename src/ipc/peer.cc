@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SO_PEERCRED: the credentials the kernel recorded for the peer when the
 // connection was made (connect/accept, or socketpair), not forgeable by it.
-#include "peer.h"
+#include "ipc/peer.h"
 
 #include <sys/socket.h>
 

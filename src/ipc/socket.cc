@@ -14,10 +14,10 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "../error.h"
-#include "message.h"
-#include "peer.h"
-#include "wire.h"
+#include "common/error.h"
+#include "ipc/message.h"
+#include "ipc/peer.h"
+#include "ipc/wire.h"
 
 namespace hurray::detail {
 namespace {

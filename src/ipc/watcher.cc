@@ -12,7 +12,7 @@
 // next export closes those fds, forgets those exports without releasing
 // them (their references belong to the parent) and starts a watcher of its
 // own.
-#include "watcher.h"
+#include "ipc/watcher.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -25,8 +25,8 @@
 #include <mutex>
 #include <new>
 
-#include "../diagnostics.h"
-#include "../error.h"
+#include "common/diagnostics.h"
+#include "common/error.h"
 
 namespace hurray::detail {
 

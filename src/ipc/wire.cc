@@ -3,13 +3,13 @@
 // Every integer is little-endian at a fixed offset; the decoder reads bytes,
 // never casts the buffer to a struct, so alignment and host order do not
 // matter.
-#include "wire.h"
+#include "ipc/wire.h"
 
 #include <cinttypes>
 #include <cstring>
 
-#include "../error.h"
-#include "../layout.h"
+#include "common/error.h"
+#include "handle/layout.h"
 
 namespace hurray::detail {
 namespace {

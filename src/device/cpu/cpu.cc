@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../../copy/host.h"
-#include "../../error.h"
-#include "../backend.h"
-#include "../strided_copy.h"
+#include "copy/host.h"
+#include "common/error.h"
+#include "device/backend.h"
+#include "device/strided_copy.h"
 
 namespace hurray::detail {
 namespace {

@@ -4,7 +4,7 @@
 // the driver reports (docs/impl/gpu.md §1).
 #if defined(HURRAY_WITH_CUDA)
 
-#include "driver.h"
+#include "device/cuda/driver.h"
 
 #include <dlfcn.h>
 
@@ -12,9 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../../error.h"
-#include "../../diagnostics.h"
-#include "../loader_once.h"
+#include "common/error.h"
+#include "common/diagnostics.h"
+#include "device/loader_once.h"
 
 namespace hurray::detail {
 namespace {

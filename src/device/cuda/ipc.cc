@@ -11,12 +11,12 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "../../diagnostics.h"
-#include "../../error.h"
-#include "../gpu_ipc.h"
-#include "driver.h"
-#include "vendor.h"
-#include "vmm_ipc.h"
+#include "common/diagnostics.h"
+#include "common/error.h"
+#include "device/gpu_ipc.h"
+#include "device/cuda/driver.h"
+#include "device/cuda/vendor.h"
+#include "device/cuda/vmm_ipc.h"
 
 namespace hurray::detail {
 namespace {

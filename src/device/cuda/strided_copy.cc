@@ -8,11 +8,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "driver.h"
-#include "../../error.h"
-#include "../strided_copy.h"
-#include "kernel_params.h"
-#include "vendor.h"
+#include "device/cuda/driver.h"
+#include "common/error.h"
+#include "device/strided_copy.h"
+#include "device/cuda/kernel_params.h"
+#include "device/cuda/vendor.h"
 
 namespace hurray::detail {
 namespace {

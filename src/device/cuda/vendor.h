@@ -11,10 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../backend.h"
-#include "../strided_copy.h"
-#include "../vendor.h"
-#include "driver.h"
+#include "device/backend.h"
+#include "device/strided_copy.h"
+#include "device/vendor.h"
+#include "device/cuda/driver.h"
 
 namespace hurray::detail {
 

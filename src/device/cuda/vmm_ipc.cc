@@ -5,7 +5,7 @@
 // cuMemAddressReserve, cuMemMap and cuMemSetAccess.
 #if defined(HURRAY_WITH_CUDA)
 
-#include "vmm_ipc.h"
+#include "device/cuda/vmm_ipc.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "../../error.h"
+#include "common/error.h"
 
 namespace hurray::detail {
 

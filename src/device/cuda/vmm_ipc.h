@@ -10,10 +10,10 @@
 
 #include <cinttypes>
 
-#include "../../diagnostics.h"
-#include "../gpu_ipc.h"
-#include "driver.h"
-#include "vendor.h"
+#include "common/diagnostics.h"
+#include "device/gpu_ipc.h"
+#include "device/cuda/driver.h"
+#include "device/cuda/vendor.h"
 
 namespace hurray::detail {
 

@@ -11,11 +11,11 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "../../error.h"
-#include "../backend.h"
-#include "../../diagnostics.h"
-#include "runtime.h"
-#include "vendor.h"
+#include "common/error.h"
+#include "device/backend.h"
+#include "common/diagnostics.h"
+#include "device/hip/runtime.h"
+#include "device/hip/vendor.h"
 
 namespace hurray::detail {
 namespace {

@@ -8,11 +8,11 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "../../diagnostics.h"
-#include "../../error.h"
-#include "../gpu_ipc.h"
-#include "runtime.h"
-#include "vendor.h"
+#include "common/diagnostics.h"
+#include "common/error.h"
+#include "device/gpu_ipc.h"
+#include "device/hip/runtime.h"
+#include "device/hip/vendor.h"
 
 namespace hurray::detail {
 namespace {

@@ -4,7 +4,7 @@
 // of each entry point (docs/impl/gpu.md §1).
 #if defined(HURRAY_WITH_HIP)
 
-#include "runtime.h"
+#include "device/hip/runtime.h"
 
 #include <dlfcn.h>
 
@@ -13,9 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../../error.h"
-#include "../../diagnostics.h"
-#include "../loader_once.h"
+#include "common/error.h"
+#include "common/diagnostics.h"
+#include "device/loader_once.h"
 
 namespace hurray::detail {
 namespace {

@@ -9,9 +9,9 @@
 
 #include <cstring>
 
-#include "runtime.h"
-#include "../strided_copy.h"
-#include "vendor.h"
+#include "device/hip/runtime.h"
+#include "device/strided_copy.h"
+#include "device/hip/vendor.h"
 
 namespace hurray::detail {
 namespace {

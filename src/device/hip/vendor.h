@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../backend.h"
-#include "../strided_copy.h"
-#include "../vendor.h"
-#include "runtime.h"
+#include "device/backend.h"
+#include "device/strided_copy.h"
+#include "device/vendor.h"
+#include "device/hip/runtime.h"
 
 namespace hurray::detail {
 
