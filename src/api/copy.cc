@@ -10,11 +10,11 @@
 
 #include "api/alloc.h"
 #include "checking/checking.h"
+#include "common/error.h"
 #include "copy/host.h"
 #include "copy/plan.h"
 #include "device/backend.h"
 #include "device/strided_copy.h"
-#include "common/error.h"
 #include "handle/handle.h"
 #include "handle/layout.h"
 

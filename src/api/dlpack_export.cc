@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/block_cache.h"
 #include "checking/checking.h"
-#include "handle/dlpack_wrappers.h"
+#include "common/block_cache.h"
 #include "common/error.h"
+#include "handle/dlpack_wrappers.h"
 #include "handle/handle.h"
 #include "handle/share_block.h"
 

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/block_cache.h"
-#include "handle/dlpack_wrappers.h"
 #include "checking/checking.h"
+#include "common/block_cache.h"
 #include "common/error.h"
 #include "device/backend.h"
+#include "handle/dlpack_wrappers.h"
 #include "handle/handle.h"
 
 namespace hurray::detail {

@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <new>
 
-#include "common/block_cache.h"
 #include "checking/checking.h"
-#include "handle/dlpack_wrappers.h"
+#include "common/block_cache.h"
 #include "common/error.h"
+#include "handle/dlpack_wrappers.h"
 #include "handle/handle.h"
 
 namespace hurray::detail {

@@ -19,8 +19,8 @@
 
 #include "checking/checking.h"
 #include "checking/registry.h"
-#include "common/error.h"
 #include "common/diagnostics.h"
+#include "common/error.h"
 
 namespace hurray::detail::check {
 namespace {

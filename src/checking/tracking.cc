@@ -9,8 +9,8 @@
 #include <strings.h>
 
 #include "checking/registry.h"
-#include "common/error.h"
 #include "common/diagnostics.h"
+#include "common/error.h"
 #include "handle/handle.h"
 
 namespace hurray::detail::check {

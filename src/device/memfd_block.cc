@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "handle/handle.h"
 #include "common/error.h"
+#include "handle/handle.h"
 #include "handle/share_block.h"
 
 namespace hurray::detail {

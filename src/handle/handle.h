@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "hurray/hurray.h"
 #include "handle/layout.h"
+#include "hurray/hurray.h"
 
 namespace hurray::detail {
 

@@ -11,12 +11,12 @@
 #include <cstring>
 
 #include "checking/checking.h"
-#include "copy/host.h"
-#include "copy/plan.h"
 #include "common/diagnostics.h"
 #include "common/error.h"
-#include "handle/handle.h"
+#include "copy/host.h"
+#include "copy/plan.h"
 #include "device/memfd_block.h"
+#include "handle/handle.h"
 #include "ipc/message.h"
 #include "ipc/wire.h"
 

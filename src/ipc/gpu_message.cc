@@ -16,8 +16,8 @@
 #include <cstring>
 
 #include "api/alloc.h"
-#include "device/gpu_ipc.h"
 #include "common/error.h"
+#include "device/gpu_ipc.h"
 #include "ipc/message.h"
 #include "ipc/wire.h"
 

@@ -41,9 +41,8 @@ TEST(BackendTables, ReadingFindsAnUnsetMember) {
 }
 
 TEST(BackendTables, EveryTableOfThisBuildSetsEveryMember) {
-  const int32_t types[] = {HURRAY_DEVICE_CPU,  HURRAY_DEVICE_CUDA, HURRAY_DEVICE_CUDA_HOST,
-                           HURRAY_DEVICE_CUDA_MANAGED, HURRAY_DEVICE_ROCM,
-                           HURRAY_DEVICE_ROCM_HOST};
+  const int32_t types[] = {HURRAY_DEVICE_CPU,          HURRAY_DEVICE_CUDA, HURRAY_DEVICE_CUDA_HOST,
+                           HURRAY_DEVICE_CUDA_MANAGED, HURRAY_DEVICE_ROCM, HURRAY_DEVICE_ROCM_HOST};
   for (int32_t type : types) {
     const DeviceBackend *b = hurray::detail::backend_for(type);
     ASSERT_NE(b, nullptr) << "device type " << type;

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "copy/host.h"
 #include "common/error.h"
+#include "copy/host.h"
 #include "device/backend.h"
 #include "device/strided_copy.h"
 

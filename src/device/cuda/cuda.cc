@@ -13,11 +13,11 @@
 #include <mutex>
 #include <vector>
 
+#include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/backend.h"
 #include "device/cuda/driver.h"
 #include "device/cuda/vendor.h"
-#include "common/diagnostics.h"
 
 namespace hurray::detail {
 namespace {

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/error.h"
 #include "common/diagnostics.h"
+#include "common/error.h"
 #include "device/loader_once.h"
 
 namespace hurray::detail {

@@ -13,10 +13,10 @@
 
 #include "common/diagnostics.h"
 #include "common/error.h"
-#include "device/gpu_ipc.h"
 #include "device/cuda/driver.h"
 #include "device/cuda/vendor.h"
 #include "device/cuda/vmm_ipc.h"
+#include "device/gpu_ipc.h"
 
 namespace hurray::detail {
 namespace {

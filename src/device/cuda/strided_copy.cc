@@ -8,11 +8,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "device/cuda/driver.h"
 #include "common/error.h"
-#include "device/strided_copy.h"
+#include "device/cuda/driver.h"
 #include "device/cuda/kernel_params.h"
 #include "device/cuda/vendor.h"
+#include "device/strided_copy.h"
 
 namespace hurray::detail {
 namespace {

@@ -12,9 +12,9 @@
 #include <cstdint>
 
 #include "device/backend.h"
+#include "device/cuda/driver.h"
 #include "device/strided_copy.h"
 #include "device/vendor.h"
-#include "device/cuda/driver.h"
 
 namespace hurray::detail {
 

@@ -11,9 +11,9 @@
 #include <cinttypes>
 
 #include "common/diagnostics.h"
-#include "device/gpu_ipc.h"
 #include "device/cuda/driver.h"
 #include "device/cuda/vendor.h"
+#include "device/gpu_ipc.h"
 
 namespace hurray::detail {
 

@@ -11,9 +11,9 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/backend.h"
-#include "common/diagnostics.h"
 #include "device/hip/runtime.h"
 #include "device/hip/vendor.h"
 

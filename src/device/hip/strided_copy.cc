@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "device/hip/runtime.h"
-#include "device/strided_copy.h"
 #include "device/hip/vendor.h"
+#include "device/strided_copy.h"
 
 namespace hurray::detail {
 namespace {

@@ -11,9 +11,9 @@
 #include <cstdint>
 
 #include "device/backend.h"
+#include "device/hip/runtime.h"
 #include "device/strided_copy.h"
 #include "device/vendor.h"
-#include "device/hip/runtime.h"
 
 namespace hurray::detail {
 
