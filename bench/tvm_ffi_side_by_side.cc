@@ -363,7 +363,7 @@ void register_all() {
 }
 
 // The path of libhurray's wide-rank bound (ndim >= 8) this run takes, by the
-// library's rule (src/layout_wide.cc): the widest the CPU has, capped by
+// library's rule (src/handle/layout_wide.cc): the widest the CPU has, capped by
 // HURRAY_INTERNAL_WIDE_PATH (avx2, scalar), the benchmark hook that lets
 // bench/side_by_side.py measure a CPU without AVX-512 on one that has it.
 std::string wide_path() {

@@ -16,7 +16,7 @@
  * declare the same names with the same types, tags and layouts, so in one
  * translation unit whichever comes first is the one set of definitions and
  * the other is skipped. tests/packaging/dlpack_coexist.c{,c} include both in
- * either order; src/dlpack_abi_check.cc pins every size, offset, enum value
+ * either order; src/handle/dlpack_abi_pin.cc pins every size, offset, enum value
  * and flag bit of whichever header the library is built with.
  */
 #ifndef DLPACK_DLPACK_H_

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pthread_atfork handlers that keep libhurray's two process-wide locks
-// usable in a forked child: the diagnostic hook's mutex (src/diagnostics.h)
-// and the checking mode's registry (src/check.h). The registry lock is taken
+// usable in a forked child: the diagnostic hook's mutex (src/common/diagnostics.h)
+// and the checking mode's registry (src/checking/checking.h). The registry lock is taken
 // after the hook mutex (a hook may release tracked handles, never the other
 // way round: the checker calls the hook without its lock) and given back
 // before it. The GPU loaders register their own child handlers

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The checking mode's records (src/check.cc) and their descriptions
-// (src/check_report.cc). Internal to those two files.
+// The checking mode's records (src/checking/tracking.cc) and their descriptions
+// (src/checking/report.cc). Internal to those two files.
 //
 // libhurray is built without exceptions and must not abort, so nothing here
 // uses the standard containers: records are malloc'd, the live ones indexed

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Release accounting shared by the device backends and the checking mode
-// (src/diagnostics.cc), the library-wide diagnostic hook's narrow interface:
+// (src/common/diagnostics.cc), the library-wide diagnostic hook's narrow interface:
 // releases never fail loudly, so each outcome other than success lands here,
 // and hurray_get_diagnostics / hurray_set_diagnostic_hook read it
 // (docs/impl/gpu.md §3).
@@ -23,7 +23,7 @@ void report_failed_release(int32_t status, const char *fmt, ...)
 // context_reset_skips and sent to the diagnostic hook (HURRAY_ERR_DEVICE,
 // the formatted message) under the same rules as report_failed_release.
 void report_context_reset_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-// A finding of the checking mode (src/check.cc, c-ffi §9), already
+// A finding of the checking mode (src/checking/tracking.cc, c-ffi §9), already
 // formatted: sent to the diagnostic hook under the rules above; a double
 // release (or consumption) of a tracked handle is also counted in
 // double_releases. Never prints.
@@ -37,7 +37,7 @@ void count_fork_skip();
 void count_ipc_copy();
 void count_ipc_return();
 
-// fork(): the process's atfork handlers (src/fork_handlers.cc) take the
+// fork(): the process's atfork handlers (src/api/fork_handlers.cc) take the
 // hook's mutex before a fork (waiting for a running hook to return; nothing
 // when this thread is the one running it) and give it back in parent and
 // child afterwards, so a child never inherits it locked by a thread it does

@@ -67,7 +67,7 @@ struct DeviceBackend {
                       DeviceMemory *mem);
   // Frees what `allocate` returned (mem.ptr non-NULL), with the same
   // device. Called from any thread, including during process exit; never
-  // fails loudly (src/diagnostics.h counts what goes wrong).
+  // fails loudly (src/common/diagnostics.h counts what goes wrong).
   void (*deallocate)(hurray_device device, const DeviceMemory &mem);
   // Enqueues a copy of `nbytes` between any two addresses the runtime can
   // reach (device, pinned, managed or pageable host memory) on `stream`, with

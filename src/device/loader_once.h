@@ -63,7 +63,7 @@ class LoaderOnce {
   bool forked() const { return forked_.load(std::memory_order_relaxed); }
 
   // For the loader's pthread_atfork child handler (registered when
-  // libhurray is loaded, src/diagnostics.h register_fork_child_handler). A
+  // libhurray is loaded, src/common/diagnostics.h register_fork_child_handler). A
   // parent whose load failed never initialised the vendor: its child keeps
   // the parent's answer (the same failure).
   void on_fork_child() {

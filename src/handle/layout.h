@@ -57,7 +57,7 @@ constexpr uint32_t kKnownDeviceTypes = 0x7FF9Eu;
 constexpr int32_t kWideNdim = 8;
 
 // A sufficient bound on the shape pass for many dimensions
-// (src/layout_wide.cc): true only when every extent is >= 1, the element
+// (src/handle/layout_wide.cc): true only when every extent is >= 1, the element
 // count is at most 2^62 and the sums of positive and of negative spans
 // ((shape[k]-1)*strides[k]) are below 2^38 in magnitude. It reads every
 // extent and stride (a stride where the extent is 1 is read but ignored).
@@ -107,7 +107,7 @@ inline bool dims_fast_ok(int32_t ndim, const int64_t *shape, const int64_t *stri
 }
 
 // dims_fast_ok for ndim >= kWideNdim: wide_dims_ok first, dims_fast_ok when
-// that bound misses (src/layout_wide.cc).
+// that bound misses (src/handle/layout_wide.cc).
 bool dims_fast_wide(int32_t ndim, const int64_t *shape, const int64_t *strides,
                     uint64_t byte_offset);
 

@@ -4,7 +4,7 @@
 // or four at a time with AVX2 where the CPU has them (runtime dispatch; the
 // library is built for baseline x86-64), and the same bound in scalar code
 // elsewhere. All three give the same verdict on every input
-// (tests/validate_wide_test.cc runs each on the same layouts).
+// (tests/handle/layout_wide_test.cc runs each on the same layouts).
 //
 // The bound, per dimension k with m = shape[k] - 1 and a = |strides[k]| (0
 // where m == 0, whatever the stride):

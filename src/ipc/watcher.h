@@ -30,7 +30,7 @@ Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status);
 void unwatch_export(Watch *w);
 
 // The counters behind hurray_diagnostics.ipc_copies and ipc_returns live in
-// src/diagnostics.h (count_ipc_copy, count_ipc_return).
+// src/common/diagnostics.h (count_ipc_copy, count_ipc_return).
 
 }  // namespace hurray::detail
 

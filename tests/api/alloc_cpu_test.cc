@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// hurray_alloc on the CPU (src/alloc.cc, src/device/cpu/cpu.cc, spec §7.1, c-ffi §6).
+// hurray_alloc on the CPU (src/api/alloc.cc, src/device/cpu/cpu.cc, spec §7.1, c-ffi §6).
 // Leaks are left to LeakSanitizer in the asan build.
 #include <cstdint>
 #include <cstring>

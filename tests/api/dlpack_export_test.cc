@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Handle -> DLPack: hurray_to_dlpack_versioned / hurray_to_dlpack and the
-// delete helpers (src/dlpack_export.cc, spec §6.2, c-ffi §5).
+// delete helpers (src/api/dlpack_export.cc, spec §6.2, c-ffi §5).
 #include <cstring>
 #include <string>
 #include <thread>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // DLPack -> handle: hurray_from_dlpack_versioned / hurray_from_dlpack
-// (src/dlpack_import.cc, spec §6.3, c-ffi §5).
+// (src/api/dlpack_import.cc, spec §6.3, c-ffi §5).
 #include <climits>
 #include <cstring>
 #include <string>

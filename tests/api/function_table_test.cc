@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// hurray_get_api and hurray_buffer_move (src/api_table.cc, hurray.h, c-ffi §8).
+// hurray_get_api and hurray_buffer_move (src/api/function_table.cc, hurray.h, c-ffi §8).
 #include <dlfcn.h>
 
 #include <cstddef>
@@ -30,7 +30,7 @@ const hurray_api *get_table() {
 }
 
 // One entry per member of hurray_api, written out here independently of
-// src/api_table.cc: member address, exported name, exported function.
+// src/api/function_table.cc: member address, exported name, exported function.
 using AnyFn = void (*)(void);
 struct Member {
   const char *name;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fan-out: hurray_share (src/share.cc, spec §5, c-ffi §4).
+// Fan-out: hurray_share (src/api/share.cc, spec §5, c-ffi §4).
 #include <cstring>
 #include <thread>
 #include <vector>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// hurray_version / hurray_check_version (src/version.cc, c-ffi §1).
+// hurray_version / hurray_check_version (src/api/version.cc, c-ffi §1).
 #include <cstdint>
 #include <string>
 

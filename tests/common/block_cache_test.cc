@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The per-thread block cache of src/block_cache.h (export and share blocks):
+// The per-thread block cache of src/common/block_cache.h (export and share blocks):
 // reuse, the bound, deleters on other threads, thread exit, a put after the
 // thread's cache was freed, fork. Leaks are caught by the asan workflow
 // (LSan), races by the tsan workflow.

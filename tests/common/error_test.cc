@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Status names and the thread-local error message (src/error.cc, c-ffi §2).
+// Status names and the thread-local error message (src/common/error.cc, c-ffi §2).
 #include <cstring>
 #include <string>
 #include <thread>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// hurray_copy on host memory (src/hurray_copy.cc, spec §7.2, c-ffi §6).
+// hurray_copy on host memory (src/api/copy.cc, spec §7.2, c-ffi §6).
 #include <cstdint>
 #include <cstring>
 #include <vector>

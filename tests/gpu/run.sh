@@ -91,6 +91,7 @@ else
   note "== building libhurray without CMake (fallback) in $LIBDIR"
   mkdir -p "$GEN_INCLUDE/hurray" "$LIBDIR/obj" "$LIBDIR/generated" || exit 2
   sources=$(awk '/^(add_library\(hurray SHARED|target_sources\(hurray PRIVATE)/ {on=1; next}
+    on && /^[ \t]*#/ {next}
     on {f=$1; done_=index($0, ")") > 0; sub(/\).*/, "", f); if (f != "") print f; if (done_) on=0}' \
     "$ROOT/CMakeLists.txt")
   version=$(grep -m1 -oE 'project\(hurray VERSION [0-9]+\.[0-9]+\.[0-9]+' "$ROOT/CMakeLists.txt" | awk '{print $3}')

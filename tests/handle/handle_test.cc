@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The handle ABI and its helpers: hurray_buffer_release, _validate, _extent
-// (src/handle.cc, spec §2-§4, c-ffi §3).
+// (src/handle/handle.cc, spec §2-§4, c-ffi §3).
 #include <climits>
 #include <cstddef>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The layout rules of spec §3: dtype and device tables, element count and the
-// overflow-checked byte extent (src/layout.cc), exercised through
+// overflow-checked byte extent (src/handle/layout.cc), exercised through
 // hurray_buffer_validate / hurray_buffer_extent.
 #include <climits>
 #include <cstdint>

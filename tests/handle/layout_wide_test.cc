@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The bound the fast check tries first at ndim >= 8 (src/layout_wide.cc):
+// The bound the fast check tries first at ndim >= 8 (src/handle/layout_wide.cc):
 // every edge of its four conditions, in the vector part and in the scalar
 // tail, must give the exact check's verdict (hurray_buffer_extent runs only
 // the exact arithmetic; validate and import go through the bound). The
 // bound's own paths (scalar, AVX2, AVX-512; this test compiles
-// src/layout_wide.cc in) must agree with each other on every layout here,
+// src/handle/layout_wide.cc in) must agree with each other on every layout here,
 // and a bound that holds must mean the exact check passes.
 #include <algorithm>
 #include <cstdio>

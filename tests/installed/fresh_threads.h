@@ -141,7 +141,7 @@ static const char *const ft_first_name[FT_N_FIRST] = {
     "share", "import", "export", "release", "alloc", "failing call", "wide-rank import"};
 
 /* FT_WIDE: a 12-d tensor, so that the import takes the CPU-dispatched
- * wide-rank bound (src/layout_wide.cc, ndim >= 8) on the thread's first call. */
+ * wide-rank bound (src/handle/layout_wide.cc, ndim >= 8) on the thread's first call. */
 #define FT_WIDE_NDIM 12
 static void ft_wide_first(int s) {
   int64_t shape[FT_WIDE_NDIM], strides[FT_WIDE_NDIM];
