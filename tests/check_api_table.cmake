@@ -6,7 +6,7 @@
 # Every function the public headers declare with HURRAY_API, except the
 # entry point hurray_get_api itself, must be a function-pointer member of
 # hurray_api in hurray.h named without the "hurray_" prefix, and every
-# member must name such a function. (src/api_table.cc static_asserts that its
+# member must name such a function. (src/api/function_table.cc static_asserts that its
 # table fills exactly these members; c-ffi §8.)
 cmake_minimum_required(VERSION 3.25)
 if(NOT HEADER_DIR)
