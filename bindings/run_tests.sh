@@ -13,7 +13,7 @@
 #   go      go test -race ./... in bindings/go (no network: standard library only),
 #           again with HURRAY_CHECK=1, the interop consumer loaded with dlopen
 #           by a C host (interop/dlopenhost) for the fresh-thread check, and
-#           the Go steps of README.md and docs/impl/go.md's quick start in a
+#           the Go steps of bindings/go/README.md and docs/impl/go.md's quick start in a
 #           new module outside the checkout (offline)
 #   java    the JNI library, the classes and JUnit 5 (console launcher), with
 #           InteropTest loading the Go consumer (go build -buildmode=c-shared);
@@ -22,7 +22,7 @@
 #           with HURRAY_CHECK=1; the Maven build (bindings/java/pom.xml,
 #           offline from /usr/share/maven-repo: jar and the suite under
 #           Surefire); ShareCloseBench short (prints ns/op, no threshold);
-#           then the README's Java steps and docs/impl/java.md's quick
+#           then bindings/java/README.md's Java steps and docs/impl/java.md's quick
 #           start, as written, each from a temporary directory against the
 #           prefix
 # Everything it builds goes under build/bindings/. Exits non-zero on any
@@ -87,7 +87,7 @@ else
   log "building the Go dlopen host failed"; rc=1
 fi
 
-# The Go steps of README.md ("Using it from Go") and of docs/impl/go.md's
+# The Go steps of bindings/go/README.md ("Using it from Go") and of docs/impl/go.md's
 # quick start, literally, in a new module outside the checkout (an empty
 # temporary directory) against the install, with no network (GOPROXY=off;
 # -mod=mod lets go.mod be completed from the replace): the indented shell
@@ -113,7 +113,7 @@ readme_go() {
   log "$(basename "$file") Go steps: ok (a new module in $tmp)"
   rm -rf "$tmp"
 }
-readme_go "$repo/README.md" "## Using it from Go" readme-go || rc=1
+readme_go "$repo/bindings/go/README.md" "## Using it from Go" readme-go || rc=1
 readme_go "$repo/docs/impl/go.md" "## Quick start" go-quickstart HURRAY_CHECK=1 || rc=1
 
 # --- Java -------------------------------------------------------------------
@@ -215,7 +215,7 @@ else
   log "building the Java binding or its tests failed"; rc=1
 fi
 
-# 7. The README's Java steps ("Using it from Java") and docs/impl/java.md's
+# 7. bindings/java/README.md's Java steps ("Using it from Java") and docs/impl/java.md's
 # "Quick start", literally, each from an empty temporary directory against
 # the install: the section's indented shell block (up to the next heading)
 # is run with P (the prefix) and R (this checkout) set, on App.java, which
@@ -240,6 +240,6 @@ readme_java() {
   log "Java steps of $(basename "$file") '$heading': ok (in $tmp)"
   rm -rf "$tmp"
 }
-readme_java readme-java "$repo/README.md" '## Using it from Java' || rc=1
+readme_java readme-java "$repo/bindings/java/README.md" '## Using it from Java' || rc=1
 readme_java quickstart-java "$repo/docs/impl/java.md" '## Quick start' || rc=1
 exit "$rc"

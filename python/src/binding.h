@@ -242,7 +242,7 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
 // DLManagedTensor, instantiated in import.cc) as a live handle, wrapping a
 // foreign deleter GIL-safely. A legacy tensor from any producer but
 // libhurray itself comes out READ_ONLY: the legacy struct cannot say whether
-// the memory may be written, and NumPy assumes it may not (docs §2).
+// the memory may be written, and NumPy assumes it may not (docs/impl/python.md §2).
 // Returns HURRAY_OK, or a failure status with an exception set, except
 // HURRAY_ERR_UNSUPPORTED_VERSION of a versioned tensor, which sets none (the
 // caller words it). On failure the caller still owns the tensor.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The checking mode from Python (docs/impl/python.md §8): hurray._native's
+// The checking mode from Python (docs/impl/python.md §9): hurray._native's
 // _check_enable / _check_state / _check_live, and the Python creation site
 // each new Buffer's handle is labelled with while the mode is on.
 #include <cstdio>

@@ -88,7 +88,7 @@ def test_a_buffer_keeps_its_python_line_after_an_export(checking: None) -> None:
 
 
 def test_an_imported_buffer_alive_at_exit_is_no_leak_report() -> None:
-    # The producer's deleter is skipped at shutdown (docs §3), but the
+    # The producer's deleter is skipped at shutdown (python.md §3), but the
     # handle itself was released: the checker has nothing live.
     r = run_python("""
         import numpy as np, hurray

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Runs tests/checking/env_probe.c (built as hurray_check_env_probe) with HURRAY_CHECK=stderr and checks what the
+# Runs the program of tests/checking/env_probe.c (hurray_check_env_probe) with
+# HURRAY_CHECK=stderr and checks what the
 # checking mode printed: the double release caught (the producer released
 # once), the leak with where it was made, and the summary at exit.
 #   cmake -DPROBE=<check_env_probe> -P env_report.cmake

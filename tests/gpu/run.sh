@@ -50,7 +50,7 @@ for d in "$CUDA_HOME/lib64/stubs" "$CUDA_HOME/lib/stubs" "$CUDA_HOME/targets/x86
   if [ -f "$d/libcuda.so" ]; then stubs=$d; break; fi
 done
 if [ ! -f "$CUDA_HOME/include/cuda.h" ] || [ ! -f "$CUDA_HOME/include/cudaTypedefs.h" ] || [ -z "$stubs" ]; then
-  note "run.sh: no CUDA toolkit at CUDA_HOME=$CUDA_HOME (need include/cuda.h, include/cudaTypedefs.h and lib64/stubs/libcuda.so)"
+  note "run.sh: no CUDA toolkit at CUDA_HOME=$CUDA_HOME (need cuda.h and cudaTypedefs.h in \$CUDA_HOME/include, and lib64/stubs/libcuda.so)"
   exit 2
 fi
 {

@@ -126,10 +126,10 @@ class FreshThreadTest {
   }
 
   /**
-   * The README's Java snippet, run on a fresh thread (its first libhurray
-   * call is the allocate, then the share and the export), with consumeInC
-   * replaced by a check of the tensor in C and a re-import on another fresh
-   * thread whose first libhurray call is the import.
+   * The Java snippet of bindings/java/README.md, run on a fresh thread (its
+   * first libhurray call is the allocate, then the share and the export),
+   * with consumeInC replaced by a check of the tensor in C and a re-import on
+   * another fresh thread whose first libhurray call is the import.
    */
   @Test
   void readmeSnippetOnFreshThreads() throws Exception {
