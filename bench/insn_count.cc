@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Instruction counts per operation, for callgrind (docs/performance.md,
+// Instruction counts per operation, for callgrind (docs/performance-history.md,
 // "Validation where it belongs"): run one operation `reps` times inside
 // run_op, which callgrind collects alone:
 //

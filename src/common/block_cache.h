@@ -17,7 +17,7 @@
 //   candidate slots per thread. The fast paths read no thread_local: in a
 //   dlopen'ed library every thread_local access is a __tls_get_addr call, and
 //   the TLS-descriptor dialect that made it cheap is unsafe there
-//   (docs/performance.md, "No TLS descriptors").
+//   (docs/performance-history.md, "No TLS descriptors").
 //   A slot is owned by the thread whose pointer its `owner` holds; only the
 //   owner touches its list. A thread claims a free slot on its first put (a
 //   CAS) and frees it when it exits (a thread_local destructor, registered in

@@ -61,7 +61,7 @@ inline void clear(hurray_buffer *h) { std::memset(h, 0, sizeof *h); }
 // load that spans several narrower stores still in flight cannot be
 // forwarded from them and waits for them to reach the cache (about 10-20
 // cycles each on current x86 cores), which cost the export paths more than
-// their instructions did (docs/performance.md, "Round 4").
+// their instructions did (docs/performance-history.md, "Round 4").
 typedef int64_t HandleChunk __attribute__((vector_size(16)));
 // Five named chunks (not an array: GCC keeps named members in registers
 // where it spills an array to the stack).

@@ -65,7 +65,7 @@ Verdict judge(const Header &h, bool strides_required) {
   if (h.byte_offset > static_cast<uint64_t>(INT64_MAX)) v.errors |= bit(HURRAY_ERR_OVERFLOW);
   if (!arrays_readable) return v;
 
-  // Element count (§3 item 5): a zero extent makes it 0 whatever else.
+  // Element count (spec §3 item 5): a zero extent makes it 0 whatever else.
   bool has_zero = false;
   i128 numel = 1;
   bool numel_overflow = false;
@@ -118,7 +118,7 @@ Verdict judge(const Header &h, bool strides_required) {
   int64_t e = int64_t{h.bits} * h.lanes;
   if ((h.flags & HURRAY_FLAG_SUBBYTE_PADDED) != 0) e = (e + 7) / 8 * 8;
 
-  // §3.3: spans over the dimensions with shape[k] > 1.
+  // spec §3.3: spans over the dimensions with shape[k] > 1.
   i128 lo = 0, hi = 0;
   bool extent_overflow = false;
   int32_t contiguous = 1;

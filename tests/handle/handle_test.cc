@@ -95,7 +95,7 @@ TEST(Release, CopiesAreValuesAndOneOfThemIsReleased) {
   HandleSource src;
   hurray_buffer a = src.handle(dense({3}));
   hurray_buffer b;
-  std::memcpy(&b, &a, sizeof a);  // moved by value (spec §4.5)
+  std::memcpy(&b, &a, sizeof a);  // moved by value (spec §4, item 5)
   std::memset(&a, 0, sizeof a);
   ASSERT_OK(hurray_buffer_release(&b));
   EXPECT_EQ(src.log.calls.load(), 1);

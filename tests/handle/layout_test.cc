@@ -253,7 +253,7 @@ TEST(Overflow, SumOverDimensions) {
 }
 
 TEST(Overflow, ElementWidthInBits) {
-  // §3.3 computes in bits: (hi + 1) * E must fit in int64.
+  // spec §3.3 computes in bits: (hi + 1) * E must fit in int64.
   const int64_t limit32 = INT64_MAX / 32;  // elements of 32 bits that still fit
   hurray_extent e;
   ASSERT_OK(extent(strided({limit32}, {1}), &e));

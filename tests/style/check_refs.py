@@ -19,6 +19,8 @@ what, and exits 1 when there is any:
   section  a "§N" or "§N.M" reference names no heading numbered so in the
            doc it cites.
   nodoc    a "§N" reference whose doc cannot be told.
+  heading  a doc named with a quoted heading (docs/impl/gpu.md, "The backend
+           table") has no heading whose text holds those words.
 
 Which doc a § cites: the nearest doc named before it on the same line (a
 path docs/.../x.md, a file name x.md, or one of the short names
@@ -78,6 +80,8 @@ DOC_RE = re.compile(
 SPEC_RE = re.compile(r"\b[Ss]pec(?:'s)?\b")
 OF_DOC_RE = re.compile(r"§\S*\s+of\s+(?:the\s+)?(%s)\b" % "|".join(re.escape(k) for k in SHORT_DOCS),
                        re.IGNORECASE)
+NAMED_HEADING_RE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)[,:]? \"([^\"]{3,})\"")
+ANY_HEADING_RE = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 HEADING_RE = re.compile(r"^#{1,6}\s+(\d+[a-z]?(?:\.\d+)*)[.\s]")
 
 
@@ -166,6 +170,24 @@ class Checker:
             self.headings[doc] = nums
         return self.headings[doc]
 
+    def heading_texts(self, doc):
+        key = ("text", doc)
+        if key not in self.headings:
+            texts = []
+            try:
+                with open(os.path.join(self.root, doc), encoding="utf-8") as f:
+                    fence = False
+                    for line in f:
+                        if line.startswith("```"):
+                            fence = not fence
+                        m = None if fence else ANY_HEADING_RE.match(line)
+                        if m:
+                            texts.append(m.group(1).lower())
+            except OSError:
+                texts = None
+            self.headings[key] = texts
+        return self.headings[key]
+
     def resolve_doc(self, name, here):
         if name.lower() in SHORT_DOCS:
             return SHORT_DOCS[name.lower()]
@@ -198,6 +220,11 @@ class Checker:
                     bad = self.path_ok(p, bases)
                     if bad:
                         self.add(f, n, "path", "names %s, which does not exist" % bad)
+            for m in NAMED_HEADING_RE.finditer(line):
+                doc = self.resolve_doc(m.group(1), f)
+                texts = self.heading_texts(doc)
+                if texts is not None and not any(m.group(2).lower() in t for t in texts):
+                    self.add(f, n, "heading", '%s has no heading "%s"' % (doc, m.group(2)))
             for m in SECTION_RE.finditer(line):
                 doc = self.doc_before(lines, n - 1, m.start(), f)
                 if doc is None:
@@ -253,16 +280,17 @@ def self_test():
         put("src/ok.cc", "// src/ok.cc; a.md §1; docs/impl/a.md §1.2; src/{ok,ok}.cc\n"
                          "// src/gone.cc (stale)\n// c-ffi §1 (no such doc here)\n"
                          "// docs/impl/a.md §7 (no such heading)\n")
-        put("src/other.cc", "// §3 with no doc named\n// §1 of the spec\n")
+        put("src/other.cc", "// §3 with no doc named\n// §1 of the spec\n"
+                            "// (docs/impl/a.md, \"Two\") ok; (docs/impl/a.md, \"Three\") no\n")
         os.makedirs(os.path.join(d, "src/device"), exist_ok=True)
         got = sorted((f, n, k) for f, n, k, _ in Checker(d).run())
         want = sorted([("src/ok.cc", 2, "path"), ("src/ok.cc", 3, "nodoc"),
                        ("src/ok.cc", 4, "section"), ("src/other.cc", 1, "nodoc"),
-                       ("src/other.cc", 2, "nodoc")])
+                       ("src/other.cc", 2, "nodoc"), ("src/other.cc", 3, "heading")])
         if got != want:
             print("check_refs self-test FAILED:\n  got  %s\n  want %s" % (got, want))
             return 1
-    print("check_refs self-test: ok (a stale path, a bad §, a § with no doc are caught)")
+    print("check_refs self-test: ok (a stale path, a bad §, a § with no doc, a missing named heading are caught)")
     return 0
 
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Helpers of the cross-process tests (tests/ipc_*_test.cc): counting this
+// Helpers of the cross-process tests (tests/ipc/ipc_*_test.cc): counting this
 // process's fds and mappings, the diagnostics' IPC counters, bounded waits,
 // and forked children that cannot hang the suite.
 #ifndef HURRAY_TESTS_SUPPORT_IPC_TEST_SUPPORT_H_
