@@ -32,6 +32,7 @@ handle released twice and lists live ones (:func:`check_leaks`,
 
 Ownership, threading and shutdown rules: docs/impl/python.md.
 """
+
 from ._paths import (  # noqa: F401
     get_cmake_dir,
     get_include,
