@@ -30,10 +30,10 @@ one ``SCM_RIGHTS`` reply.
 import math
 import os
 import secrets
-import time
 import socket
 import struct
 import threading
+import time
 from typing import Dict, List, Optional, Set, Tuple
 
 _KEY = struct.Struct("<Q")

@@ -6,23 +6,23 @@ a DLPack producer whose deleter counts its calls, so that "released exactly
 once" is observed directly rather than inferred.
 """
 
-from typing import Any, Iterator, List, Optional, Tuple, Type
 import ctypes
 import gc
 import os
 import sys
 import threading
+from typing import Any, Iterator, List, Optional, Tuple, Type
 
 import pytest
 
 from dlpack_ctypes import (  # noqa: F401  (re-exported for the tests)
+    VERSIONED_DELETER,
     DLDataType,
     DLDevice,
     DLManagedTensor,
     DLManagedTensorVersioned,
     DLPackVersion,
     DLTensor,
-    VERSIONED_DELETER,
 )
 from native_build import build_test_aid
 

@@ -3,13 +3,13 @@
 installed hurray package's headers and library (hurray.get_include(),
 hurray.get_lib_dir()): the way a C extension in a user's venv would."""
 
-from typing import Dict, Sequence, Tuple
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+from typing import Dict, Sequence, Tuple
 
 import hurray
 

@@ -3,18 +3,18 @@
 np.asarray, bytes, array, struct; zero-copy, readonly honoured, the Buffer
 kept alive by the view; clean refusals."""
 
-from typing import List
-from typing import Any, Callable, Type
-from conftest import CountingProducer
 import array
 import gc
 import struct
 import weakref
+from typing import Any, Callable, List, Type
 
 import numpy as np
 import pytest
 
 import hurray
+
+from conftest import CountingProducer
 
 FORMATS = [
     (np.bool_, "?"),

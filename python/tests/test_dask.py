@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CountingProducer
 from distributed_aid import fill_and_return, inspect, make_buffer
 

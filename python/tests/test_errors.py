@@ -4,17 +4,16 @@ ValueError, MemoryError, OverflowError) carrying a useful message: never a
 SystemError (an error returned without an exception set, or an exception
 set on success), never a crash."""
 
-from typing import Any, Tuple
-from typing import Callable, Optional, Type
-from conftest import CountingProducer
 import ctypes
 import gc
+from typing import Any, Callable, Optional, Tuple, Type
 
 import numpy as np
 import pytest
 
 import hurray
-from conftest import _api, capsule_name
+
+from conftest import CountingProducer, _api, capsule_name
 
 
 class Producer:

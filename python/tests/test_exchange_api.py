@@ -10,19 +10,17 @@ hurray._native._exchange_api_stats() counts calls into the Buffer's table
 and which path from_dlpack took, so each test shows the path it means.
 """
 
-from typing import Any, Dict
-from typing import Tuple, Type
-from conftest import CountingProducer
 import ctypes
 import pathlib
 import re
+from typing import Any, Dict, Tuple, Type
 
 import pytest
 
 import hurray
 from hurray import _native
 
-from conftest import _api, versioned_tensor_of
+from conftest import CountingProducer, _api, versioned_tensor_of
 from dlpack_ctypes import (
     ALLOCATOR,
     DLTENSOR_FROM_PY,

@@ -11,9 +11,9 @@ C exchange table, to give the same error, or, where torch's own path gives
 wrong values (a negative view), an error rather than those values.
 """
 
-from typing import Any, Callable, Dict, List, Tuple
 import ctypes
 import warnings
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 

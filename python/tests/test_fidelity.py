@@ -2,14 +2,14 @@
 """Never more writable than the source; __dlpack__ arguments as the DLPack
 Python specification and NumPy read them."""
 
-from typing import List
-from typing import Any, Callable, Tuple
 import ctypes
+from typing import Any, Callable, List, Tuple
 
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import _api, capsule_name, versioned_tensor_of
 from dlpack_ctypes import (
     DLTENSOR_FROM_PY,

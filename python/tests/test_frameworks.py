@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Real peers from PyPI: apache-tvm-ffi's Tensor and JAX on CPU."""
 
-from typing import List
-from typing import Any, Tuple
-from types import ModuleType
 import weakref
+from types import ModuleType
+from typing import Any, List, Tuple
 
 import numpy as np
 import pytest

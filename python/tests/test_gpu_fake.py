@@ -9,12 +9,12 @@ $HURRAY_FAKE_CUDA_DRIVER, else $HURRAY_BUILD_DIR/tests/fake_drivers/cuda/libcuda
 else build/dev/ in the repository; skipped (with the reason) when none exists.
 """
 
-from typing import Optional
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
+from typing import Optional
 
 import pytest
 

@@ -4,11 +4,11 @@ release an uninitialised handle when its first hurray_alloc failed. An
 LD_PRELOAD shim (aid/init_failure_shim.c) makes one libhurray call fail and
 counts hurray_buffer_release calls."""
 
-from typing import Tuple
 import os
 import re
 import subprocess
 import sys
+from typing import Tuple
 
 import pytest
 

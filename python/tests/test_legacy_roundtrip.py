@@ -12,14 +12,15 @@ array is another matter, and is never handed to a consumer that cannot be
 told.
 """
 
-from typing import Any, Callable, List, Optional, Tuple
 import ctypes
 import gc
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CAPSULE_DESTRUCTOR, _api, capsule_name, versioned_tensor_of
 from dlpack_ctypes import LEGACY_DELETER, READ_ONLY, DLDataType, DLDevice, DLManagedTensor
 

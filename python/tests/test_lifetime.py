@@ -2,9 +2,6 @@
 """Exactly-once release: the source is freed once, after the last holder,
 whatever the order, whichever thread lets go last, and at shutdown."""
 
-from typing import List, Tuple
-from typing import Any, Type
-from conftest import CountingProducer
 import gc
 import os
 import subprocess
@@ -12,11 +9,14 @@ import sys
 import textwrap
 import threading
 import weakref
+from typing import Any, List, Tuple, Type
 
 import numpy as np
 import pytest
 
 import hurray
+
+from conftest import CountingProducer
 from hurray_test_aid import release_on_native_thread
 
 MAIN = threading.get_ident()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 import mp_aid
 from conftest import CountingProducer
 

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """NumPy <-> hurray, both directions, versioned and legacy DLPack."""
 
-from typing import List
-from typing import Tuple
-from typing import Any, Callable, Type
+from typing import Any, Callable, List, Tuple, Type
+
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import capsule_name, versioned_tensor_of
 
 # Every dtype NumPy exports through DLPack, with hurray's name for it.

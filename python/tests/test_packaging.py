@@ -3,19 +3,20 @@
 library, CMake package and pkg-config file inside, found through hurray's
 functions and `python -m hurray`; and a working sdist."""
 
-from typing import Any, Sequence
-import pathlib
 import os
+import pathlib
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import venv
+from typing import Any, Sequence
 
 import pytest
 
 import hurray
+
 from native_build import HERE, compiler
 
 REPO = os.path.dirname(os.path.dirname(HERE))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CountingProducer
 
 

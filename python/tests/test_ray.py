@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CountingProducer
 from distributed_aid import in_object_store, inspect, make_buffer, mapping_of
 

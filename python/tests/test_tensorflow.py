@@ -12,15 +12,16 @@ when it cannot be imported (python/run_tests.sh installs tensorflow-cpu,
 tolerating a failure).
 """
 
-from typing import Any, Tuple
 import ctypes
 import gc
 import os
+from typing import Any, Tuple
 
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import _api, capsule_name
 from dlpack_ctypes import DLManagedTensor
 

@@ -11,11 +11,11 @@ crashed the interpreter. These tests make that first call on several fresh
 process, so that a crash is a failed test and not a dead test run.
 """
 
-from typing import Any, Dict, List
 import json
 import subprocess
 import sys
 import textwrap
+from typing import Any, Dict, List
 
 # Run in a fresh interpreter: the main thread imports the tensor, then each
 # worker thread's FIRST hurray call is buf.share(n) (attribute reads of the

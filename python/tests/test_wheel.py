@@ -10,7 +10,6 @@ python/run_tests.sh builds the wheel once, installs it in the test venv and
 names it in HURRAY_PY_WHEEL; without that variable these tests skip.
 """
 
-from typing import Any, Dict, Iterator, List, Sequence, Union
 import json
 import os
 import pathlib
@@ -22,10 +21,12 @@ import sys
 import sysconfig
 import venv
 import zipfile
+from typing import Any, Dict, Iterator, List, Sequence, Union
 
 import pytest
 
 import hurray
+
 from native_build import HERE, compiler
 
 WHEEL = os.environ.get("HURRAY_PY_WHEEL", "")
