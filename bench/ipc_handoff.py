@@ -203,7 +203,7 @@ def bench_latency(m: Method, out: Dict[str, Any], reps: int, sizes: List[Tuple[i
         obj = m.make(n)
         p = m.payload(obj, n)
         r = max(5, reps if n <= (1 << 20) else reps // 4)
-        out[f"{m.name} {label}"] = median_us(lambda: m.roundtrip("take", p), r, 5)
+        out[f"{m.name} {label}"] = median_us(lambda p=p: m.roundtrip("take", p), r, 5)
         del p
         m.drop(obj)
         del obj

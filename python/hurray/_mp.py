@@ -35,7 +35,7 @@ import os
 import sys
 import weakref
 from types import ModuleType
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from . import _fdshare, _native
 

@@ -122,7 +122,7 @@ def test_many_threads_race_to_release() -> None:
         del a
         barrier = threading.Barrier(len(parts))
 
-        def drop(p: hurray.Buffer) -> None:
+        def drop(p: hurray.Buffer, barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             p.release()
 
