@@ -91,9 +91,9 @@ def tvm_python(arg: str | None) -> str:
             )
             if ok:
                 return py
+    tried = ", ".join(c for c in candidates if c)
     sys.exit(
-        "side_by_side: no Python with apache-tvm-ffi found (tried %s); pass --tvm-python"
-        % ", ".join(c for c in candidates if c)
+        f"side_by_side: no Python with apache-tvm-ffi found (tried {tried}); pass --tvm-python"
     )
 
 
@@ -177,7 +177,7 @@ def machine(report: dict, py: str) -> list[str]:
     return [
         f"- CPU: {model}, {ctx.get('num_cpus', os.cpu_count())} cores at "
         f"{ctx.get('mhz_per_cpu', '?')} MHz, governor {governor}",
-        f"- load average at start: {', '.join('%.2f' % x for x in ctx.get('load_avg', []))}",
+        f"- load average at start: {', '.join(f'{x:.2f}' for x in ctx.get('load_avg', []))}",
         f"- apache-tvm-ffi {tvm_version}; libhurray Release ({cxx[0] if cxx else 'g++ ?'}); "
         f"Google Benchmark, library built as {ctx.get('library_build_type', '?')}",
         f"- {report['_reps']} interleaved repetitions, min time {report['_min_time']} s each; "
@@ -358,7 +358,7 @@ def chart(m: dict[str, float], path: Path) -> None:
     for axis in (left, right):  # plain numbers on the log y axes
         axis.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         axis.yaxis.set_minor_formatter(
-            matplotlib.ticker.FuncFormatter(lambda y, _: "%g" % y if f"{y:e}"[0] in "25" else "")
+            matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}" if f"{y:e}"[0] in "25" else "")
         )
         axis.tick_params(axis="y", which="minor", labelsize=7)
     right.set_xlabel(f"N consumers (ndim {FANOUT_NDIM})")

@@ -201,7 +201,7 @@ def test_a_label_cut_inside_a_character_is_listed(checking: None) -> None:
     # Labels keep 511 bytes: a long non-ASCII site is cut mid-character.
     mark = hurray.check_mark()
     name = "\u00e9" * 400  # 800 bytes of UTF-8
-    ns: "dict[str, object]" = {}
+    ns: dict[str, object] = {}
     exec(compile("import hurray\nb = hurray.empty(2)\n", name + ".py", "exec"), ns)
     leaks = hurray.check_leaks(mark)
     assert len(leaks) == 1 and leaks[0].site.startswith("\u00e9" * 200), leaks

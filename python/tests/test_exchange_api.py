@@ -57,7 +57,7 @@ def table_of(cls: type) -> ExchangeAPI:
     cap = (
         cls.__dict__["__dlpack_c_exchange_api__"]
         if "__dlpack_c_exchange_api__" in cls.__dict__
-        else getattr(cls, "__dlpack_c_exchange_api__")
+        else getattr(cls, "__dlpack_c_exchange_api__")  # noqa: B009 (mypy does not know it)
     )
     ptr = _api.PyCapsule_GetPointer(cap, b"dlpack_exchange_api")
     return ExchangeAPI.from_address(ptr)
@@ -411,7 +411,7 @@ def test_cache_follows_changes_and_dying_types(counting_producer: Type[CountingP
     src = hurray.from_dlpack(p.capsule())
     before = stats()
     hurray.from_dlpack(Late(src))
-    setattr(Late, "__dlpack_c_exchange_api__", hurray.Buffer.__dlpack_c_exchange_api__)
+    setattr(Late, "__dlpack_c_exchange_api__", hurray.Buffer.__dlpack_c_exchange_api__)  # noqa: B010 (as B009)
     with pytest.raises(TypeError, match="expected a hurray.Buffer"):
         hurray.from_dlpack(Late(src))  # now the (borrowed) table is used
     delattr(Late, "__dlpack_c_exchange_api__")
