@@ -372,7 +372,8 @@ def main() -> int:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="smoke check: 20 repetitions, 4 KiB and 1 MiB, a 300-handoff loop, 100 held at the kill",
+        help="smoke check: 20 repetitions, 4 KiB and 1 MiB, a 300-handoff loop, "
+        "100 held at the kill",
     )
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--loop", type=int, default=None, help="handoffs in the loop (default 100000)")

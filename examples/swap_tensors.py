@@ -152,7 +152,8 @@ def main() -> int:
         gc.collect()
         left = len(handed)
         if left:
-            state = f"source still held ({left} consumer{'s' if left > 1 else ''} left), times freed: {len(released)}"
+            still = f"{left} consumer{'s' if left > 1 else ''}"
+            state = f"source still held ({still} left), times freed: {len(released)}"
             ok = check(len(released) == 0, f"source freed early, after dropping {name}")
         else:
             state = f"last consumer gone -> source freed, times freed: {len(released)}"
@@ -168,7 +169,8 @@ def main() -> int:
         print("\nFAILED: " + "; ".join(failures))
         return 1
     print(
-        "\nall checks passed: zero copies, one shared address, freed exactly once after the last consumer"
+        "\nall checks passed: zero copies, one shared address, "
+        "freed exactly once after the last consumer"
     )
     return 0
 

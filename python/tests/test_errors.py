@@ -212,9 +212,9 @@ class Releasing:
     "where", ["max_version[0]", "max_version[1]", "dl_device[0]", "dl_device[1]", "copy", "stream"]
 )
 def test_dlpack_argument_that_releases_the_buffer_gets_the_released_error(where: str) -> None:
-    # The liveness check must come after the arguments are read: it came before the arguments' __index__
-    # ran, and the export then reached hurray_share with an empty handle
-    # ("src is empty (release_fn is NULL)").
+    # The liveness check must come after the arguments are read: it came before
+    # the arguments' __index__ ran, and the export then reached hurray_share
+    # with an empty handle ("src is empty (release_fn is NULL)").
     src = np.arange(4.0)
     b = hurray.from_dlpack(src)
     kw: dict[str, Any]

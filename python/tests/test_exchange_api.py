@@ -475,8 +475,8 @@ def test_gpu_tensor_from_a_table_orders_the_buffer_after_the_producers_stream() 
         api.PyCapsule_New.restype = ctypes.py_object
         api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
         OUT = ctypes.POINTER(ctypes.c_void_p)
-        buf_table = (ctypes.c_void_p * 7).from_address(
-            api.PyCapsule_GetPointer(hurray.Buffer.__dlpack_c_exchange_api__, b"dlpack_exchange_api"))
+        buf_table = (ctypes.c_void_p * 7).from_address(api.PyCapsule_GetPointer(
+            hurray.Buffer.__dlpack_c_exchange_api__, b"dlpack_exchange_api"))
         buffer_from_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, OUT)(buf_table[3])
         seen = []
 
