@@ -10,7 +10,9 @@
 #   asan            cmake --workflow --preset asan  (ASan + UBSan, any report fails)
 #   tsan            cmake --workflow --preset tsan
 #   style           tests/style/check.sh: the SPDX licence line in every source,
-#                   header, script and CMake file; clang-format-14 on C and C++
+#                   header, script and CMake file; clang-format-14 on C and C++;
+#                   ruff format --check and ruff check on Python (ruff.toml); gofmt -l
+#                   and go vet on bindings/go
 #   fuzz            tests/fuzz/run.sh: the libFuzzer targets (clang, build/fuzz): the DLPack
 #                   one for 100 s on the seed corpus tests/fuzz/corpus, the
 #                   cross-process descriptor one for 20 s on tests/fuzz/ipc_corpus,
