@@ -13,6 +13,7 @@
 #                is needed
 #
 #   bash tests/style/check.sh [--fix] [PATH...]
+#   bash tests/style/check.sh --self-test
 #
 # PATHs (files or directories; default: the whole checkout) narrow the
 # check; go vet runs on each module that holds one of the Go files named.
@@ -20,7 +21,9 @@
 # it in Go files, so that it is no package comment) and rewrites in place:
 # clang-format -i, ruff check --fix (safe fixes: the import order), ruff
 # format, gofmt -w; what no tool can fix (most lint, go vet) is still
-# printed. Files under third_party/ are never checked.
+# printed. --self-test plants a badly formatted or linted file of each kind
+# in a temporary tree and fails unless each check catches its own (about
+# ten seconds). Files under third_party/ are never checked.
 #
 # Installs what is missing: the Debian packages through tests/deps.sh style
 # (clang-format-14, Go, gcc, python3-venv), ruff from PyPI into the venv
@@ -36,7 +39,10 @@ RUFF_VERSION=0.17.6
 VENV=${HURRAY_VENV:-$ROOT/build/venv}
 CACHE=${HURRAY_STYLE_CACHE:-$ROOT/build/style}
 fix=0
-if [ "${1:-}" = --fix ]; then fix=1; shift; fi
+case "${1:-}" in
+  --fix) fix=1; shift ;;
+  --self-test) exec bash "$ROOT/tests/style/self_test.sh" ;;
+esac
 
 # The files: tracked and untracked-but-not-ignored, or every file outside
 # build/ when this is no git checkout.
