@@ -34,6 +34,7 @@ context) over a multiprocessing Pipe:
   producer's mapping when the producer drops the tensor, whether or not
   the consumer still holds it); /dev/shm entries left behind for both.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,6 +74,7 @@ def dev_shm() -> set[str]:
 
 
 # ---------------------------------------------------------------- consumer
+
 
 def consumer(conn: Any, method: str) -> None:
     import numpy as np
@@ -121,6 +123,7 @@ def consumer(conn: Any, method: str) -> None:
 
 
 # ---------------------------------------------------------------- producer
+
 
 class Method:
     def __init__(self, name: str) -> None:
@@ -200,7 +203,7 @@ def bench_latency(m: Method, out: Dict[str, Any], reps: int, sizes: List[Tuple[i
         obj = m.make(n)
         p = m.payload(obj, n)
         r = max(5, reps if n <= (1 << 20) else reps // 4)
-        out[f"{m.name} {label}"] = median_us(lambda: m.roundtrip("take", p), r, 5)
+        out[f"{m.name} {label}"] = median_us(lambda p=p: m.roundtrip("take", p), r, 5)
         del p
         m.drop(obj)
         del obj
@@ -262,10 +265,15 @@ def bench_kill(name: str, hold: int) -> Dict[str, Any]:
         time.sleep(0.001)
     time.sleep(0.1)
     left = sorted(dev_shm() - shm_before)
-    out = {"held": hold, "producer_maps_while_held": held_maps,
-           "producer_fds_while_held": held_fds, "all_released_s": released_s,
-           "producer_maps_after": tagged_maps(tag) - base_maps,
-           "producer_fds_after": counts()[0] - base_fds, "dev_shm_left": len(left)}
+    out = {
+        "held": hold,
+        "producer_maps_while_held": held_maps,
+        "producer_fds_while_held": held_fds,
+        "all_released_s": released_s,
+        "producer_maps_after": tagged_maps(tag) - base_maps,
+        "producer_fds_after": counts()[0] - base_fds,
+        "dev_shm_left": len(left),
+    }
     for f in left:  # leave the machine clean
         try:
             os.unlink(os.path.join("/dev/shm", f))
@@ -277,8 +285,10 @@ def bench_kill(name: str, hold: int) -> Dict[str, Any]:
 
 def table(res: Dict[str, Any], methods: List[str], sizes: List[Tuple[int, str]]) -> str:
     lat = res["latency"]
-    lines = ["| size | " + " | ".join(methods) + " | hurray / torch | hurray / shm |",
-             "|---|" + "---:|" * (len(methods) + 2)]
+    lines = [
+        "| size | " + " | ".join(methods) + " | hurray / torch | hurray / shm |",
+        "|---|" + "---:|" * (len(methods) + 2),
+    ]
     for _, label in sizes:
         row = [f"{lat[f'{m} {label}']:.1f} µs" if f"{m} {label}" in lat else "-" for m in methods]
         h, t, s = (lat.get(f"{m} {label}") for m in ("hurray", "torch", "shm"))
@@ -287,25 +297,36 @@ def table(res: Dict[str, Any], methods: List[str], sizes: List[Tuple[int, str]])
         lines.append(f"| {label} | " + " | ".join(row) + " |")
     lines.append(f"\n(Pipe round trip alone, the floor: {lat['pipe']:.1f} µs.)")
     if "loop" in res:
-        lines += ["", "| method | handoffs | µs each | producer fds, maps (start → mid → end) | "
-                  "consumer fds, maps (start → mid → end) |", "|---|---:|---:|---|---|"]
+        lines += [
+            "",
+            "| method | handoffs | µs each | producer fds, maps (start → mid → end) | "
+            "consumer fds, maps (start → mid → end) |",
+            "|---|---:|---:|---|---|",
+        ]
         for m, r in res["loop"].items():
             p = " → ".join(f"{x['producer'][0]}, {x['producer'][1]}" for x in r["marks"])
             c = " → ".join(f"{x['consumer'][0]}, {x['consumer'][1]}" for x in r["marks"])
-            lines.append(f"| {m} | {r['loops']} | {r['seconds'] / r['loops'] * 1e6:.0f} | {p} | {c} |")
+            lines.append(
+                f"| {m} | {r['loops']} | {r['seconds'] / r['loops'] * 1e6:.0f} | {p} | {c} |"
+            )
     if "kill" in res:
         held = next(iter(res["kill"].values()))["held"] if res["kill"] else KILL_HOLD
-        lines += ["", f"| method (kill -9 holding {held}) | producer mappings held | "
-                  "all producer releases ran after | producer mappings, fds left | /dev/shm left |",
-                  "|---|---:|---|---|---:|"]
+        lines += [
+            "",
+            f"| method (kill -9 holding {held}) | producer mappings held | "
+            "all producer releases ran after | producer mappings, fds left | /dev/shm left |",
+            "|---|---:|---|---|---:|",
+        ]
         for m, r in res["kill"].items():
             t = r["all_released_s"]
             if r["producer_maps_while_held"] < r["held"] // 10:
                 ts = "n/a: ran at the producer's drop, while the consumer still held them"
             else:
                 ts = f"{t * 1000:.1f} ms" if t is not None else "> 10 s"
-            lines.append(f"| {m} | {r['producer_maps_while_held']} | {ts} | "
-                         f"{r['producer_maps_after']}, {r['producer_fds_after']} | {r['dev_shm_left']} |")
+            lines.append(
+                f"| {m} | {r['producer_maps_while_held']} | {ts} | "
+                f"{r['producer_maps_after']}, {r['producer_fds_after']} | {r['dev_shm_left']} |"
+            )
     return "\n".join(lines)
 
 
@@ -319,7 +340,11 @@ def chart(res: Dict[str, Any], path: str) -> None:
     lat = res["latency"]
     labels = [label for _, label in SIZES if any(k.endswith(" " + label) for k in lat)]
     methods = [m for m in ("hurray", "torch", "shm") if any(k.startswith(m + " ") for k in lat)]
-    names = {"hurray": "hurray", "torch": "torch.multiprocessing", "shm": "shared_memory (no lifetime)"}
+    names = {
+        "hurray": "hurray",
+        "torch": "torch.multiprocessing",
+        "shm": "shared_memory (no lifetime)",
+    }
     fig, ax = plt.subplots(figsize=(7, 3.6))
     w = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
@@ -327,8 +352,9 @@ def chart(res: Dict[str, Any], path: str) -> None:
         xs = [j + (i - (len(methods) - 1) / 2) * w for j in range(len(labels))]
         bars = ax.bar(xs, ys, w, label=names[m])
         for b, y in zip(bars, ys):
-            ax.annotate(f"{y:.0f}", (b.get_x() + b.get_width() / 2, y), ha="center",
-                        va="bottom", fontsize=7)
+            ax.annotate(
+                f"{y:.0f}", (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=7
+            )
     ax.axhline(lat["pipe"], color="grey", lw=0.8, ls="--", label="Pipe round trip (floor)")
     ax.set_xticks(range(len(labels)), labels)
     ax.set_ylabel("handoff round trip, median (µs)")
@@ -340,8 +366,15 @@ def chart(res: Dict[str, Any], path: str) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smoke check: 20 repetitions, 4 KiB and 1 MiB, a 300-handoff loop, 100 held at the kill")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke check: 20 repetitions, 4 KiB and 1 MiB, a 300-handoff loop, "
+        "100 held at the kill",
+    )
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--loop", type=int, default=None, help="handoffs in the loop (default 100000)")
     ap.add_argument("--methods", default="hurray,torch,shm")
@@ -361,8 +394,10 @@ def main() -> int:
     reps = args.reps or (20 if args.quick else 400)
     loops = args.loop or (300 if args.quick else 100_000)
     sizes = SIZES[:2] if args.quick else SIZES
-    res: Dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
-                           f"Python {platform.python_version()}, Linux {platform.release()}"}
+    res: Dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, Linux {platform.release()}"
+    }
     res["latency"] = {}
     res["loop"] = {}
     for name in methods:  # one consumer per method for the latency and the loop

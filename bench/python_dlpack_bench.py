@@ -18,6 +18,7 @@ end:
 
 A missing framework (torch, tvm_ffi) drops its rows with a note.
 """
+
 import argparse
 import gc
 import platform
@@ -44,44 +45,67 @@ def build_pairs(a, t):
     g = {"np": np, "hurray": hurray, "a": a, "buf": hurray.from_dlpack(a)}
     pairs = [
         # The hop: what hurray.from_dlpack adds to a NumPy -> NumPy hand-off.
-        ("hop np->hurray->np vs np->np", "np.from_dlpack(hurray.from_dlpack(a))",
-         "np.from_dlpack(a)"),
+        (
+            "hop np->hurray->np vs np->np",
+            "np.from_dlpack(hurray.from_dlpack(a))",
+            "np.from_dlpack(a)",
+        ),
     ]
     if tvm_ffi is not None:
         g["tvm_ffi"] = tvm_ffi
         g["tt"] = tvm_ffi.from_dlpack(a)
         pairs += [
-            ("hop np->X->np, X=hurray vs tvm_ffi", "np.from_dlpack(hurray.from_dlpack(a))",
-             "np.from_dlpack(tvm_ffi.from_dlpack(a))"),
+            (
+                "hop np->X->np, X=hurray vs tvm_ffi",
+                "np.from_dlpack(hurray.from_dlpack(a))",
+                "np.from_dlpack(tvm_ffi.from_dlpack(a))",
+            ),
             ("import: X.from_dlpack(ndarray)", "hurray.from_dlpack(a)", "tvm_ffi.from_dlpack(a)"),
             ("export to numpy: np.from_dlpack(X)", "np.from_dlpack(buf)", "np.from_dlpack(tt)"),
-            ("export to tvm_ffi: tvm_ffi.from_dlpack(X)", "tvm_ffi.from_dlpack(buf)",
-             "tvm_ffi.from_dlpack(tt)"),
+            (
+                "export to tvm_ffi: tvm_ffi.from_dlpack(X)",
+                "tvm_ffi.from_dlpack(buf)",
+                "tvm_ffi.from_dlpack(tt)",
+            ),
         ]
     if torch is not None:
         g["torch"] = torch
         g["t"] = t
         g["tbuf"] = hurray.from_dlpack(t)
         pairs += [
-            ("hop torch->hurray->torch vs torch->torch",
-             "torch.from_dlpack(hurray.from_dlpack(t))", "torch.from_dlpack(t)"),
+            (
+                "hop torch->hurray->torch vs torch->torch",
+                "torch.from_dlpack(hurray.from_dlpack(t))",
+                "torch.from_dlpack(t)",
+            ),
         ]
         if tvm_ffi is not None:
             g["ttt"] = tvm_ffi.from_dlpack(t)
             pairs += [
-                ("hop torch->X->torch, X=hurray vs tvm_ffi",
-                 "torch.from_dlpack(hurray.from_dlpack(t))",
-                 "torch.from_dlpack(tvm_ffi.from_dlpack(t))"),
-                ("import: X.from_dlpack(torch.Tensor)", "hurray.from_dlpack(t)",
-                 "tvm_ffi.from_dlpack(t)"),
-                ("export to torch: torch.from_dlpack(X)", "torch.from_dlpack(tbuf)",
-                 "torch.from_dlpack(ttt)"),
+                (
+                    "hop torch->X->torch, X=hurray vs tvm_ffi",
+                    "torch.from_dlpack(hurray.from_dlpack(t))",
+                    "torch.from_dlpack(tvm_ffi.from_dlpack(t))",
+                ),
+                (
+                    "import: X.from_dlpack(torch.Tensor)",
+                    "hurray.from_dlpack(t)",
+                    "tvm_ffi.from_dlpack(t)",
+                ),
+                (
+                    "export to torch: torch.from_dlpack(X)",
+                    "torch.from_dlpack(tbuf)",
+                    "torch.from_dlpack(ttt)",
+                ),
             ]
     # Parts of our own hop, against nothing (the peer is an empty statement:
     # timeit's loop alone).
     pairs += [
-        ("part: buf.__dlpack__(max_version=(1, 3)) + drop", "buf.__dlpack__(max_version=mv)",
-         "pass"),
+        (
+            "part: buf.__dlpack__(max_version=(1, 3)) + drop",
+            "buf.__dlpack__(max_version=mv)",
+            "pass",
+        ),
         ("part: buf.__dlpack_device__()", "buf.__dlpack_device__()", "pass"),
     ]
     g["mv"] = (1, 3)
@@ -108,8 +132,10 @@ def main(argv=None):
     if torch is not None:
         assert torch.from_dlpack(hurray.from_dlpack(t)).data_ptr() == t.data_ptr()
 
-    timers = [(name, timeit.Timer(ours, globals=g), timeit.Timer(peer, globals=g))
-              for name, ours, peer in pairs]
+    timers = [
+        (name, timeit.Timer(ours, globals=g), timeit.Timer(peer, globals=g))
+        for name, ours, peer in pairs
+    ]
     for _, to, tp in timers:  # warm up
         to.timeit(max(1, args.calls // 10))
         tp.timeit(max(1, args.calls // 10))
@@ -134,14 +160,21 @@ def main(argv=None):
         if gc_was_enabled:
             gc.enable()
 
-    vers = [f"python {platform.python_version()}", f"numpy {np.__version__}",
-            f"hurray {hurray.__version__}"]
+    vers = [
+        f"python {platform.python_version()}",
+        f"numpy {np.__version__}",
+        f"hurray {hurray.__version__}",
+    ]
     vers.append(f"tvm_ffi {getattr(tvm_ffi, '__version__', '?')}" if tvm_ffi else "no tvm_ffi")
     vers.append(f"torch {torch.__version__}" if torch else "no torch")
-    print(", ".join(vers) + f"; {platform.machine()}; array {shape} float32; "
-          f"{args.rounds} rounds x {args.calls} calls; ns per call, medians over rounds")
-    print(f"| {'pair (ours vs peer)':<46} | {'ours':>8} | {'peer':>8} | {'paired diff':>11} |"
-          f" {'ratio':>6} |")
+    print(
+        ", ".join(vers) + f"; {platform.machine()}; array {shape} float32; "
+        f"{args.rounds} rounds x {args.calls} calls; ns per call, medians over rounds"
+    )
+    print(
+        f"| {'pair (ours vs peer)':<46} | {'ours':>8} | {'peer':>8} | {'paired diff':>11} |"
+        f" {'ratio':>6} |"
+    )
     print(f"|{'-' * 48}|{'-' * 9}:|{'-' * 9}:|{'-' * 12}:|{'-' * 7}:|")
     by_name = {}
     for name, so, sp in results:
@@ -153,12 +186,16 @@ def main(argv=None):
     print()
     hop = by_name.get("hop np->hurray->np vs np->np")
     if hop:
-        print(f"target hop: added by hurray.from_dlpack {hop[2]:.1f} ns (paired) -> "
-              f"{'met' if hop[2] <= 150 else 'MISSED'} (<= 150 ns)")
+        print(
+            f"target hop: added by hurray.from_dlpack {hop[2]:.1f} ns (paired) -> "
+            f"{'met' if hop[2] <= 150 else 'MISSED'} (<= 150 ns)"
+        )
     exp = by_name.get("export to numpy: np.from_dlpack(X)")
     if exp:
-        print(f"target export: np.from_dlpack(buf) - np.from_dlpack(tvm tensor) {exp[2]:+.1f} ns "
-              f"(paired), ratio {exp[0] / exp[1]:.2f}x -> {'met' if exp[2] <= 0 else 'MISSED'}")
+        print(
+            f"target export: np.from_dlpack(buf) - np.from_dlpack(tvm tensor) {exp[2]:+.1f} ns "
+            f"(paired), ratio {exp[0] / exp[1]:.2f}x -> {'met' if exp[2] <= 0 else 'MISSED'}"
+        )
     return 0
 
 

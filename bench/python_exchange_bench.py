@@ -23,6 +23,7 @@ __dlpack__; the "wrapper only" row times building the wrapper alone. Which
 path each row takes is checked with hurray._native._exchange_api_stats()
 before timing.
 """
+
 import argparse
 import gc
 import platform
@@ -109,18 +110,22 @@ def main(argv=None):
             gc.enable()
 
     med = {name: statistics.median(v) for name, v in samples.items()}
-    print(f"python {platform.python_version()}, torch {torch.__version__}, tvm_ffi "
-          f"{getattr(tvm_ffi, '__version__', '?')}, hurray {hurray.__version__}, "
-          f"{platform.machine()}; tensor {tuple(t.shape)} {t.dtype}; "
-          f"{args.rounds} rounds x {args.calls} calls, median of per-round means")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, tvm_ffi "
+        f"{getattr(tvm_ffi, '__version__', '?')}, hurray {hurray.__version__}, "
+        f"{platform.machine()}; tensor {tuple(t.shape)} {t.dtype}; "
+        f"{args.rounds} rounds x {args.calls} calls, median of per-round means"
+    )
     for name, v in samples.items():
         print(f"  {name:<44} {med[name]:8.1f} ns/call   (min {min(v):7.1f}, max {max(v):7.1f})")
     names = list(cases)
     for table, capsule in ((names[0], names[1]), (names[2], names[3])):
         paired = statistics.median(c - tb for tb, c in zip(samples[table], samples[capsule]))
-        print(f"  {table.split()[0]}: table saves {med[capsule] - med[table]:.1f} ns per tensor "
-              f"(paired per round: {paired:.1f} ns; the wrapper itself costs "
-              f"{med[names[6]]:.1f} ns of that)")
+        print(
+            f"  {table.split()[0]}: table saves {med[capsule] - med[table]:.1f} ns per tensor "
+            f"(paired per round: {paired:.1f} ns; the wrapper itself costs "
+            f"{med[names[6]]:.1f} ns of that)"
+        )
     return 0
 
 

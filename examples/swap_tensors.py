@@ -14,6 +14,7 @@ framework that is not installed). The script shows that
 It prints a short report and exits non-zero if any check fails.
 Run it with `bash examples/run_demo.sh` (which installs what it needs).
 """
+
 import gc
 import sys
 import weakref
@@ -77,12 +78,19 @@ def jax_consumer(buf: hurray.Buffer) -> Consumer:
         return "NumPy (3rd view; jax not installed)", arr, addr, read
     jax.config.update("jax_platforms", "cpu")  # type: ignore[no-untyped-call]
     j = jnp.from_dlpack(buf)
-    return f"JAX {jax.__version__} (cpu)", j, j.unsafe_buffer_pointer(), lambda i, j_: float(j[i, j_])
+    return (
+        f"JAX {jax.__version__} (cpu)",
+        j,
+        j.unsafe_buffer_pointer(),
+        lambda i, j_: float(j[i, j_]),
+    )
 
 
 def main() -> int:
-    print(f"hurray {hurray.__version__} (libhurray {hurray.libhurray_version}): "
-          "swap one tensor between three frameworks\n")
+    print(
+        f"hurray {hurray.__version__} (libhurray {hurray.libhurray_version}): "
+        "swap one tensor between three frameworks\n"
+    )
 
     # The source: a real image-like matrix, owned by NumPy.
     image, owner = aligned_image(SIZE)
@@ -92,10 +100,14 @@ def main() -> int:
     weakref.finalize(owner, released.append, "freed")
 
     buf = hurray.from_dlpack(image)
-    print(f"source      numpy.ndarray {image.shape} {image.dtype}, {image.nbytes / 2**20:.1f} MiB "
-          f"at 0x{source_addr:x}")
-    print(f"buffer      {buf!r}  strides {buf.strides} (elements), "
-          f"same address: {check(buf.data_ptr == source_addr, 'buffer address')}")
+    print(
+        f"source      numpy.ndarray {image.shape} {image.dtype}, {image.nbytes / 2**20:.1f} MiB "
+        f"at 0x{source_addr:x}"
+    )
+    print(
+        f"buffer      {buf!r}  strides {buf.strides} (elements), "
+        f"same address: {check(buf.data_ptr == source_addr, 'buffer address')}"
+    )
     del image, owner  # from here on only the Hurray buffers keep the memory alive
 
     consumers = buf.share(3)
@@ -107,15 +119,19 @@ def main() -> int:
     print("\nconsumers")
     for k in range(len(handed)):  # (no loop variable may keep a consumer alive)
         name, addr = handed[k][0], handed[k][2]
-        print(f"  {k + 1}. {name:<{width}} at 0x{addr:x}  same memory: "
-              f"{check(addr == source_addr, f'consumer {k + 1} address')}")
+        print(
+            f"  {k + 1}. {name:<{width}} at 0x{addr:x}  same memory: "
+            f"{check(addr == source_addr, f'consumer {k + 1} address')}"
+        )
 
     print("\nwrites")
     np_view = handed[0][1]
     np_view[0, 0] = 42.0
     seen = [read(0, 0) for _, _, _, read in handed]
-    print(f"  via {handed[0][0]}: [0, 0] = 42     -> read back by all three: {seen}  "
-          f"{check(seen == [42.0] * 3, 'write through NumPy')}")
+    print(
+        f"  via {handed[0][0]}: [0, 0] = 42     -> read back by all three: {seen}  "
+        f"{check(seen == [42.0] * 3, 'write through NumPy')}"
+    )
     if handed[1][0] == "TVM FFI":
         writer, wname = np.from_dlpack(handed[1][1]), "TVM FFI"
     else:
@@ -123,8 +139,10 @@ def main() -> int:
     writer[511, 511] = -7.5
     del writer
     seen = [read(511, 511) for _, _, _, read in handed]
-    print(f"  via {wname}: [511, 511] = -7.5 -> read back by all three: {seen}  "
-          f"{check(seen == [-7.5] * 3, f'write through {wname}')}")
+    print(
+        f"  via {wname}: [511, 511] = -7.5 -> read back by all three: {seen}  "
+        f"{check(seen == [-7.5] * 3, f'write through {wname}')}"
+    )
     del np_view
 
     print("\nrelease, one consumer at a time")
@@ -134,20 +152,26 @@ def main() -> int:
         gc.collect()
         left = len(handed)
         if left:
-            state = f"source still held ({left} consumer{'s' if left > 1 else ''} left), times freed: {len(released)}"
+            still = f"{left} consumer{'s' if left > 1 else ''}"
+            state = f"source still held ({still} left), times freed: {len(released)}"
             ok = check(len(released) == 0, f"source freed early, after dropping {name}")
         else:
             state = f"last consumer gone -> source freed, times freed: {len(released)}"
             ok = check(len(released) == 1, "source not freed after the last consumer")
         print(f"  drop {name:<{width}}  {state}  {ok}")
     gc.collect()
-    print(f"\nafter a full GC the source was freed {len(released)} time(s): "
-          f"{check(len(released) == 1, 'freed exactly once')}")
+    print(
+        f"\nafter a full GC the source was freed {len(released)} time(s): "
+        f"{check(len(released) == 1, 'freed exactly once')}"
+    )
 
     if failures:
         print("\nFAILED: " + "; ".join(failures))
         return 1
-    print("\nall checks passed: zero copies, one shared address, freed exactly once after the last consumer")
+    print(
+        "\nall checks passed: zero copies, one shared address, "
+        "freed exactly once after the last consumer"
+    )
     return 0
 
 

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The one place that installs the Debian packages the build and the tests
 # need. Every script that needs a system package calls it: tests/run_all.sh
-# (its deps and fuzz stages), bindings/run_tests.sh and python/scripts/env.sh
-# (python/run_tests.sh and the examples' scripts).
+# (its deps and fuzz stages), tests/style/check.sh, bindings/run_tests.sh and
+# python/scripts/env.sh (python/run_tests.sh and the examples' scripts).
 #
 #   bash tests/deps.sh SET...        install what is missing of each SET
 #   bash tests/deps.sh --packages P...   install those of the packages P not installed
@@ -17,6 +17,9 @@
 #             names (for its offline build), each only when missing
 #   python    CMake, g++, python3 (the Python module's build; the venv and
 #             Python.h are python/scripts/env.sh's)
+#   style     what tests/style/check.sh runs: clang-format-14, Go (gofmt, and
+#             go vet, whose cgo needs gcc) and python3 with venv support (ruff
+#             itself comes from PyPI into the venv), each only when missing
 #
 # Nothing is installed that is there already, and with nothing missing it
 # needs no privileges. Otherwise it runs apt-get (update, then install
@@ -92,6 +95,15 @@ set_bindings() {
   [ ${#need[@]} -eq 0 ] || install_packages "${need[@]}"
 }
 
+set_style() {
+  local need=()
+  command -v clang-format-14 >/dev/null 2>&1 || need+=(clang-format-14)
+  command -v go >/dev/null 2>&1 || need+=(golang-go)
+  command -v gcc >/dev/null 2>&1 || need+=(gcc)
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3 python3-venv)
+  [ ${#need[@]} -eq 0 ] || install_packages "${need[@]}"
+}
+
 set_python() {
   local need=()
   command -v cmake >/dev/null 2>&1 || need+=(cmake)
@@ -109,8 +121,8 @@ fi
 rc=0
 for set in "$@"; do
   case "$set" in
-    core|fuzz|bindings|python) "set_$set" || rc=1 ;;
-    *) deps_log "unknown set '$set' (known: core fuzz bindings python)"; rc=2 ;;
+    core|fuzz|bindings|python|style) "set_$set" || rc=1 ;;
+    *) deps_log "unknown set '$set' (known: core fuzz bindings python style)"; rc=2 ;;
   esac
 done
 exit "$rc"

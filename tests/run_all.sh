@@ -10,7 +10,10 @@
 #   asan            cmake --workflow --preset asan  (ASan + UBSan, any report fails)
 #   tsan            cmake --workflow --preset tsan
 #   style           tests/style/check.sh: the SPDX licence line in every source,
-#                   header, script and CMake file; clang-format-14 on C and C++
+#                   header, script and CMake file; clang-format-14 on C and C++;
+#                   ruff format --check and ruff check on Python (ruff.toml); gofmt -l
+#                   and go vet on bindings/go; then its --self-test (each check
+#                   fails on a planted file)
 #   fuzz            tests/fuzz/run.sh: the libFuzzer targets (clang, build/fuzz): the DLPack
 #                   one for 100 s on the seed corpus tests/fuzz/corpus, the
 #                   cross-process descriptor one for 20 s on tests/fuzz/ipc_corpus,
@@ -139,7 +142,12 @@ stage_release() {
   "$VENV/bin/python" -c 'import tvm_ffi.config' 2>/dev/null && tvm=(-DHURRAY_TVM_FFI_PYTHON="$VENV/bin/python")
   cmake --preset release "${tvm[@]}" && cmake --build --preset release && ctest --preset release
 }
-stage_style() { bash tests/style/check.sh; }
+stage_style() {
+  local rc=0
+  bash tests/style/check.sh || rc=1
+  bash tests/style/check.sh --self-test || rc=1
+  return "$rc"
+}
 stage_fuzz() { bash tests/fuzz/run.sh; }
 stage_installed() { bash tests/installed/run.sh "$ROOT/build/prefix"; }
 stage_external_dlpack() { bash tests/packaging/external_dlpack.sh "$VENV"; }

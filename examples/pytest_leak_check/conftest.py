@@ -6,6 +6,7 @@ libhurray's checking mode on and fails if a handle it made is still live
 after it (the garbage collector runs first), naming what made the handle
 and the Python line that did.
 """
+
 from typing import Iterator
 
 import pytest

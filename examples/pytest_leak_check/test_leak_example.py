@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Two tests under the fixture of conftest.py: one clean, one that leaks."""
+
 from typing import List
 
 import numpy as np

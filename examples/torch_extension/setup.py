@@ -9,6 +9,7 @@ Its include/ and the lib directory holding libhurray.so are used, and that lib
 directory is written into the extension's RUNPATH so it loads without
 LD_LIBRARY_PATH.
 """
+
 import os
 import sys
 from pathlib import Path

@@ -5,6 +5,7 @@ The module must be importable (built with setup.py, on sys.path or
 PYTHONPATH). Every test reads the extension's cumulative counters before and
 after, so the tests are independent of each other and of their order.
 """
+
 import gc
 import re
 import threading
@@ -109,14 +110,18 @@ def test_source_freed_first_keeps_views_valid():
     assert counts.storage_frees == 1
 
 
-@pytest.mark.parametrize("make", [
-    lambda: torch.arange(24.0).reshape(4, 6).t(),          # transposed
-    lambda: torch.arange(40).reshape(5, 8)[1:4, ::3],      # offset + step
-    lambda: torch.arange(10.0)[3:],                        # storage offset
-    lambda: torch.arange(6.0).reshape(2, 3).expand(4, 2, 3),  # stride 0
-    lambda: torch.tensor(2.5),                             # 0-d
-    lambda: torch.empty(0, 3),                             # no elements
-], ids=["transposed", "sliced", "offset", "broadcast", "scalar", "empty"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.arange(24.0).reshape(4, 6).t(),  # transposed
+        lambda: torch.arange(40).reshape(5, 8)[1:4, ::3],  # offset + step
+        lambda: torch.arange(10.0)[3:],  # storage offset
+        lambda: torch.arange(6.0).reshape(2, 3).expand(4, 2, 3),  # stride 0
+        lambda: torch.tensor(2.5),  # 0-d
+        lambda: torch.empty(0, 3),  # no elements
+    ],
+    ids=["transposed", "sliced", "offset", "broadcast", "scalar", "empty"],
+)
 def test_non_contiguous_and_odd_layouts(make):
     counts = Counts()
     x = make()
@@ -130,11 +135,23 @@ def test_non_contiguous_and_odd_layouts(make):
     assert counts.view_releases == 3 and counts.producer_deletes == 1
 
 
-@pytest.mark.parametrize("dtype", [
-    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-    torch.float16, torch.bfloat16, torch.float32, torch.float64,
-    torch.complex64, torch.complex128,
-])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+    ],
+)
 def test_dtypes(dtype):
     x = (torch.arange(6) % 2).to(dtype)
     views = ext.fan_out(x, 2)
@@ -171,12 +188,15 @@ def test_negative_n_raises_before_anything_is_exported():
     assert counts.producer_deletes == 0
 
 
-@pytest.mark.parametrize("make, what", [
-    (lambda: torch.tensor([1 + 2j, 3 + 4j]).conj(), "conjugate bit"),
-    (lambda: torch.tensor([1 + 2j, 3 + 4j]).conj().imag, "negative bit"),
-    (lambda: torch._neg_view(torch.arange(4.0)), "negative bit"),
-    (lambda: torch.ones(3, requires_grad=True), "requires grad"),
-])
+@pytest.mark.parametrize(
+    "make, what",
+    [
+        (lambda: torch.tensor([1 + 2j, 3 + 4j]).conj(), "conjugate bit"),
+        (lambda: torch.tensor([1 + 2j, 3 + 4j]).conj().imag, "negative bit"),
+        (lambda: torch._neg_view(torch.arange(4.0)), "negative bit"),
+        (lambda: torch.ones(3, requires_grad=True), "requires grad"),
+    ],
+)
 def test_lazy_views_and_grad_tensors_are_refused_not_handed_on_wrong(make, what):
     # Their storage does not hold what they mean; a view of it would read
     # un-conjugated / un-negated values, or drop the autograd graph.

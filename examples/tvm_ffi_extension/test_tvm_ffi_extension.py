@@ -7,6 +7,7 @@ Inputs are NumPy arrays and torch tensors converted with tvm_ffi.from_dlpack.
 Every test reads the module's cumulative counters before and after, so the
 tests are independent of each other and of their order.
 """
+
 import gc
 import os
 import re
@@ -21,7 +22,8 @@ import tvm_ffi
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE_PATH = os.environ.get(
-    "HURRAY_TVM_EXAMPLE", str(REPO / "build" / "tvm_ffi_extension" / "hurray_tvm_example.so"))
+    "HURRAY_TVM_EXAMPLE", str(REPO / "build" / "tvm_ffi_extension" / "hurray_tvm_example.so")
+)
 mod = tvm_ffi.load_module(MODULE_PATH)
 
 
@@ -124,14 +126,18 @@ def test_numpy_base_stays_alive_until_the_last_view():
     assert ref() is None
 
 
-@pytest.mark.parametrize("make", [
-    lambda: np.arange(24.0).reshape(4, 6).T,               # transposed
-    lambda: np.arange(40).reshape(5, 8)[1:4, ::3],         # offset + step
-    lambda: np.arange(10.0)[::-1],                         # negative stride
-    lambda: torch.arange(6.0).reshape(2, 3).expand(4, 2, 3),  # stride 0
-    lambda: np.array(2.5),                                 # 0-d
-    lambda: np.empty((0, 3)),                              # no elements
-], ids=["transposed", "sliced", "reversed", "broadcast", "scalar", "empty"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(24.0).reshape(4, 6).T,  # transposed
+        lambda: np.arange(40).reshape(5, 8)[1:4, ::3],  # offset + step
+        lambda: np.arange(10.0)[::-1],  # negative stride
+        lambda: torch.arange(6.0).reshape(2, 3).expand(4, 2, 3),  # stride 0
+        lambda: np.array(2.5),  # 0-d
+        lambda: np.empty((0, 3)),  # no elements
+    ],
+    ids=["transposed", "sliced", "reversed", "broadcast", "scalar", "empty"],
+)
 def test_non_contiguous_and_odd_layouts(make):
     counts = Counts()
     src = make()
@@ -148,10 +154,23 @@ def test_non_contiguous_and_odd_layouts(make):
     assert counts.view_releases == 3 and counts.producer_deletes == 1
 
 
-@pytest.mark.parametrize("dtype", [
-    np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint64,
-    np.float16, np.float32, np.float64, np.complex64, np.complex128,
-])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        np.bool_,
+        np.uint8,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+        np.complex64,
+        np.complex128,
+    ],
+)
 def test_dtypes(dtype):
     a = (np.arange(6) % 2).astype(dtype)
     for v in mod.fan_out(tvm_ffi.from_dlpack(a), 2):

@@ -18,6 +18,7 @@ sdist), the root's LICENSE is copied to python/LICENSE (git-ignored), so
 the wheel's .dist-info/licenses/LICENSE and the sdist both have it; an
 unpacked sdist already carries the copy.
 """
+
 import os
 import shutil
 
@@ -53,8 +54,11 @@ def _copy_license():
     from a checkout (and it differs); does nothing in an unpacked sdist."""
     src = os.path.join(_ROOT, "LICENSE")
     dest = os.path.join(_HERE, "LICENSE")
-    if not (os.path.isfile(src) and os.path.isfile(os.path.join(_ROOT, "CMakeLists.txt"))
-            and os.path.isdir(os.path.join(_ROOT, "src"))):
+    if not (
+        os.path.isfile(src)
+        and os.path.isfile(os.path.join(_ROOT, "CMakeLists.txt"))
+        and os.path.isdir(os.path.join(_ROOT, "src"))
+    ):
         return
     with open(src, "rb") as f:
         text = f.read()

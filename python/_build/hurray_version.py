@@ -12,6 +12,7 @@ Settings: ``field`` (must be "version"), ``inputs`` (list of paths),
 file or no match raises ``RuntimeError``, which fails the build with its
 message.
 """
+
 import os
 import re
 from typing import Any, Dict, Mapping
@@ -22,7 +23,9 @@ def dynamic_metadata(settings: Mapping[str, Any], project: Mapping[str, Any]) ->
     del project  # the version depends on nothing else in [project]
     unknown = set(settings) - {"field", "inputs", "regex"}
     if unknown or settings.get("field") != "version":
-        raise RuntimeError(f"hurray_version: takes field='version', inputs, regex; got {dict(settings)}")
+        raise RuntimeError(
+            f"hurray_version: takes field='version', inputs, regex; got {dict(settings)}"
+        )
     inputs = settings.get("inputs")
     regex = settings.get("regex")
     if not isinstance(inputs, list) or not inputs or not isinstance(regex, str):

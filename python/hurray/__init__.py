@@ -32,13 +32,8 @@ handle released twice and lists live ones (:func:`check_leaks`,
 
 Ownership, threading and shutdown rules: docs/impl/python.md.
 """
-from ._paths import (  # noqa: F401
-    get_cmake_dir,
-    get_include,
-    get_lib_dir,
-    get_library,
-    get_pkgconfig_dir,
-)
+
+from . import _mp
 from ._check import (  # noqa: F401
     LiveHandle,
     check_leaks,
@@ -50,15 +45,21 @@ from ._check import (  # noqa: F401
     live_handles,
 )
 from ._native import (  # noqa: F401
-    __version__,
     DLPACK_MAJOR,
     DLPACK_MINOR,
     Buffer,
+    __version__,
     empty,
     from_dlpack,
     libhurray_version,
 )
-from . import _mp
+from ._paths import (  # noqa: F401
+    get_cmake_dir,
+    get_include,
+    get_lib_dir,
+    get_library,
+    get_pkgconfig_dir,
+)
 
 # Registers the multiprocessing reducer once multiprocessing is imported.
 _mp.install()

@@ -5,6 +5,7 @@ folder is not on ``PATH``::
 
     python -m hurray --includedir --libs
 """
+
 import sys
 
 from ._config import main

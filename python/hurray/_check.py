@@ -6,6 +6,7 @@ tracked: a second release of one reference is caught before it reaches the
 producer, and the handles still live can be listed with where each was made
 (the Python line, and the native backtrace).
 """
+
 import gc
 from typing import List, NamedTuple, Tuple
 
@@ -60,8 +61,10 @@ def double_releases() -> int:
 
 def live_handles(since: int = 0) -> List[LiveHandle]:
     """The tracked handles still live whose id is at least ``since``."""
-    return [LiveHandle(i, made_by, label, origin, (device[0], device[1]), ndim)
-            for (i, made_by, label, origin, device, ndim) in _native._check_live(since)]
+    return [
+        LiveHandle(i, made_by, label, origin, (device[0], device[1]), ndim)
+        for (i, made_by, label, origin, device, ndim) in _native._check_live(since)
+    ]
 
 
 def check_leaks(since: int = 0, *, collect: bool = True) -> List[LiveHandle]:
@@ -72,8 +75,10 @@ def check_leaks(since: int = 0, *, collect: bool = True) -> List[LiveHandle]:
     the checking mode is off, which would make the answer meaningless.
     """
     if not checking_enabled():
-        raise RuntimeError("hurray.check_leaks: the checking mode is off; call "
-                           "hurray.enable_checking() or set HURRAY_CHECK=1 first")
+        raise RuntimeError(
+            "hurray.check_leaks: the checking mode is off; call "
+            "hurray.enable_checking() or set HURRAY_CHECK=1 first"
+        )
     if collect:
         gc.collect()
     return live_handles(since)

@@ -17,6 +17,7 @@ given, one per line::
 All paths are absolute and point into the installed package folder
 (:mod:`hurray._paths`); nothing is looked up outside it.
 """
+
 import argparse
 import sys
 from typing import List, Optional, Sequence

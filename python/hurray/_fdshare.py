@@ -26,13 +26,14 @@ one ``SCM_RIGHTS`` reply.
   so that a worker that sends a Buffer and returns does not take the fds
   with it before the receiver fetched them.
 """
+
 import math
 import os
 import secrets
-import time
 import socket
 import struct
 import threading
+import time
 from typing import Dict, List, Optional, Set, Tuple
 
 _KEY = struct.Struct("<Q")
@@ -132,8 +133,9 @@ class _Server:
                     continue
                 with self.lock:
                     self.conns.add(conn)
-                threading.Thread(target=self._serve, args=(conn,), name="hurray-fd-conn",
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._serve, args=(conn,), name="hurray-fd-conn", daemon=True
+                ).start()
             except (OSError, RuntimeError):  # no thread could be started
                 with self.lock:
                     self.conns.discard(conn)
@@ -244,8 +246,10 @@ def fetch(address: str, key: int, n: int) -> List[int]:
     if msg != _OK or len(fds) != n or flags & socket.MSG_CTRUNC:
         for fd in fds:
             os.close(fd)
-        raise OSError(f"hurray: the sending process had no fds for this message (got {msg!r}, "
-                      f"{len(fds)} of {n} fds): it was received twice, or the sender forked")
+        raise OSError(
+            f"hurray: the sending process had no fds for this message (got {msg!r}, "
+            f"{len(fds)} of {n} fds): it was received twice, or the sender forked"
+        )
     return list(fds)
 
 

@@ -27,6 +27,7 @@ Registration is lazy: ``import hurray`` does not import multiprocessing;
 the reducer is registered as soon as ``multiprocessing.reduction`` is
 imported (or at once when it already was).
 """
+
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -34,7 +35,7 @@ import os
 import sys
 import weakref
 from types import ModuleType
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from . import _fdshare, _native
 
@@ -120,8 +121,9 @@ class _Finder(importlib.abc.MetaPathFinder):
     """Finds nothing itself: wraps the loader of multiprocessing.reduction
     so that the reducer is registered right after that module runs."""
 
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]],
-                  target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(
+        self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
         if fullname != _MODULE:
             return None
         try:

@@ -1,7 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Type stubs of hurray._native, the CPython extension (docs/impl/python.md)."""
+
 from types import TracebackType
-from typing import Any, ClassVar, Dict, Final, List, Optional, Protocol, SupportsIndex, Tuple, Type, Union
+from typing import (
+    Any,
+    ClassVar,
+    Dict,
+    Final,
+    List,
+    Optional,
+    Protocol,
+    SupportsIndex,
+    Tuple,
+    Type,
+    Union,
+)
 
 from typing_extensions import Self
 
@@ -27,8 +40,9 @@ _Copy = Optional[object]
 _DType = object
 
 class _DLPackProducer(Protocol):
-    def __dlpack__(self, *, stream: Any = ..., max_version: Any = ...,
-                   dl_device: Any = ..., copy: Any = ...) -> Any: ...
+    def __dlpack__(
+        self, *, stream: Any = ..., max_version: Any = ..., dl_device: Any = ..., copy: Any = ...
+    ) -> Any: ...
 
 class Buffer:
     """One consumer's hold on tensor memory (a libhurray handle)."""
@@ -90,14 +104,34 @@ class Buffer:
     # NumPy's fallback when the buffer protocol cannot serve.
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
 
-def from_dlpack(obj: Union[_DLPackProducer, Buffer, Any], /, *, copy: _Copy = None,
-                device: Optional[_Device] = None) -> Buffer: ...
-def empty(shape: Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]],
-          dtype: _DType = "float32", *, device: _Device = "cpu", shared: bool = False) -> Buffer: ...
+def from_dlpack(
+    obj: Union[_DLPackProducer, Buffer, Any],
+    /,
+    *,
+    copy: _Copy = None,
+    device: Optional[_Device] = None,
+) -> Buffer: ...
+def empty(
+    shape: Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]],
+    dtype: _DType = "float32",
+    *,
+    device: _Device = "cpu",
+    shared: bool = False,
+) -> Buffer: ...
+
 # Unpickling (Buffer.__reduce_ex__): a Buffer over a received bytes-like object.
-def _rebuild(obj: Any, dtype: Tuple[int, int, int], shape: Tuple[int, ...],
-             strides: Tuple[int, ...], offset: int, flags: int, legacy_unsaid: bool, /) -> Buffer: ...
+def _rebuild(
+    obj: Any,
+    dtype: Tuple[int, int, int],
+    shape: Tuple[int, ...],
+    strides: Tuple[int, ...],
+    offset: int,
+    flags: int,
+    legacy_unsaid: bool,
+    /,
+) -> Buffer: ...
 def _pickle_stats() -> Dict[str, int]: ...
+
 # multiprocessing's reducer (hurray/_mp.py): descriptor, fds (the caller
 # closes them), legacy_unsaid; and back (the fds are consumed in every case).
 def _ipc_export(buf: Buffer, /) -> Tuple[bytes, Tuple[int, ...], bool]: ...

@@ -12,6 +12,7 @@ so a C or C++ extension built in the same environment (a PyTorch or TVM FFI
 extension, a CMake project) compiles and links against exactly the library
 the Python module uses, without a separate install.
 """
+
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

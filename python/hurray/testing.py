@@ -10,6 +10,7 @@
 
 A pytest fixture doing this for every test is in examples/pytest_leak_check/.
 """
+
 import contextlib
 from typing import Iterator, List
 
@@ -20,8 +21,10 @@ def format_leaks(leaks: List[LiveHandle]) -> str:
     """One paragraph per leaked handle: what made it and where."""
     lines = [f"{len(leaks)} hurray handle(s) leaked:"]
     for h in leaks:
-        lines.append(f"  handle #{h.id} made by {h.made_by} on device {h.device}, ndim {h.ndim}"
-                     + (f", at {h.site}" if h.site else ""))
+        lines.append(
+            f"  handle #{h.id} made by {h.made_by} on device {h.device}, ndim {h.ndim}"
+            + (f", at {h.site}" if h.site else "")
+        )
         lines.extend("      " + f for f in h.origin.splitlines())
     return "\n".join(lines)
 

@@ -5,23 +5,24 @@
 a DLPack producer whose deleter counts its calls, so that "released exactly
 once" is observed directly rather than inferred.
 """
-from typing import Any, Iterator, List, Optional, Tuple, Type
+
 import ctypes
 import gc
 import os
 import sys
 import threading
+from typing import Any, Iterator, List, Optional, Tuple, Type
 
 import pytest
 
 from dlpack_ctypes import (  # noqa: F401  (re-exported for the tests)
+    VERSIONED_DELETER,
     DLDataType,
     DLDevice,
     DLManagedTensor,
     DLManagedTensorVersioned,
     DLPackVersion,
     DLTensor,
-    VERSIONED_DELETER,
 )
 from native_build import build_test_aid
 
@@ -31,7 +32,8 @@ from native_build import build_test_aid
 _AID_DIR = build_test_aid()
 sys.path.insert(0, _AID_DIR)
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [_AID_DIR] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    [_AID_DIR] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+)
 
 _api = ctypes.pythonapi
 _api.PyCapsule_GetName.restype = ctypes.c_char_p
@@ -118,7 +120,9 @@ class CountingProducer:
 def pytest_report_header(config: pytest.Config) -> List[str]:
     import hurray
 
-    lines = [f"hurray {hurray.__version__} from {hurray.__file__} (libhurray {hurray.libhurray_version})"]
+    lines = [
+        f"hurray {hurray.__version__} from {hurray.__file__} (libhurray {hurray.libhurray_version})"
+    ]
     for mod in ("numpy", "tvm_ffi", "jax"):
         try:
             m = __import__(mod)

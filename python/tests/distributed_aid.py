@@ -2,6 +2,7 @@
 """What the Ray and Dask tests run in their workers (importable there: the
 tests put this folder on the workers' PYTHONPATH). Imports nothing of the
 test suite's conftest."""
+
 import gc
 import importlib
 import os
@@ -38,10 +39,15 @@ def inspect(buf: hurray.Buffer) -> Dict[str, Any]:
     a = np.from_dlpack(buf)
     t = torch.from_dlpack(buf)
     out: Dict[str, Any] = {
-        "type": type(buf).__name__, "readonly": buf.readonly, "writeable": a.flags.writeable,
-        "shape": buf.shape, "sum": float(a.sum()), "torch_sum": float(t.sum()),
+        "type": type(buf).__name__,
+        "readonly": buf.readonly,
+        "writeable": a.flags.writeable,
+        "shape": buf.shape,
+        "sum": float(a.sum()),
+        "torch_sum": float(t.sum()),
         "same": a.ctypes.data == buf.data_ptr == t.data_ptr(),
-        "mapping": mapping_of(buf.data_ptr), "pid": os.getpid(),
+        "mapping": mapping_of(buf.data_ptr),
+        "pid": os.getpid(),
     }
     del a, t
     buf.release()

@@ -2,6 +2,7 @@
 """The tests' one ctypes description of DLPack 1.3 (include/hurray/dlpack.h):
 the tensor structs, the flag bits and the C exchange API table, with their
 sizes checked against the C header's."""
+
 import ctypes
 
 READ_ONLY = 1 << 0
@@ -61,30 +62,42 @@ DLManagedTensorVersioned._fields_ = [
 # The C exchange API: function pointer types (called with the GIL held, hence
 # PYFUNCTYPE for the ones that may raise) and the table.
 SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
-ALLOCATOR = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor),
-                              ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)),
-                              ctypes.c_void_p, SET_ERROR)
-FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                            ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)))
-TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned),
-                          ctypes.POINTER(ctypes.c_void_p))
+ALLOCATOR = ctypes.PYFUNCTYPE(
+    ctypes.c_int,
+    ctypes.POINTER(DLTensor),
+    ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)),
+    ctypes.c_void_p,
+    SET_ERROR,
+)
+FROM_PY = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned))
+)
+TO_PY = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(DLManagedTensorVersioned), ctypes.POINTER(ctypes.c_void_p)
+)
 DLTENSOR_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(DLTensor))
-WORK_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
-                                ctypes.POINTER(ctypes.c_void_p))
+WORK_STREAM = ctypes.PYFUNCTYPE(
+    ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)
+)
 
 
 class ExchangeAPIHeader(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("prev_api", ctypes.c_void_p)]
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("prev_api", ctypes.c_void_p),
+    ]
 
 
 class ExchangeAPI(ctypes.Structure):
-    _fields_ = [("header", ExchangeAPIHeader),
-                ("managed_tensor_allocator", ctypes.c_void_p),
-                ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
-                ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
-                ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
-                ("current_work_stream", ctypes.c_void_p)]
+    _fields_ = [
+        ("header", ExchangeAPIHeader),
+        ("managed_tensor_allocator", ctypes.c_void_p),
+        ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
+        ("dltensor_from_py_object_no_sync", ctypes.c_void_p),
+        ("current_work_stream", ctypes.c_void_p),
+    ]
 
 
 assert ctypes.sizeof(DLTensor) == 48

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Worker functions of test_multiprocessing.py (importable by spawned
 processes: spawn passes the parent's sys.path)."""
+
 import os
 from typing import Any, Dict, Tuple
 
@@ -36,8 +37,14 @@ def write(buf: hurray.Buffer, value: float) -> Dict[str, Any]:
     """Fills buf with value through NumPy, says what it saw, releases it."""
     a = np.from_dlpack(buf)
     a[...] = value
-    out = {"pid": os.getpid(), "readonly": buf.readonly, "shape": buf.shape, "dtype": buf.dtype,
-           "mapping": mapping_of(buf.data_ptr), "first": float(a.flat[0])}
+    out = {
+        "pid": os.getpid(),
+        "readonly": buf.readonly,
+        "shape": buf.shape,
+        "dtype": buf.dtype,
+        "mapping": mapping_of(buf.data_ptr),
+        "first": float(a.flat[0]),
+    }
     del a
     buf.release()
     return out

@@ -2,13 +2,14 @@
 """Builds the tests' native helpers with the C compiler, against the
 installed hurray package's headers and library (hurray.get_include(),
 hurray.get_lib_dir()): the way a C extension in a user's venv would."""
-from typing import Dict, Sequence, Tuple
+
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+from typing import Dict, Sequence, Tuple
 
 import hurray
 
@@ -21,8 +22,14 @@ def compiler() -> str:
     return cc if shutil.which(cc) else "cc"
 
 
-def build(name: str, source: str, *, python: bool = True, link_hurray: bool = True,
-          extra: Sequence[str] = ()) -> str:
+def build(
+    name: str,
+    source: str,
+    *,
+    python: bool = True,
+    link_hurray: bool = True,
+    extra: Sequence[str] = (),
+) -> str:
     """Compiles tests/aid/<source> into a shared object `name` in a fresh
     temporary folder; returns the path of the shared object. Raises with the
     compiler's output on failure."""

@@ -2,24 +2,35 @@
 """The Python buffer protocol of CPU Buffers: memoryview,
 np.asarray, bytes, array, struct; zero-copy, readonly honoured, the Buffer
 kept alive by the view; clean refusals."""
-from typing import List
-from typing import Any, Callable, Type
-from conftest import CountingProducer
+
 import array
 import gc
 import struct
 import weakref
+from typing import Any, Callable, List, Type
 
 import numpy as np
 import pytest
 
 import hurray
 
+from conftest import CountingProducer
+
 FORMATS = [
-    (np.bool_, "?"), (np.int8, "b"), (np.int16, "h"), (np.int32, "i"), (np.int64, "q"),
-    (np.uint8, "B"), (np.uint16, "H"), (np.uint32, "I"), (np.uint64, "Q"),
-    (np.float16, "e"), (np.float32, "f"), (np.float64, "d"),
-    (np.complex64, "Zf"), (np.complex128, "Zd"),
+    (np.bool_, "?"),
+    (np.int8, "b"),
+    (np.int16, "h"),
+    (np.int32, "i"),
+    (np.int64, "q"),
+    (np.uint8, "B"),
+    (np.uint16, "H"),
+    (np.uint32, "I"),
+    (np.uint64, "Q"),
+    (np.float16, "e"),
+    (np.float32, "f"),
+    (np.float64, "d"),
+    (np.complex64, "Zf"),
+    (np.complex128, "Zd"),
 ]
 
 
@@ -39,13 +50,17 @@ def test_memoryview_describes_every_dtype(dtype: Any, fmt: str) -> None:
     assert bytes(buf) == a.tobytes()
 
 
-@pytest.mark.parametrize("make", [
-    lambda: np.arange(12.0).reshape(3, 4).T,
-    lambda: np.arange(10, dtype=np.int32)[::-3],
-    lambda: np.array(2.5),
-    lambda: np.zeros((0, 3), dtype=np.float32),
-    lambda: np.lib.stride_tricks.as_strided(np.arange(3.0), shape=(4, 3), strides=(0, 8)),
-], ids=["transposed", "negative", "0-d", "empty", "stride-0"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(12.0).reshape(3, 4).T,
+        lambda: np.arange(10, dtype=np.int32)[::-3],
+        lambda: np.array(2.5),
+        lambda: np.zeros((0, 3), dtype=np.float32),
+        lambda: np.lib.stride_tricks.as_strided(np.arange(3.0), shape=(4, 3), strides=(0, 8)),
+    ],
+    ids=["transposed", "negative", "0-d", "empty", "stride-0"],
+)
 def test_strided_layouts(make: Callable[[], Any]) -> None:
     a = make()
     buf = hurray.from_dlpack(a)
@@ -121,7 +136,9 @@ def test_view_keeps_buffer_and_memory_alive() -> None:
     assert fired == [1]
 
 
-def test_each_view_is_one_reference_released_once(counting_producer: Type[CountingProducer]) -> None:
+def test_each_view_is_one_reference_released_once(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer(n=4)
     buf = hurray.from_dlpack(p.capsule())
     views = [memoryview(buf) for _ in range(3)]
@@ -137,8 +154,9 @@ def test_each_view_is_one_reference_released_once(counting_producer: Type[Counti
     assert p.deleted == 1
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float32x4", "float4_e2m1fn",
-                                   "int4"])
+@pytest.mark.parametrize(
+    "dtype", ["bfloat16", "float8_e4m3fn", "float32x4", "float4_e2m1fn", "int4"]
+)
 def test_undescribable_dtypes_refused(dtype: Any) -> None:
     buf = hurray.empty(4, dtype)
     with pytest.raises(BufferError, match="struct format") as info:

@@ -5,6 +5,7 @@ Turning the mode on is process-wide, so the tests that need it from the
 environment run in a subprocess; the in-process ones turn it off again
 (handles tracked meanwhile stay checked, which is harmless).
 """
+
 import gc
 import os
 import pathlib
@@ -34,8 +35,13 @@ def checking() -> Iterator[None]:
 
 
 def run_python(code: str, **env: str) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
 
 
 def test_environment_turns_it_on_at_import() -> None:
@@ -48,12 +54,15 @@ def test_environment_turns_it_on_at_import() -> None:
 
 def test_a_live_buffer_is_listed_with_its_python_line(checking: None) -> None:
     mark = hurray.check_mark()
-    buf = hurray.empty((2, 3)); line = sys._getframe().f_lineno  # noqa: E702
+    buf = hurray.empty((2, 3))
+    line = sys._getframe().f_lineno  # noqa: E702
     leaks = hurray.check_leaks(mark)
     assert [h.made_by for h in leaks] == ["hurray_alloc"]
     assert leaks[0].id == mark
     assert leaks[0].device == (1, 0) and leaks[0].ndim == 2
-    assert leaks[0].site == f"{__file__}:{line} in test_a_live_buffer_is_listed_with_its_python_line"
+    assert (
+        leaks[0].site == f"{__file__}:{line} in test_a_live_buffer_is_listed_with_its_python_line"
+    )
     del buf
     assert hurray.check_leaks(mark) == []
 
@@ -61,7 +70,8 @@ def test_a_live_buffer_is_listed_with_its_python_line(checking: None) -> None:
 def test_imported_and_shared_buffers_are_tracked_until_released(checking: None) -> None:
     mark = hurray.check_mark()
     a = np.arange(6, dtype=np.float32)
-    src = hurray.from_dlpack(a); src_line = sys._getframe().f_lineno  # noqa: E702
+    src = hurray.from_dlpack(a)
+    src_line = sys._getframe().f_lineno  # noqa: E702
     b1, b2 = src.share(2)
     live = hurray.check_leaks(mark)
     # The share consumed the import; src keeps one of three shares (with the
@@ -69,7 +79,8 @@ def test_imported_and_shared_buffers_are_tracked_until_released(checking: None) 
     assert sorted(h.made_by for h in live) == ["hurray_share"] * 3
     name = "test_imported_and_shared_buffers_are_tracked_until_released"
     assert sorted(h.site for h in live) == sorted(
-        f"{__file__}:{n} in {name}" for n in (src_line, src_line + 1, src_line + 1)), live
+        f"{__file__}:{n} in {name}" for n in (src_line, src_line + 1, src_line + 1)
+    ), live
     del src, b1
     assert [h.made_by for h in hurray.check_leaks(mark)] == ["hurray_share"]
     del b2
@@ -78,7 +89,8 @@ def test_imported_and_shared_buffers_are_tracked_until_released(checking: None) 
 
 def test_a_buffer_keeps_its_python_line_after_an_export(checking: None) -> None:
     mark = hurray.check_mark()
-    b = hurray.empty(5); line = sys._getframe().f_lineno  # noqa: E702
+    b = hurray.empty(5)
+    line = sys._getframe().f_lineno  # noqa: E702
     view = np.from_dlpack(b)
     leaks = hurray.check_leaks(mark)
     assert len(leaks) == 1 and leaks[0].made_by == "hurray_share"  # b's kept share
@@ -90,10 +102,13 @@ def test_a_buffer_keeps_its_python_line_after_an_export(checking: None) -> None:
 def test_an_imported_buffer_alive_at_exit_is_no_leak_report() -> None:
     # The producer's deleter is skipped at shutdown (python.md §3), but the
     # handle itself was released: the checker has nothing live.
-    r = run_python("""
+    r = run_python(
+        """
         import numpy as np, hurray
         b = hurray.from_dlpack(np.arange(3.0))
-        """, HURRAY_CHECK="stderr")
+        """,
+        HURRAY_CHECK="stderr",
+    )
     assert r.returncode == 0, r.stderr
     assert "leak:" not in r.stderr, r.stderr
     assert "hurray check: 0 handle(s) still live at exit" in r.stderr, r.stderr
@@ -117,7 +132,9 @@ def test_swapping_between_frameworks_releases_everything_once(checking: None) ->
 
 def test_no_leaks_fails_a_block_that_leaks(checking: None) -> None:
     kept = []
-    with pytest.raises(AssertionError, match=r"1 hurray handle\(s\) leaked:\n  handle #\d+ made by hurray_alloc"):
+    with pytest.raises(
+        AssertionError, match=r"1 hurray handle\(s\) leaked:\n  handle #\d+ made by hurray_alloc"
+    ):
         with hurray.testing.no_leaks():
             kept.append(hurray.empty(4))
     kept.clear()
@@ -138,12 +155,15 @@ def test_check_leaks_refuses_when_the_mode_is_off() -> None:
 
 
 def test_stderr_mode_prints_the_summary_at_exit() -> None:
-    r = run_python("""
+    r = run_python(
+        """
         import hurray
         b = hurray.empty(2)
         del b
         print("ok")
-        """, HURRAY_CHECK="stderr")
+        """,
+        HURRAY_CHECK="stderr",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
     assert "hurray check: 0 handle(s) still live at exit, 0 double release(s) caught" in r.stderr
@@ -151,9 +171,23 @@ def test_stderr_mode_prints_the_summary_at_exit() -> None:
 
 def test_the_pytest_fixture_example_fails_only_the_leaking_test(tmp_path: pathlib.Path) -> None:
     example = REPO / "examples" / "pytest_leak_check"
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                        "--rootdir", str(tmp_path), str(example)],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--rootdir",
+            str(tmp_path),
+            str(example),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     # A fixture failing after the test reports as an error at teardown.
@@ -167,7 +201,7 @@ def test_a_label_cut_inside_a_character_is_listed(checking: None) -> None:
     # Labels keep 511 bytes: a long non-ASCII site is cut mid-character.
     mark = hurray.check_mark()
     name = "\u00e9" * 400  # 800 bytes of UTF-8
-    ns: "dict[str, object]" = {}
+    ns: dict[str, object] = {}
     exec(compile("import hurray\nb = hurray.empty(2)\n", name + ".py", "exec"), ns)
     leaks = hurray.check_leaks(mark)
     assert len(leaks) == 1 and leaks[0].site.startswith("\u00e9" * 200), leaks

@@ -7,6 +7,7 @@ worker converts with np.from_dlpack and torch.from_dlpack, keeps the
 content and the read-only flag, and releases the received frame once.
 
 Heavy: marked `distributed`, run by tests/run_all.sh's `distributed` stage."""
+
 import gc
 import os
 from typing import Any, Iterator, Type
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CountingProducer
 from distributed_aid import fill_and_return, inspect, make_buffer
 
@@ -29,8 +31,13 @@ N = 1 << 17  # float64 elements: 1 MiB
 def client() -> Iterator[Any]:
     here = os.path.dirname(os.path.abspath(__file__))
     os.environ["PYTHONPATH"] = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, worker_dashboard_address=None)
+    cluster = distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        worker_dashboard_address=None,
+    )
     c = distributed.Client(cluster, timeout=120)
     try:
         yield c

@@ -3,17 +3,17 @@
 ValueError, MemoryError, OverflowError) carrying a useful message: never a
 SystemError (an error returned without an exception set, or an exception
 set on success), never a crash."""
-from typing import Any, Tuple
-from typing import Callable, Optional, Type
-from conftest import CountingProducer
+
 import ctypes
 import gc
+from typing import Any, Callable, Optional, Tuple, Type
 
 import numpy as np
 import pytest
 
 import hurray
-from conftest import _api, capsule_name
+
+from conftest import CountingProducer, _api, capsule_name
 
 
 class Producer:
@@ -55,23 +55,47 @@ CASES = [
     ("from_dlpack(a, b)", lambda: hurray.from_dlpack(1, 2), TypeError, None),  # type: ignore[call-arg]
     ("from_dlpack(foo=)", lambda: hurray.from_dlpack(np.arange(3.0), foo=1), TypeError, "foo"),  # type: ignore[call-arg]
     ("producer returns int", lambda: hurray.from_dlpack(Producer(result=3)), TypeError, "capsule"),
-    ("producer raises RuntimeError", lambda: hurray.from_dlpack(Producer(exc=RuntimeError("boom"))),
-     RuntimeError, "boom"),
-    ("producer raises AttributeError", lambda: hurray.from_dlpack(Producer(exc=AttributeError("inner"))),
-     AttributeError, "inner"),
-    ("producer raises TypeError twice", lambda: hurray.from_dlpack(Producer(exc=TypeError("nope"))),
-     TypeError, "nope"),
-    ("producer raises BufferError", lambda: hurray.from_dlpack(Producer(exc=BufferError("no"))),
-     BufferError, "no"),
+    (
+        "producer raises RuntimeError",
+        lambda: hurray.from_dlpack(Producer(exc=RuntimeError("boom"))),
+        RuntimeError,
+        "boom",
+    ),
+    (
+        "producer raises AttributeError",
+        lambda: hurray.from_dlpack(Producer(exc=AttributeError("inner"))),
+        AttributeError,
+        "inner",
+    ),
+    (
+        "producer raises TypeError twice",
+        lambda: hurray.from_dlpack(Producer(exc=TypeError("nope"))),
+        TypeError,
+        "nope",
+    ),
+    (
+        "producer raises BufferError",
+        lambda: hurray.from_dlpack(Producer(exc=BufferError("no"))),
+        BufferError,
+        "no",
+    ),
     ("used capsule", lambda: hurray.from_dlpack(used_capsule()), ValueError, "already consumed"),
-    ("foreign capsule", lambda: hurray.from_dlpack(_api.PyCapsule_New(1, b"other", None)), TypeError,
-     "other"),
+    (
+        "foreign capsule",
+        lambda: hurray.from_dlpack(_api.PyCapsule_New(1, b"other", None)),
+        TypeError,
+        "other",
+    ),
     ("nameless capsule", lambda: hurray.from_dlpack(nameless_capsule()), TypeError, "NULL"),
     ("device=5", lambda: hurray.from_dlpack(np.arange(3.0), device=5), TypeError, "device"),  # type: ignore[arg-type]
     ("device='gpu'", lambda: hurray.from_dlpack(np.arange(3.0), device="gpu"), ValueError, "gpu"),
     ("device=(1,)", lambda: hurray.from_dlpack(np.arange(3.0), device=(1,)), ValueError, "2 items"),  # type: ignore[arg-type]
-    ("device=(2**40,0)", lambda: hurray.from_dlpack(np.arange(3.0), device=(2**40, 0)), ValueError,
-     "range"),
+    (
+        "device=(2**40,0)",
+        lambda: hurray.from_dlpack(np.arange(3.0), device=(2**40, 0)),
+        ValueError,
+        "range",
+    ),
     ("released shape", lambda: released().shape, ValueError, "released"),
     ("released __dlpack__", lambda: released().__dlpack__(), ValueError, "released"),
     ("released share", lambda: released().share(2), ValueError, "released"),
@@ -79,7 +103,7 @@ CASES = [
     ("share(2**70)", lambda: live().share(2**70), ValueError, str(2**70)),
     ("share(2**33)", lambda: live().share(2**33), ValueError, str(2**33)),
     ("share(2**32)", lambda: live().share(2**32), ValueError, "HURRAY_ERR_INVALID_ARGUMENT"),
-    ("share(-2**70)", lambda: live().share(-2**70), ValueError, "n >= 1"),
+    ("share(-2**70)", lambda: live().share(-(2**70)), ValueError, "n >= 1"),
     ("stream=2**100", lambda: live().__dlpack__(stream=2**100), ValueError, "stream"),
     ("stream=1.5", lambda: live().__dlpack__(stream=1.5), TypeError, "stream"),  # type: ignore[arg-type]
     ("dl_device=(2**40,0)", lambda: live().__dlpack__(dl_device=(2**40, 0)), ValueError, "range"),
@@ -96,7 +120,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("what,call,exc,match", CASES, ids=[c[0] for c in CASES])
-def test_errors_are_ordinary_exceptions(what: str, call: Callable[[], object], exc: Type[BaseException], match: Optional[str]) -> None:
+def test_errors_are_ordinary_exceptions(
+    what: str, call: Callable[[], object], exc: Type[BaseException], match: Optional[str]
+) -> None:
     with pytest.raises(Exception) as info:
         call()
     assert not isinstance(info.value, SystemError), f"{what}: {info.value!r}"
@@ -142,7 +168,9 @@ def test_share_too_many_names_n_and_keeps_the_buffer(n: int) -> None:
     assert only.data_ptr == b.data_ptr
 
 
-def test_major_version_2_message_speaks_of_the_capsule(counting_producer: Type[CountingProducer]) -> None:
+def test_major_version_2_message_speaks_of_the_capsule(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer(version=(2, 0))
     cap = p.capsule()
     with pytest.raises(BufferError) as info:
@@ -180,12 +208,13 @@ class Releasing:
         return False
 
 
-@pytest.mark.parametrize("where", ["max_version[0]", "max_version[1]", "dl_device[0]",
-                                   "dl_device[1]", "copy", "stream"])
+@pytest.mark.parametrize(
+    "where", ["max_version[0]", "max_version[1]", "dl_device[0]", "dl_device[1]", "copy", "stream"]
+)
 def test_dlpack_argument_that_releases_the_buffer_gets_the_released_error(where: str) -> None:
-    # The liveness check must come after the arguments are read: it came before the arguments' __index__
-    # ran, and the export then reached hurray_share with an empty handle
-    # ("src is empty (release_fn is NULL)").
+    # The liveness check must come after the arguments are read: it came before
+    # the arguments' __index__ ran, and the export then reached hurray_share
+    # with an empty handle ("src is empty (release_fn is NULL)").
     src = np.arange(4.0)
     b = hurray.from_dlpack(src)
     kw: dict[str, Any]

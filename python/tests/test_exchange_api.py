@@ -9,22 +9,30 @@ DLTensorTestWrapper (has one) and tvm_ffi.Tensor (has none). The private
 hurray._native._exchange_api_stats() counts calls into the Buffer's table
 and which path from_dlpack took, so each test shows the path it means.
 """
-from typing import Any, Dict
-from typing import Tuple, Type
-from conftest import CountingProducer
+
 import ctypes
 import pathlib
 import re
+from typing import Any, Dict, Tuple, Type
 
 import pytest
 
 import hurray
 from hurray import _native
 
-from conftest import _api, versioned_tensor_of
-from dlpack_ctypes import (ALLOCATOR, DLTENSOR_FROM_PY, FROM_PY, READ_ONLY, SET_ERROR, TO_PY,
-                           WORK_STREAM,
-                           DLManagedTensorVersioned, DLTensor, ExchangeAPI)
+from conftest import CountingProducer, _api, versioned_tensor_of
+from dlpack_ctypes import (
+    ALLOCATOR,
+    DLTENSOR_FROM_PY,
+    FROM_PY,
+    READ_ONLY,
+    SET_ERROR,
+    TO_PY,
+    WORK_STREAM,
+    DLManagedTensorVersioned,
+    DLTensor,
+    ExchangeAPI,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -44,9 +52,13 @@ needs_tvm = pytest.mark.skipif(tvm_ffi is None, reason=globals().get("_tvm_reaso
 
 # --- the table, seen from C ------------------------------------------------
 
+
 def table_of(cls: type) -> ExchangeAPI:
-    cap = cls.__dict__["__dlpack_c_exchange_api__"] if "__dlpack_c_exchange_api__" in cls.__dict__ \
-        else getattr(cls, "__dlpack_c_exchange_api__")
+    cap = (
+        cls.__dict__["__dlpack_c_exchange_api__"]
+        if "__dlpack_c_exchange_api__" in cls.__dict__
+        else getattr(cls, "__dlpack_c_exchange_api__")  # noqa: B009 (mypy does not know it)
+    )
     ptr = _api.PyCapsule_GetPointer(cap, b"dlpack_exchange_api")
     return ExchangeAPI.from_address(ptr)
 
@@ -140,7 +152,9 @@ def test_from_py_object_errors_set_an_exception() -> None:
         export(b)
 
 
-def test_to_py_object_takes_ownership_on_success_only(counting_producer: Type[CountingProducer]) -> None:
+def test_to_py_object_takes_ownership_on_success_only(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer()
     t = take_tensor(p.capsule())
     out = ctypes.c_void_p()
@@ -210,7 +224,9 @@ def test_allocator_allocates_and_reports_through_set_error() -> None:
 
 
 @needs_tvm
-def test_tvm_ffi_from_dlpack_goes_through_the_table(counting_producer: Type[CountingProducer]) -> None:
+def test_tvm_ffi_from_dlpack_goes_through_the_table(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer(flags=0)
     buf = hurray.from_dlpack(p.capsule())
     before = stats()
@@ -238,13 +254,17 @@ def test_tvm_ffi_function_round_trip_uses_both_directions() -> None:
     a = hurray.empty(3)
     before = stats()
     r = f(a)
-    assert delta(before) == {"managed_tensor_from_py_object_no_sync": 1,
-                             "managed_tensor_to_py_object_no_sync": 1}
+    assert delta(before) == {
+        "managed_tensor_from_py_object_no_sync": 1,
+        "managed_tensor_to_py_object_no_sync": 1,
+    }
     assert type(r) is hurray.Buffer and r.data_ptr == a.data_ptr and r.shape == (3,)
 
 
 @needs_torch
-def test_torch_from_dlpack_of_a_buffer_gives_the_same_results_either_way(counting_producer: Type[CountingProducer]) -> None:
+def test_torch_from_dlpack_of_a_buffer_gives_the_same_results_either_way(
+    counting_producer: Type[CountingProducer],
+) -> None:
     # torch.from_dlpack (torch 2.15) calls __dlpack__; it never reads a
     # producer's table. The Buffer's export is the same either way.
     p = counting_producer(flags=0)
@@ -294,11 +314,17 @@ def test_read_only_torch_tensor_is_read_only_on_both_paths() -> None:
     # The wrapper's __torch_function__ refuses the requires_grad read that
     # torch's table needs: the table call declines and __dlpack__ is asked.
     assert hurray.from_dlpack(ro).readonly
-    assert delta(before) == {"consumer_table": 1, "consumer_capsule": 1,
-                             "consumer_table_declined": 1}
+    assert delta(before) == {
+        "consumer_table": 1,
+        "consumer_capsule": 1,
+        "consumer_table_declined": 1,
+    }
     assert hurray.from_dlpack(CapsuleOnly(ro)).readonly
-    assert delta(before) == {"consumer_table": 1, "consumer_capsule": 2,
-                             "consumer_table_declined": 1}
+    assert delta(before) == {
+        "consumer_table": 1,
+        "consumer_capsule": 2,
+        "consumer_table_declined": 1,
+    }
 
 
 @needs_torch
@@ -323,8 +349,11 @@ def test_producer_errors_propagate() -> None:
     # (test_exchange_refusals.py has each case).
     with pytest.raises(BufferError, match="layout other than torch.strided"):
         hurray.from_dlpack(torch.zeros(2).to_sparse())
-    assert delta(before) == {"consumer_table": 1, "consumer_capsule": 1,
-                             "consumer_table_declined": 1}
+    assert delta(before) == {
+        "consumer_table": 1,
+        "consumer_capsule": 1,
+        "consumer_table_declined": 1,
+    }
 
     class Impostor:  # borrows the Buffer's table, which refuses anything else
         __dlpack_c_exchange_api__ = hurray.Buffer.__dlpack_c_exchange_api__
@@ -351,7 +380,9 @@ def _fake_table(major: int) -> Any:
     return t, _api.PyCapsule_New(ctypes.addressof(t), b"dlpack_exchange_api", None)
 
 
-def test_other_major_version_or_bad_attribute_falls_back(counting_producer: Type[CountingProducer]) -> None:
+def test_other_major_version_or_bad_attribute_falls_back(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer()
     keep, cap = _fake_table(2)
 
@@ -372,6 +403,7 @@ def test_other_major_version_or_bad_attribute_falls_back(counting_producer: Type
 
 def test_cache_follows_changes_and_dying_types(counting_producer: Type[CountingProducer]) -> None:
     p = counting_producer()
+
     # The type's table appears later: seen at once (tp_version_tag changes).
     class Late(CapsuleOnly):
         pass
@@ -379,13 +411,16 @@ def test_cache_follows_changes_and_dying_types(counting_producer: Type[CountingP
     src = hurray.from_dlpack(p.capsule())
     before = stats()
     hurray.from_dlpack(Late(src))
-    setattr(Late, "__dlpack_c_exchange_api__", hurray.Buffer.__dlpack_c_exchange_api__)
+    setattr(Late, "__dlpack_c_exchange_api__", hurray.Buffer.__dlpack_c_exchange_api__)  # noqa: B010 (as B009)
     with pytest.raises(TypeError, match="expected a hurray.Buffer"):
         hurray.from_dlpack(Late(src))  # now the (borrowed) table is used
     delattr(Late, "__dlpack_c_exchange_api__")
     hurray.from_dlpack(Late(src))
-    assert delta(before) == {"consumer_capsule": 2, "consumer_table": 1,
-                             "managed_tensor_from_py_object_no_sync": 1}
+    assert delta(before) == {
+        "consumer_capsule": 2,
+        "consumer_table": 1,
+        "managed_tensor_from_py_object_no_sync": 1,
+    }
     # Many short-lived types, alternating: each is judged by its own attribute
     # even when a new type reuses a dead one's address.
     before = stats()
@@ -398,8 +433,11 @@ def test_cache_follows_changes_and_dying_types(counting_producer: Type[CountingP
         else:
             hurray.from_dlpack(cls(src))
         del cls
-    assert delta(before) == {"consumer_capsule": 100, "consumer_table": 100,
-                             "managed_tensor_from_py_object_no_sync": 100}
+    assert delta(before) == {
+        "consumer_capsule": 100,
+        "consumer_table": 100,
+        "managed_tensor_from_py_object_no_sync": 100,
+    }
 
 
 # --- version ---------------------------------------------------------------
@@ -410,7 +448,9 @@ def test_version_is_the_cmake_project_version() -> None:
     m = re.search(r"project\(\s*hurray\s+VERSION\s+([0-9.]+)", text)
     assert m is not None
     assert hurray.__version__ == m.group(1) == _native.__version__
-    assert "version" not in re.findall(r'^(\w+)\s*=', (REPO / "python/pyproject.toml").read_text(), re.M)
+    assert "version" not in re.findall(
+        r"^(\w+)\s*=", (REPO / "python/pyproject.toml").read_text(), re.M
+    )
     from importlib import metadata
 
     try:
@@ -435,8 +475,8 @@ def test_gpu_tensor_from_a_table_orders_the_buffer_after_the_producers_stream() 
         api.PyCapsule_New.restype = ctypes.py_object
         api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
         OUT = ctypes.POINTER(ctypes.c_void_p)
-        buf_table = (ctypes.c_void_p * 7).from_address(
-            api.PyCapsule_GetPointer(hurray.Buffer.__dlpack_c_exchange_api__, b"dlpack_exchange_api"))
+        buf_table = (ctypes.c_void_p * 7).from_address(api.PyCapsule_GetPointer(
+            hurray.Buffer.__dlpack_c_exchange_api__, b"dlpack_exchange_api"))
         buffer_from_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, OUT)(buf_table[3])
         seen = []
 

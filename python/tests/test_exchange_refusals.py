@@ -10,9 +10,10 @@ from_dlpack call) and requires hurray.from_dlpack(t), which takes torch's
 C exchange table, to give the same error, or, where torch's own path gives
 wrong values (a negative view), an error rather than those values.
 """
-from typing import Any, Callable, Dict, List, Tuple
+
 import ctypes
 import warnings
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
@@ -103,8 +104,11 @@ def test_what_torchs_dlpack_refuses_is_refused_the_same(name: str, make: Callabl
     assert str(info.value) == str(expected)
     # The table was called, its tensor deleted (torch's storage holds no
     # more references than before), and __dlpack__ asked.
-    assert delta(before) == {"consumer_table": 1, "consumer_table_declined": 1,
-                             "consumer_capsule": 1}
+    assert delta(before) == {
+        "consumer_table": 1,
+        "consumer_table_declined": 1,
+        "consumer_capsule": 1,
+    }
     assert storage_uses(t) == uses
     with pytest.raises(BufferError, match=str(expected)[:20]):
         hurray.from_dlpack(t, copy=False)
@@ -129,14 +133,15 @@ def _imag_of_conj() -> Any:  # a public route to a negative view
     return torch.tensor([1 + 2j, 3 + 4j]).conj().imag
 
 
-NEG: List[Tuple[str, Callable[[], Any]]] = [("neg_view", _neg_view),
-                                           ("imag_of_conj", _imag_of_conj)]
+NEG: List[Tuple[str, Callable[[], Any]]] = [
+    ("neg_view", _neg_view),
+    ("imag_of_conj", _imag_of_conj),
+]
 
 
 @needs_torch
 @pytest.mark.parametrize("name,make", NEG, ids=[n for n, _ in NEG])
-def test_negative_views_are_refused_not_read_un_negated(name: str,
-                                                        make: Callable[[], Any]) -> None:
+def test_negative_views_are_refused_not_read_un_negated(name: str, make: Callable[[], Any]) -> None:
     t = make()
     assert t.is_neg()
     want = t.tolist()  # the values torch means: negated
@@ -182,8 +187,12 @@ def _meta() -> Any:
 
 
 UNEXPORTABLE: List[Tuple[str, Callable[[], Any]]] = [
-    ("qint8", _qint8), ("qint8_scalar", _qint8_scalar), ("bits8", _bits8),
-    ("sparse_coo", _sparse_coo), ("sparse_csr", _sparse_csr), ("meta", _meta),
+    ("qint8", _qint8),
+    ("qint8_scalar", _qint8_scalar),
+    ("bits8", _bits8),
+    ("sparse_coo", _sparse_coo),
+    ("sparse_csr", _sparse_csr),
+    ("meta", _meta),
 ]
 if torch is not None and torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
     UNEXPORTABLE.append(("mkldnn", lambda: torch.randn(2, 2).to_mkldnn()))
@@ -191,8 +200,9 @@ if torch is not None and torch.backends.mkldnn.is_available():  # type: ignore[n
 
 @needs_torch
 @pytest.mark.parametrize("name,make", UNEXPORTABLE, ids=[n for n, _ in UNEXPORTABLE])
-def test_tensors_torch_cannot_export_give_torchs_own_error(name: str,
-                                                           make: Callable[[], Any]) -> None:
+def test_tensors_torch_cannot_export_give_torchs_own_error(
+    name: str, make: Callable[[], Any]
+) -> None:
     t = make()
     expected = torch_error(t)
     before = stats()
@@ -203,8 +213,11 @@ def test_tensors_torch_cannot_export_give_torchs_own_error(name: str,
     assert type(info.value) is type(expected)
     assert str(info.value) == str(expected)
     assert "\n" not in str(info.value)
-    assert delta(before) == {"consumer_table": 1, "consumer_table_declined": 1,
-                             "consumer_capsule": 1}
+    assert delta(before) == {
+        "consumer_table": 1,
+        "consumer_table_declined": 1,
+        "consumer_capsule": 1,
+    }
 
 
 @needs_torch
@@ -236,8 +249,11 @@ def test_a_subclass_overriding_dlpack_is_asked_through_it() -> None:
     assert hurray.from_dlpack(p).data_ptr == p.data_ptr()
     with pytest.raises(BufferError, match="conjugate bit"):
         hurray.from_dlpack(_conj().as_subclass(Plain))
-    assert delta(before) == {"consumer_capsule": 2, "consumer_table": 2,
-                             "consumer_table_declined": 1}
+    assert delta(before) == {
+        "consumer_capsule": 2,
+        "consumer_table": 2,
+        "consumer_table_declined": 1,
+    }
 
 
 # --- read-only memory through hurray's own table --------------------------
@@ -289,8 +305,10 @@ def test_no_route_through_tvm_ffi_makes_a_read_only_array_writable() -> None:
     routes: List[Tuple[str, Callable[[], Any]]] = [
         ("tvm_ffi.from_dlpack(buf)", lambda: tvm_ffi.from_dlpack(buf)),
         ("tvm_ffi function argument", lambda: identity(buf)),
-        ("tvm_ffi.from_dlpack(hurray.from_dlpack(buf))",
-         lambda: tvm_ffi.from_dlpack(hurray.from_dlpack(buf))),
+        (
+            "tvm_ffi.from_dlpack(hurray.from_dlpack(buf))",
+            lambda: tvm_ffi.from_dlpack(hurray.from_dlpack(buf)),
+        ),
         ("np.from_dlpack(buf)", lambda: np.from_dlpack(buf)),
         ("hurray.from_dlpack(buf)", lambda: hurray.from_dlpack(buf)),
     ]

@@ -1,17 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
 """Never more writable than the source; __dlpack__ arguments as the DLPack
 Python specification and NumPy read them."""
-from typing import List
-from typing import Any, Callable, Tuple
+
 import ctypes
+from typing import Any, Callable, List, Tuple
 
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import _api, capsule_name, versioned_tensor_of
-from dlpack_ctypes import (DLTENSOR_FROM_PY, FROM_PY, READ_ONLY, DLManagedTensorVersioned,
-                           DLTensor, ExchangeAPI)
+from dlpack_ctypes import (
+    DLTENSOR_FROM_PY,
+    FROM_PY,
+    READ_ONLY,
+    DLManagedTensorVersioned,
+    DLTensor,
+    ExchangeAPI,
+)
 
 try:
     import torch
@@ -57,8 +64,10 @@ def producers() -> List[Tuple[str, Callable[[], Any]]]:
         ("numpy-legacy", lambda: LegacyOnly(np.arange(6.0))),
     ]
     if torch is not None:
-        out += [("torch", lambda: torch.arange(6.0, dtype=torch.float64)),
-                ("torch-legacy", lambda: LegacyOnly(torch.arange(6.0, dtype=torch.float64)))]
+        out += [
+            ("torch", lambda: torch.arange(6.0, dtype=torch.float64)),
+            ("torch-legacy", lambda: LegacyOnly(torch.arange(6.0, dtype=torch.float64))),
+        ]
     if tvm_ffi is not None:
         out += [("tvm_ffi", lambda: tvm_ffi.from_dlpack(np.arange(6.0)))]
     if jax is not None:
@@ -137,7 +146,8 @@ def test_borrowed_dltensor_view_of_read_only_is_refused() -> None:
     out = ctypes.POINTER(DLManagedTensorVersioned)()
     with pytest.raises(BufferError, match="read-only"):
         FROM_PY(api.managed_tensor_from_py_object_no_sync)(
-            hurray.from_dlpack(read_only_numpy()), ctypes.byref(out))
+            hurray.from_dlpack(read_only_numpy()), ctypes.byref(out)
+        )
     assert not out
 
 
@@ -149,11 +159,21 @@ def version_of(cap: object) -> Tuple[int, int]:
     return (t.version.major, t.version.minor)
 
 
-@pytest.mark.parametrize("asked,answer", [
-    ((1, 0), (1, 0)), ((1, 1), (1, 1)), ((1, 2), (1, 2)), ((1, 3), (1, 3)),
-    ((1, 7), (1, 3)), ((2, 0), (1, 3)), ((np.int64(1), np.int32(1)), (1, 1)),
-])
-def test_max_version_answers_the_highest_version_asked_for(asked: Tuple[Any, Any], answer: Tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    "asked,answer",
+    [
+        ((1, 0), (1, 0)),
+        ((1, 1), (1, 1)),
+        ((1, 2), (1, 2)),
+        ((1, 3), (1, 3)),
+        ((1, 7), (1, 3)),
+        ((2, 0), (1, 3)),
+        ((np.int64(1), np.int32(1)), (1, 1)),
+    ],
+)
+def test_max_version_answers_the_highest_version_asked_for(
+    asked: Tuple[Any, Any], answer: Tuple[int, int]
+) -> None:
     cap = hurray.from_dlpack(np.arange(3.0)).__dlpack__(max_version=asked)
     assert capsule_name(cap) == "dltensor_versioned"
     assert version_of(cap) == answer
@@ -212,10 +232,20 @@ def test_stream_on_cpu_only_none() -> None:
 def test_copy_values_as_numpy_reads_them() -> None:
     a = np.arange(3.0)
     buf = hurray.from_dlpack(a)
-    for value, copies in [(True, True), (False, False), (None, False), (1, True), (0, False),
-                          ([], False), ([1], True), (np.True_, True), (np.False_, False),
-                          (np._CopyMode.ALWAYS, True), (np._CopyMode.NEVER, False),
-                          (np._CopyMode.IF_NEEDED, False)]:
+    for value, copies in [
+        (True, True),
+        (False, False),
+        (None, False),
+        (1, True),
+        (0, False),
+        ([], False),
+        ([1], True),
+        (np.True_, True),
+        (np.False_, False),
+        (np._CopyMode.ALWAYS, True),
+        (np._CopyMode.NEVER, False),
+        (np._CopyMode.IF_NEEDED, False),
+    ]:
         # NumPy as the reference: does its own export copy?
         ref = np.from_dlpack(a, copy=value)  # type: ignore[arg-type]  # NumPy's stub: bool | None
         assert (not np.shares_memory(ref, a)) is copies, value
@@ -272,12 +302,25 @@ def test_index_integers_accepted() -> None:
         hurray.empty((2, 2.5))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("dtype,name", [
-    (np.float32, "float32"), (np.dtype(np.float32), "float32"), ("f4", "float32"),
-    ("<f8", "float64"), (np.int8, "int8"), (np.uint64, "uint64"), (np.bool_, "bool"),
-    (np.complex64, "complex64"), (np.dtype("complex128"), "complex128"), ("float16", "float16"),
-    ("bfloat16", "bfloat16"), ("float32x4", "float32x4"), (bool, "bool"), (float, "float64"),
-])
+@pytest.mark.parametrize(
+    "dtype,name",
+    [
+        (np.float32, "float32"),
+        (np.dtype(np.float32), "float32"),
+        ("f4", "float32"),
+        ("<f8", "float64"),
+        (np.int8, "int8"),
+        (np.uint64, "uint64"),
+        (np.bool_, "bool"),
+        (np.complex64, "complex64"),
+        (np.dtype("complex128"), "complex128"),
+        ("float16", "float16"),
+        ("bfloat16", "bfloat16"),
+        ("float32x4", "float32x4"),
+        (bool, "bool"),
+        (float, "float64"),
+    ],
+)
 def test_dtype_as_numpy_accepts(dtype: Any, name: str) -> None:
     b = hurray.empty((2,), dtype)
     assert b.dtype == name
@@ -285,8 +328,17 @@ def test_dtype_as_numpy_accepts(dtype: Any, name: str) -> None:
         assert np.from_dlpack(b).dtype == np.dtype(dtype if dtype is not bool else np.bool_)
 
 
-@pytest.mark.parametrize("dtype", [np.dtype(">f4"), np.dtype("U2"), np.dtype([("a", "f4")]),
-                                   np.dtype(object), np.dtype("datetime64[s]"), np.longdouble])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        np.dtype(">f4"),
+        np.dtype("U2"),
+        np.dtype([("a", "f4")]),
+        np.dtype(object),
+        np.dtype("datetime64[s]"),
+        np.longdouble,
+    ],
+)
 def test_dtype_without_dlpack_equivalent_is_value_error(dtype: Any) -> None:
     with pytest.raises(ValueError, match="NumPy dtype"):
         hurray.empty(2, dtype)

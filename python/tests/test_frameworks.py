@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Real peers from PyPI: apache-tvm-ffi's Tensor and JAX on CPU."""
-from typing import List
-from typing import Any, Tuple
-from types import ModuleType
+
 import weakref
+from types import ModuleType
+from typing import Any, List, Tuple
 
 import numpy as np
 import pytest
 
 import hurray
+
 
 def _import(name: str, reason: str) -> ModuleType:
     mod: ModuleType = pytest.importorskip(name, reason=reason)
@@ -26,10 +27,31 @@ def aligned(shape: Tuple[int, ...], dtype: Any = np.float32, alignment: int = 64
 
 
 SCALAR_NAMES = [
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "bfloat16", "complex64", "complex128",
-    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
-    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+    "complex64",
+    "complex128",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
     "float4_e2m1fn",
 ]
 
@@ -42,6 +64,7 @@ def test_dtype_names_round_trip(name: str) -> None:
 # --------------------------------------------------------------------------
 # apache-tvm-ffi
 # --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tvm() -> ModuleType:
@@ -76,7 +99,9 @@ def test_tvm_ffi_strided_views(tvm: ModuleType) -> None:
     assert t.data_ptr() == a.ctypes.data
 
 
-@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "bool"])
+@pytest.mark.parametrize(
+    "name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "bool"]
+)
 def test_tvm_ffi_exotic_dtypes_both_ways(tvm: ModuleType, name: str) -> None:
     buf = hurray.empty((2, 4), name)
     t = tvm.from_dlpack(buf)
@@ -104,6 +129,7 @@ def test_tvm_ffi_lifetime(tvm: ModuleType) -> None:
 # --------------------------------------------------------------------------
 # JAX (CPU)
 # --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def jax() -> ModuleType:

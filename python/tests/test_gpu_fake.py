@@ -8,12 +8,13 @@ read once per process, so each check runs in a subprocess. Found through
 $HURRAY_FAKE_CUDA_DRIVER, else $HURRAY_BUILD_DIR/tests/fake_drivers/cuda/libcuda.so.1,
 else build/dev/ in the repository; skipped (with the reason) when none exists.
 """
-from typing import Optional
+
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
+from typing import Optional
 
 import pytest
 
@@ -25,7 +26,9 @@ def find_fake_driver() -> Optional[str]:
     if os.environ.get("HURRAY_FAKE_CUDA_DRIVER"):
         candidates.append(pathlib.Path(os.environ["HURRAY_FAKE_CUDA_DRIVER"]))
     if os.environ.get("HURRAY_BUILD_DIR"):
-        candidates.append(pathlib.Path(os.environ["HURRAY_BUILD_DIR"]) / "tests/fake_drivers/cuda/libcuda.so.1")
+        candidates.append(
+            pathlib.Path(os.environ["HURRAY_BUILD_DIR"]) / "tests/fake_drivers/cuda/libcuda.so.1"
+        )
     candidates.append(REPO / "build/dev/tests/fake_drivers/cuda/libcuda.so.1")
     for c in candidates:
         if c.is_file():
@@ -74,7 +77,10 @@ def run(body: str) -> str:
     env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
     r = subprocess.run(
         [sys.executable, "-c", PRELUDE + textwrap.dedent(body) + "\nprint('DONE')\n"],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert r.returncode == 0 and "DONE" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     return r.stdout

@@ -3,11 +3,12 @@
 release an uninitialised handle when its first hurray_alloc failed. An
 LD_PRELOAD shim (aid/init_failure_shim.c) makes one libhurray call fail and
 counts hurray_buffer_release calls."""
-from typing import Tuple
+
 import os
 import re
 import subprocess
 import sys
+from typing import Tuple
 
 import pytest
 
@@ -15,17 +16,29 @@ import hurray
 
 from native_build import build
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="LD_PRELOAD interposition is tested on Linux")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="LD_PRELOAD interposition is tested on Linux"
+)
 
 
 def import_with_failure(spec: str) -> Tuple["subprocess.CompletedProcess[str]", int, int]:
-    shim = build("init_failure_shim.so", "init_failure_shim.c", python=False,
-                 link_hurray=False, extra=["-ldl"])
-    env = dict(os.environ, LD_PRELOAD=shim, HURRAY_SHIM_FAIL=spec,
-               HURRAY_SHIM_LIB=hurray.get_library(), PYTHONFAULTHANDLER="1")
-    r = subprocess.run([sys.executable, "-c", "import hurray"], capture_output=True, text=True,
-                       timeout=60, env=env)
+    shim = build(
+        "init_failure_shim.so",
+        "init_failure_shim.c",
+        python=False,
+        link_hurray=False,
+        extra=["-ldl"],
+    )
+    env = dict(
+        os.environ,
+        LD_PRELOAD=shim,
+        HURRAY_SHIM_FAIL=spec,
+        HURRAY_SHIM_LIB=hurray.get_library(),
+        PYTHONFAULTHANDLER="1",
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", "import hurray"], capture_output=True, text=True, timeout=60, env=env
+    )
     m = re.search(r"shim: releases=(\d+) live_releases=(\d+)", r.stderr)
     assert m, r
     return r, int(m.group(1)), int(m.group(2))
@@ -46,8 +59,9 @@ def test_failed_alloc_releases_nothing(spec: str) -> None:
     assert releases == 0, r.stderr
 
 
-@pytest.mark.parametrize("spec,what", [("versioned:1", "hurray_to_dlpack_versioned"),
-                                       ("legacy:1", "hurray_to_dlpack")])
+@pytest.mark.parametrize(
+    "spec,what", [("versioned:1", "hurray_to_dlpack_versioned"), ("legacy:1", "hurray_to_dlpack")]
+)
 def test_failed_export_releases_the_handle_once(spec: str, what: str) -> None:
     r, releases, live = import_with_failure(spec)
     assert r.returncode == 1

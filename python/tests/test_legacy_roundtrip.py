@@ -11,16 +11,18 @@ own legacy capsule made it; a versioned READ_ONLY flag or a read-only NumPy
 array is another matter, and is never handed to a consumer that cannot be
 told.
 """
-from typing import Any, Callable, List, Optional, Tuple
+
 import ctypes
 import gc
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CAPSULE_DESTRUCTOR, _api, capsule_name, versioned_tensor_of
-from dlpack_ctypes import (LEGACY_DELETER, READ_ONLY, DLDataType, DLDevice, DLManagedTensor)
+from dlpack_ctypes import LEGACY_DELETER, READ_ONLY, DLDataType, DLDevice, DLManagedTensor
 
 try:
     import jax
@@ -77,15 +79,18 @@ class LegacyProducer:
         t.dl_tensor.strides = self.strides
         t.dl_tensor.byte_offset = 0
         self._tensors.append(t)
-        cap: object = _api.PyCapsule_New(ctypes.addressof(t), _LEGACY_NAME,
-                                         ctypes.cast(self._destructor, ctypes.c_void_p))
+        cap: object = _api.PyCapsule_New(
+            ctypes.addressof(t), _LEGACY_NAME, ctypes.cast(self._destructor, ctypes.c_void_p)
+        )
         return cap
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         return (1, 0)
 
 
-def consume_legacy(cap: object) -> Tuple[int, Tuple[int, ...], Tuple[int, ...], Tuple[int, int, int]]:
+def consume_legacy(
+    cap: object,
+) -> Tuple[int, Tuple[int, ...], Tuple[int, ...], Tuple[int, int, int]]:
     """What a legacy-only consumer (JAX, TensorFlow) does with a capsule:
     takes the tensor, reads it, marks the capsule used and, done with the
     memory, calls the tensor's deleter. Returns (data, shape, strides, dtype)."""
@@ -93,9 +98,12 @@ def consume_legacy(cap: object) -> Tuple[int, Tuple[int, ...], Tuple[int, ...], 
     ptr = _api.PyCapsule_GetPointer(cap, b"dltensor")
     t = DLManagedTensor.from_address(ptr)
     d = t.dl_tensor
-    seen = (d.data + d.byte_offset, tuple(d.shape[i] for i in range(d.ndim)),
-            tuple(d.strides[i] for i in range(d.ndim)),
-            (d.dtype.code, d.dtype.bits, d.dtype.lanes))
+    seen = (
+        d.data + d.byte_offset,
+        tuple(d.shape[i] for i in range(d.ndim)),
+        tuple(d.strides[i] for i in range(d.ndim)),
+        (d.dtype.code, d.dtype.bits, d.dtype.lanes),
+    )
     assert _api.PyCapsule_SetName(cap, b"used_dltensor") == 0
     t.deleter(ctypes.pointer(t))
     return seen
@@ -117,9 +125,13 @@ def test_jax_to_hurray_to_jax_is_zero_copy(dtype: str) -> None:
     buf = hurray.from_dlpack(x)
     assert buf.readonly  # as NumPy takes a legacy capsule
     assert buf.data_ptr == x.unsafe_buffer_pointer()
-    routes = {"buf": buf, "share": buf.share(1)[0], "from_dlpack(buf)": hurray.from_dlpack(buf),
-              # one of hurray's own legacy capsules, imported again
-              "legacy capsule": hurray.from_dlpack(buf.__dlpack__())}
+    routes = {
+        "buf": buf,
+        "share": buf.share(1)[0],
+        "from_dlpack(buf)": hurray.from_dlpack(buf),
+        # one of hurray's own legacy capsules, imported again
+        "legacy capsule": hurray.from_dlpack(buf.__dlpack__()),
+    }
     for name, b in routes.items():
         y = jnp.from_dlpack(b)
         assert y.unsafe_buffer_pointer() == x.unsafe_buffer_pointer(), name
@@ -195,21 +207,29 @@ def test_legacy_import_copied_is_writable_and_known() -> None:
 
 def read_only_routes() -> List[Tuple[str, Callable[[], hurray.Buffer]]]:
     """Buffers of a read-only NumPy array by every route hurray offers."""
+
     def base() -> hurray.Buffer:
         return hurray.from_dlpack(read_only_numpy())
 
     return [
         ("from_dlpack", base),
-        ("versioned capsule", lambda: hurray.from_dlpack(read_only_numpy().__dlpack__(max_version=(1, 0)))),
+        (
+            "versioned capsule",
+            lambda: hurray.from_dlpack(read_only_numpy().__dlpack__(max_version=(1, 0))),
+        ),
         ("share", lambda: base().share(1)[0]),
         ("from_dlpack(buf)", lambda: hurray.from_dlpack(base())),
-        ("via own versioned capsule", lambda: hurray.from_dlpack(base().__dlpack__(max_version=(1, 3)))),
+        (
+            "via own versioned capsule",
+            lambda: hurray.from_dlpack(base().__dlpack__(max_version=(1, 3))),
+        ),
         ("from_dlpack(buf, copy=False)", lambda: hurray.from_dlpack(base(), copy=False)),
     ]
 
 
-@pytest.mark.parametrize("make", [m for _, m in read_only_routes()],
-                         ids=[n for n, _ in read_only_routes()])
+@pytest.mark.parametrize(
+    "make", [m for _, m in read_only_routes()], ids=[n for n, _ in read_only_routes()]
+)
 def test_read_only_numpy_stays_read_only_on_every_route(make: Callable[[], hurray.Buffer]) -> None:
     b = make()
     assert b.readonly

@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Exactly-once release: the source is freed once, after the last holder,
 whatever the order, whichever thread lets go last, and at shutdown."""
-from typing import List, Tuple
-from typing import Any, Type
-from conftest import CountingProducer
+
 import gc
 import os
 import subprocess
@@ -11,11 +9,14 @@ import sys
 import textwrap
 import threading
 import weakref
+from typing import Any, List, Tuple, Type
 
 import numpy as np
 import pytest
 
 import hurray
+
+from conftest import CountingProducer
 from hurray_test_aid import release_on_native_thread
 
 MAIN = threading.get_ident()
@@ -121,7 +122,7 @@ def test_many_threads_race_to_release() -> None:
         del a
         barrier = threading.Barrier(len(parts))
 
-        def drop(p: hurray.Buffer) -> None:
+        def drop(p: hurray.Buffer, barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             p.release()
 
@@ -177,7 +178,9 @@ def test_detached_native_release_while_python_keeps_running() -> None:
     assert watch.count == 1
 
 
-def test_counting_producer_deleter_runs_exactly_once(counting_producer: Type[CountingProducer]) -> None:
+def test_counting_producer_deleter_runs_exactly_once(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer(n=16)
     buf = hurray.from_dlpack(p.capsule())
     assert buf.data_ptr == p.address and buf.dtype == "float64"
@@ -200,7 +203,9 @@ def test_counting_producer_deleter_runs_exactly_once(counting_producer: Type[Cou
     assert p.deleted == 1
 
 
-def test_counting_producer_unconsumed_capsule_is_deleted_once(counting_producer: Type[CountingProducer]) -> None:
+def test_counting_producer_unconsumed_capsule_is_deleted_once(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer()
     cap = p.capsule()
     del cap
@@ -208,7 +213,9 @@ def test_counting_producer_unconsumed_capsule_is_deleted_once(counting_producer:
     assert p.deleted == 1
 
 
-def test_unsupported_version_leaves_the_capsule_owning_the_tensor(counting_producer: Type[CountingProducer]) -> None:
+def test_unsupported_version_leaves_the_capsule_owning_the_tensor(
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer(version=(2, 0))
     cap = p.capsule()
     with pytest.raises(BufferError, match="version"):

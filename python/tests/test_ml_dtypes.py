@@ -3,6 +3,7 @@
 them (float8_e5m2 says kind 'f' with itemsize 1, and
 `hurray.empty(n, ml_dtypes.float8_e5m2)` raised "has no DLPack equivalent"
 while the string worked), and back to NumPy with the dtype preserved."""
+
 from typing import Any, Dict, List
 
 import numpy as np
@@ -15,8 +16,8 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 # ml_dtypes type -> hurray's (DLPack's) dtype name. Sub-byte types keep one
 # element per byte in ml_dtypes: DLPack's SUBBYTE_PADDED layout.
 WITH_CODE: Dict[str, str] = {
-    "bfloat16": "bfloat16",          # kDLBfloat, 16
-    "float8_e3m4": "float8_e3m4",    # kDLFloat8_e3m4 ...
+    "bfloat16": "bfloat16",  # kDLBfloat, 16
+    "float8_e3m4": "float8_e3m4",  # kDLFloat8_e3m4 ...
     "float8_e4m3": "float8_e4m3",
     "float8_e4m3b11fnuz": "float8_e4m3b11fnuz",
     "float8_e4m3fn": "float8_e4m3fn",
@@ -27,14 +28,27 @@ WITH_CODE: Dict[str, str] = {
     "float6_e2m3fn": "float6_e2m3fn",
     "float6_e3m2fn": "float6_e3m2fn",
     "float4_e2m1fn": "float4_e2m1fn",
-    "int1": "int1", "int2": "int2", "int4": "int4",          # kDLInt, 1/2/4 bits
-    "uint1": "uint1", "uint2": "uint2", "uint4": "uint4",    # kDLUInt
-    "complex32": "complex32",        # kDLComplex, 32 bits: two float16s
+    "int1": "int1",
+    "int2": "int2",
+    "int4": "int4",  # kDLInt, 1/2/4 bits
+    "uint1": "uint1",
+    "uint2": "uint2",
+    "uint4": "uint4",  # kDLUInt
+    "complex32": "complex32",  # kDLComplex, 32 bits: two float16s
 }
 # ml_dtypes types DLPack 1.3 has no code for.
 WITHOUT_CODE = {"bcomplex32", "float8_e5m3fnu"}
-SUB_BYTE = {"float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "int1", "int2", "int4",
-            "uint1", "uint2", "uint4"}
+SUB_BYTE = {
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+    "int1",
+    "int2",
+    "int4",
+    "uint1",
+    "uint2",
+    "uint4",
+}
 
 
 def ml_types() -> List[str]:
@@ -62,8 +76,9 @@ def sample(t: Any) -> Any:
     """(2, 3) values the type can hold (0 is NaN in float8_e8m0fnu; int1
     holds -1 and 0 only); compared bit for bit below."""
     if "int" in np.dtype(t).name:
-        return np.array([[0, -1, 0], [-1, -1, 0]] if np.dtype(t).name == "int1"
-                        else [[0, 1, 0], [1, 1, 0]]).astype(t)
+        return np.array(
+            [[0, -1, 0], [-1, -1, 0]] if np.dtype(t).name == "int1" else [[0, 1, 0], [1, 1, 0]]
+        ).astype(t)
     return np.arange(1, 7, dtype=np.float32).reshape(2, 3).astype(t)
 
 

@@ -5,6 +5,7 @@ in both processes (a write in the worker is read in the parent, and the
 worker's mapping has the parent's memfd inode); other memory arrives as a
 copy; the producer's release runs exactly once, after the last process let
 go. Every wait is bounded."""
+
 import concurrent.futures
 import gc
 import multiprocessing
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 import mp_aid
 from conftest import CountingProducer
 
@@ -296,8 +298,18 @@ def test_exit_drain_waits_for_a_reply_being_sent(monkeypatch: pytest.MonkeyPatch
             os.close(fd)
 
 
-@pytest.mark.parametrize("value, seconds", [("0.5", 0.5), ("0", 0.0), ("nan", 5.0), ("inf", 5.0),
-                                            ("1e400", 5.0), ("-1", 5.0), ("soon", 5.0)])
+@pytest.mark.parametrize(
+    "value, seconds",
+    [
+        ("0.5", 0.5),
+        ("0", 0.0),
+        ("nan", 5.0),
+        ("inf", 5.0),
+        ("1e400", 5.0),
+        ("-1", 5.0),
+        ("soon", 5.0),
+    ],
+)
 def test_exit_wait_limit(monkeypatch: pytest.MonkeyPatch, value: str, seconds: float) -> None:
     """HURRAY_MP_EXIT_WAIT: a finite number of seconds >= 0, else the default
     (nan made the exit wait spin without end, inf made Condition.wait raise)."""
@@ -375,8 +387,9 @@ def test_fd_server_survives_running_out_of_fds() -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _OUT_OF_FDS_SCRIPT], timeout=TIMEOUT,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_FDS_SCRIPT], timeout=TIMEOUT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """NumPy <-> hurray, both directions, versioned and legacy DLPack."""
-from typing import List
-from typing import Tuple
-from typing import Any, Callable, Type
+
+from typing import Any, Callable, List, Tuple, Type
+
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import capsule_name, versioned_tensor_of
 
 # Every dtype NumPy exports through DLPack, with hurray's name for it.
@@ -151,7 +152,9 @@ def test_every_dtype_round_trips_zero_copy(dtype: Any, name: str, protocol: str)
         pytest.param(
             lambda: np.arange(24, dtype=np.int64).reshape(4, 6)[1:, ::-2], id="offset-negative-step"
         ),
-        pytest.param(lambda: np.arange(24, dtype=np.uint8).reshape(2, 3, 4)[:, ::2, 1:3], id="sliced"),
+        pytest.param(
+            lambda: np.arange(24, dtype=np.uint8).reshape(2, 3, 4)[:, ::2, 1:3], id="sliced"
+        ),
         pytest.param(
             lambda: np.lib.stride_tricks.as_strided(
                 np.arange(3, dtype=np.float32), shape=(4, 3), strides=(0, 4)
@@ -323,8 +326,9 @@ class OwnDeviceOnly:
     any dl_device keyword is refused, as NumPy does for non-CPU devices.
     Records the keywords of every __dlpack__ call."""
 
-    def __init__(self, obj: Any, exc: Type[BaseException] = BufferError,
-                 has_device: bool = True) -> None:
+    def __init__(
+        self, obj: Any, exc: Type[BaseException] = BufferError, has_device: bool = True
+    ) -> None:
         self.obj, self.exc = obj, exc
         self.calls: List[Any] = []
         if has_device:
@@ -363,8 +367,10 @@ def test_from_dlpack_retries_without_dl_device_when_refused(exc: Type[BaseExcept
     assert c.is_copied and c.data_ptr != a.ctypes.data
     # The retry does not ask for copy=True: the producer's copy would be a
     # second one whenever hurray has to cross devices anyway.
-    assert p.calls == [dict(max_version=(1, 3), dl_device=(1, 0), copy=True),
-                       dict(max_version=(1, 3))]
+    assert p.calls == [
+        dict(max_version=(1, 3), dl_device=(1, 0), copy=True),
+        dict(max_version=(1, 3)),
+    ]
     p.calls.clear()
     assert hurray.from_dlpack(p, device="cpu", copy=False).data_ptr == a.ctypes.data
     assert p.calls[-1] == dict(max_version=(1, 3), copy=False)

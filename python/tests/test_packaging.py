@@ -2,19 +2,21 @@
 """The package as its peers ship: typed, with libhurray's headers,
 library, CMake package and pkg-config file inside, found through hurray's
 functions and `python -m hurray`; and a working sdist."""
-from typing import Any, Sequence
-import pathlib
+
 import os
+import pathlib
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import venv
+from typing import Any, Sequence
 
 import pytest
 
 import hurray
+
 from native_build import HERE, compiler
 
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -26,7 +28,8 @@ PKG = os.path.dirname(os.path.abspath(hurray.__file__))
 # come with an installed wheel.
 needs_wheel = pytest.mark.skipif(
     not os.path.isfile(os.path.join(hurray.get_cmake_dir(), "hurrayConfig.cmake")),
-    reason="not an installed wheel (no CMake package in the package folder)")
+    reason="not an installed wheel (no CMake package in the package folder)",
+)
 
 
 def run(cmd: Sequence[str], **kw: Any) -> str:
@@ -104,10 +107,27 @@ def test_the_module_loads_the_library_get_library_names() -> None:
 
 
 def test_python_m_hurray() -> None:
-    out = run([sys.executable, "-m", "hurray", "--includedir", "--libdir", "--cmakedir",
-               "--libfile", "--pkgconfigdir", "--version"]).splitlines()
-    assert out == [hurray.get_include(), hurray.get_lib_dir(), hurray.get_cmake_dir(),
-                   hurray.get_library(), hurray.get_pkgconfig_dir(), hurray.__version__]
+    out = run(
+        [
+            sys.executable,
+            "-m",
+            "hurray",
+            "--includedir",
+            "--libdir",
+            "--cmakedir",
+            "--libfile",
+            "--pkgconfigdir",
+            "--version",
+        ]
+    ).splitlines()
+    assert out == [
+        hurray.get_include(),
+        hurray.get_lib_dir(),
+        hurray.get_cmake_dir(),
+        hurray.get_library(),
+        hurray.get_pkgconfig_dir(),
+        hurray.__version__,
+    ]
     r = subprocess.run([sys.executable, "-m", "hurray"], capture_output=True, text=True)
     assert r.returncode == 2 and "--includedir" in r.stderr
 
@@ -122,8 +142,17 @@ def check_consumer_output(out: str) -> None:
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
 def test_cmake_consumer_finds_and_links_the_wheels_libhurray(tmp_path: pathlib.Path) -> None:
     build = tmp_path / "build"
-    run(["cmake", "-S", os.path.join(HERE, "aid", "cmake_consumer"), "-B", str(build),
-         f"-Dhurray_DIR={hurray.get_cmake_dir()}", "-DCMAKE_BUILD_TYPE=Release"])
+    run(
+        [
+            "cmake",
+            "-S",
+            os.path.join(HERE, "aid", "cmake_consumer"),
+            "-B",
+            str(build),
+            f"-Dhurray_DIR={hurray.get_cmake_dir()}",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ]
+    )
     run(["cmake", "--build", str(build)])
     exe = build / "consumer"
     check_consumer_output(run([str(exe)]))
@@ -139,8 +168,17 @@ def test_pkg_config_consumer(tmp_path: pathlib.Path) -> None:
     flags = run(["pkg-config", "--cflags", "--libs", "hurray"], env=env).split()
     assert run(["pkg-config", "--modversion", "hurray"], env=env).strip() == hurray.__version__
     exe = tmp_path / "consumer"
-    run([compiler(), os.path.join(HERE, "aid", "cmake_consumer", "consumer.c"), "-o", str(exe),
-         *flags, f"-Wl,-rpath,{hurray.get_lib_dir()}", "-ldl"])
+    run(
+        [
+            compiler(),
+            os.path.join(HERE, "aid", "cmake_consumer", "consumer.c"),
+            "-o",
+            str(exe),
+            *flags,
+            f"-Wl,-rpath,{hurray.get_lib_dir()}",
+            "-ldl",
+        ]
+    )
     check_consumer_output(run([str(exe)]))
 
 
@@ -158,18 +196,54 @@ def test_mypy_strict_on_the_examples_and_tests(tmp_path: pathlib.Path) -> None:
     these tests under mypy --strict; the deliberate misuses in the error
     tests carry `type: ignore[...]`, which --strict reports if the stubs
     stopped catching them."""
-    run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "mypy"),
-         os.path.join(REPO, "examples", "swap_tensors.py"), HERE], cwd=REPO, timeout=900)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "mypy"),
+            os.path.join(REPO, "examples", "swap_tensors.py"),
+            HERE,
+        ],
+        cwd=REPO,
+        timeout=900,
+    )
     # A run of its own: its conftest.py and the tests' would be one module name.
-    run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "mypy"),
-         os.path.join(REPO, "examples", "pytest_leak_check")], cwd=REPO, timeout=900)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "mypy"),
+            os.path.join(REPO, "examples", "pytest_leak_check"),
+        ],
+        cwd=REPO,
+        timeout=900,
+    )
 
 
 @pytest.mark.skipif(not _have("build"), reason="the `build` package is not installed")
 def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> None:
     dist = tmp_path / "dist"
-    r = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist),
-                        os.path.join(REPO, "python")], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--sdist",
+            "--no-isolation",
+            "-o",
+            str(dist),
+            os.path.join(REPO, "python"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     # No deprecated scikit-build-core setting (such as tool.scikit-build.metadata).
     assert "scikit-build-core" in r.stdout
@@ -178,16 +252,27 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(tmp_path: pathlib.Path) -> No
     with tarfile.open(sdist) as t:
         names = t.getnames()
     top = names[0].split("/")[0]
-    for need in ("hurray-src/CMakeLists.txt", "hurray-src/include/hurray/hurray.h",
-                 "hurray-src/src/api/share.cc", "hurray-src/cmake/hurray.pc.in", "src/buffer.cc",
-                 "hurray/_native.pyi", "hurray/py.typed", "pyproject.toml", "LICENSE"):
+    for need in (
+        "hurray-src/CMakeLists.txt",
+        "hurray-src/include/hurray/hurray.h",
+        "hurray-src/src/api/share.cc",
+        "hurray-src/cmake/hurray.pc.in",
+        "src/buffer.cc",
+        "hurray/_native.pyi",
+        "hurray/py.typed",
+        "pyproject.toml",
+        "LICENSE",
+    ):
         assert f"{top}/{need}" in names, need
     assert not os.path.exists(os.path.join(REPO, "python", "hurray-src"))  # the copy is gone
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
-    run([str(py), "-m", "pip", "install", "-q", str(sdist)], timeout=1200,
-        env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONPATH=""))
+    run(
+        [str(py), "-m", "pip", "install", "-q", str(sdist)],
+        timeout=1200,
+        env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONPATH=""),
+    )
     smoke = (
         "import array, os, hurray\n"
         "b = hurray.empty((2, 3), 'float64')\n"
@@ -212,6 +297,7 @@ def test_the_readmes_python_blocks_run() -> None:
     blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
     assert len(blocks) >= 2, "README.md's Python examples went missing"
     for code in blocks:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+        )
         assert r.returncode == 0, f"README block failed:\n{code}\n{r.stderr}"

@@ -2,6 +2,7 @@
 """Pickling of hurray.Buffer: protocol 5 out of band (zero-copy, what Ray
 and Dask use), in band for older protocols, read-only kept, the received
 memory released exactly once (docs/impl/python.md §10)."""
+
 import copy
 import gc
 import pickle
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CountingProducer
 
 
@@ -26,7 +28,8 @@ def _out_of_band(buf: hurray.Buffer) -> Tuple[bytes, List[pickle.PickleBuffer]]:
 
 
 def test_protocol5_out_of_band_is_zero_copy_and_released_once(
-        counting_producer: Type[CountingProducer]) -> None:
+    counting_producer: Type[CountingProducer],
+) -> None:
     p = counting_producer(8)
     b = hurray.from_dlpack(p.capsule())
     rebuilt0, released0 = _stats()
@@ -49,8 +52,9 @@ def test_protocol5_out_of_band_is_zero_copy_and_released_once(
 
 
 @pytest.mark.parametrize("protocol", [0, 2, 4, 5])
-def test_in_band_is_a_private_copy(protocol: int,
-                                   counting_producer: Type[CountingProducer]) -> None:
+def test_in_band_is_a_private_copy(
+    protocol: int, counting_producer: Type[CountingProducer]
+) -> None:
     p = counting_producer(6)
     b = hurray.from_dlpack(p.capsule())
     r = pickle.loads(pickle.dumps(b, protocol=protocol))

@@ -7,6 +7,7 @@ np.from_dlpack and torch.from_dlpack, and releases its view once.
 
 Heavy (a Ray cluster takes seconds to start): marked `distributed` and run by
 tests/run_all.sh's `distributed` stage, which installs ray when missing."""
+
 import gc
 import os
 from typing import Iterator, Tuple, Type
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import hurray
+
 from conftest import CountingProducer
 from distributed_aid import in_object_store, inspect, make_buffer, mapping_of
 
@@ -30,8 +32,12 @@ def ray_cluster() -> Iterator[None]:
     # The workers import distributed_aid from this folder.
     here = os.path.dirname(os.path.abspath(__file__))
     os.environ["PYTHONPATH"] = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=200 * 1024 * 1024)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=200 * 1024 * 1024,
+    )
     try:
         yield
     finally:
@@ -44,7 +50,8 @@ def _stats() -> Tuple[int, int]:
 
 
 def test_ray_put_get_is_a_read_only_view_of_the_object_store(
-        ray_cluster: None, counting_producer: Type[CountingProducer]) -> None:
+    ray_cluster: None, counting_producer: Type[CountingProducer]
+) -> None:
     p = counting_producer(N)
     b = hurray.from_dlpack(p.capsule())
     ref = ray.put(b)

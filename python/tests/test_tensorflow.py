@@ -11,15 +11,17 @@ TensorFlow is imported once, here (it takes seconds); the module is skipped
 when it cannot be imported (python/run_tests.sh installs tensorflow-cpu,
 tolerating a failure).
 """
-from typing import Any, Tuple
+
 import ctypes
 import gc
 import os
+from typing import Any, Tuple
 
 import numpy as np
 import pytest
 
 import hurray
+
 from conftest import _api, capsule_name
 from dlpack_ctypes import DLManagedTensor
 
@@ -77,7 +79,9 @@ def test_tf_memory_outlives_the_tf_tensor_through_hurray() -> None:
     del t, buf
     gc.collect()
     assert tf_address(back) == address
-    assert back.numpy().tolist() == [[float(i % 7) for i in range(r * 4, r * 4 + 4)] for r in range(3)]
+    assert back.numpy().tolist() == [
+        [float(i % 7) for i in range(r * 4, r * 4 + 4)] for r in range(3)
+    ]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int8", "bool", "bfloat16", "complex64"])

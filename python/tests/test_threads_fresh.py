@@ -10,11 +10,12 @@ crashed the interpreter. These tests make that first call on several fresh
 `threading.Thread`s and check every field of what comes out, in a child
 process, so that a crash is a failed test and not a dead test run.
 """
-from typing import Any, Dict, List
+
 import json
 import subprocess
 import sys
 import textwrap
+from typing import Any, Dict, List
 
 # Run in a fresh interpreter: the main thread imports the tensor, then each
 # worker thread's FIRST hurray call is buf.share(n) (attribute reads of the
@@ -68,11 +69,11 @@ _CHILD = textwrap.dedent(
 
 
 def _run_child() -> Dict[str, Any]:
-    r = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (
         f"the child died (rc {r.returncode}; -11 is SIGSEGV: the first hurray_share on a "
-        f"fresh thread)\nstdout: {r.stdout}\nstderr: {r.stderr}")
+        f"fresh thread)\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    )
     out: Dict[str, Any] = json.loads(r.stdout)
     return out
 

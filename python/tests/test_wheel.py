@@ -9,7 +9,7 @@ headers and library.
 python/run_tests.sh builds the wheel once, installs it in the test venv and
 names it in HURRAY_PY_WHEEL; without that variable these tests skip.
 """
-from typing import Any, Dict, Iterator, List, Sequence, Union
+
 import json
 import os
 import pathlib
@@ -21,24 +21,28 @@ import sys
 import sysconfig
 import venv
 import zipfile
+from typing import Any, Dict, Iterator, List, Sequence, Union
 
 import pytest
 
 import hurray
+
 from native_build import HERE, compiler
 
 WHEEL = os.environ.get("HURRAY_PY_WHEEL", "")
 pytestmark = pytest.mark.skipif(
     not os.path.isfile(WHEEL),
-    reason="HURRAY_PY_WHEEL names no wheel (python/run_tests.sh builds and names it)")
+    reason="HURRAY_PY_WHEEL names no wheel (python/run_tests.sh builds and names it)",
+)
 CONSUMER_C = os.path.join(HERE, "aid", "cmake_consumer", "consumer.c")
 # A platform tag auditwheel gives: manylinux_<glibc major>_<minor>_<arch>.
 MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_" + re.escape(platform.machine()))
 
 
 def run(cmd: Sequence[Union[str, "os.PathLike[str]"]], **kw: Any) -> str:
-    r = subprocess.run(list(map(str, cmd)), capture_output=True, text=True,
-                       timeout=kw.pop("timeout", 600), **kw)
+    r = subprocess.run(
+        list(map(str, cmd)), capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw
+    )
     assert r.returncode == 0, f"{' '.join(map(str, cmd))}\n{r.stdout}\n{r.stderr}"
     out: str = r.stdout
     return out
@@ -55,7 +59,9 @@ def wheel_tags() -> List[str]:
     each part possibly a '.'-joined set), as py-abi-plat triples."""
     stem = os.path.basename(WHEEL)[: -len(".whl")]
     py, abi, plats = stem.split("-")[-3:]
-    return [f"{p}-{a}-{pl}" for p in py.split(".") for a in abi.split(".") for pl in plats.split(".")]
+    return [
+        f"{p}-{a}-{pl}" for p in py.split(".") for a in abi.split(".") for pl in plats.split(".")
+    ]
 
 
 def test_wheel_tag_is_manylinux_in_name_and_wheel_file() -> None:
@@ -96,19 +102,29 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Pat
     """A venv that sees nothing of the test venv, with the wheel installed."""
     env_dir = tmp_path_factory.mktemp("wheel-venv") / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    run([env_dir / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", WHEEL],
-        env=clean_env(), timeout=600)
+    run(
+        [env_dir / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", WHEEL],
+        env=clean_env(),
+        timeout=600,
+    )
     yield env_dir
 
 
 def fresh_site_packages(env_dir: pathlib.Path) -> str:
-    out = run([env_dir / "bin" / "python", "-c",
-               "import sysconfig; print(sysconfig.get_paths()['platlib'])"], env=clean_env())
+    out = run(
+        [
+            env_dir / "bin" / "python",
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['platlib'])",
+        ],
+        env=clean_env(),
+    )
     return os.path.realpath(out.strip())
 
 
-def test_wheel_installs_and_imports_in_a_fresh_venv(fresh_venv: pathlib.Path,
-                                                    tmp_path: pathlib.Path) -> None:
+def test_wheel_installs_and_imports_in_a_fresh_venv(
+    fresh_venv: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     smoke = (
         "import array, json, os, hurray\n"
         "b = hurray.empty((2, 3), 'float64')\n"
@@ -118,8 +134,9 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(fresh_venv: pathlib.Path,
         "print(json.dumps({'file': hurray.__file__, 'version': hurray.__version__,\n"
         "                  'lib': hurray.get_library()}))\n"
     )
-    got = json.loads(run([fresh_venv / "bin" / "python", "-c", smoke], cwd=tmp_path,
-                         env=clean_env()))
+    got = json.loads(
+        run([fresh_venv / "bin" / "python", "-c", smoke], cwd=tmp_path, env=clean_env())
+    )
     site = fresh_site_packages(fresh_venv)
     assert os.path.realpath(got["file"]).startswith(site + os.sep), got
     assert got["version"] == hurray.__version__
@@ -127,8 +144,9 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(fresh_venv: pathlib.Path,
         assert os.path.realpath(got["lib"]) not in f.read()
 
 
-def test_hurray_config_flags_compile_and_run_a_c_program(fresh_venv: pathlib.Path,
-                                                         tmp_path: pathlib.Path) -> None:
+def test_hurray_config_flags_compile_and_run_a_c_program(
+    fresh_venv: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     config = fresh_venv / "bin" / "hurray-config"
     assert config.is_file(), "the console script was not installed"
     flags = run([config, "--cflags", "--libs"], env=clean_env()).split()
@@ -142,7 +160,8 @@ def test_hurray_config_flags_compile_and_run_a_c_program(fresh_venv: pathlib.Pat
 
 
 def test_pkg_config_entry_point_resolves_to_a_relocatable_hurray_pc(
-        fresh_venv: pathlib.Path) -> None:
+    fresh_venv: pathlib.Path,
+) -> None:
     probe = (
         "import importlib, importlib.metadata as m, json\n"
         "eps = [e for e in m.entry_points(group='pkg_config') if e.name == 'hurray']\n"
@@ -160,10 +179,15 @@ def test_pkg_config_entry_point_resolves_to_a_relocatable_hurray_pc(
     if shutil.which("pkg-config") is None:
         pytest.skip("pkg-config is not installed")
     env = dict(clean_env(), PKG_CONFIG_PATH=folder)
-    var = {v: os.path.realpath(run(["pkg-config", f"--variable={v}", "hurray"], env=env).strip())
-           for v in ("prefix", "includedir", "libdir")}
-    assert var == {"prefix": site, "includedir": os.path.join(site, "hurray", "include"),
-                   "libdir": os.path.join(site, "hurray", "lib")}, var
+    var = {
+        v: os.path.realpath(run(["pkg-config", f"--variable={v}", "hurray"], env=env).strip())
+        for v in ("prefix", "includedir", "libdir")
+    }
+    assert var == {
+        "prefix": site,
+        "includedir": os.path.join(site, "hurray", "include"),
+        "libdir": os.path.join(site, "hurray", "lib"),
+    }, var
 
 
 def test_pkgconf_from_pypi_finds_hurray_through_the_entry_point(tmp_path: pathlib.Path) -> None:
@@ -183,15 +207,30 @@ def test_pkgconf_from_pypi_finds_hurray_through_the_entry_point(tmp_path: pathli
 def test_hurray_config_in_this_venv_answers_as_python_m_hurray() -> None:
     script = os.path.join(sysconfig.get_path("scripts"), "hurray-config")
     assert os.path.isfile(script)
-    flags = ["--includedir", "--libdir", "--libfiles", "--libfile", "--cmakedir",
-             "--pkgconfigdir", "--cflags", "--libs", "--version"]
+    flags = [
+        "--includedir",
+        "--libdir",
+        "--libfiles",
+        "--libfile",
+        "--cmakedir",
+        "--pkgconfigdir",
+        "--cflags",
+        "--libs",
+        "--version",
+    ]
     out = run([script, *flags]).splitlines()
     assert out == run([sys.executable, "-m", "hurray", *flags]).splitlines()
-    assert out == [hurray.get_include(), hurray.get_lib_dir(), hurray.get_library(),
-                   hurray.get_library(), hurray.get_cmake_dir(), hurray.get_pkgconfig_dir(),
-                   f"-I{hurray.get_include()}",
-                   f"-L{hurray.get_lib_dir()} -lhurray -Wl,-rpath,{hurray.get_lib_dir()}",
-                   hurray.__version__]
+    assert out == [
+        hurray.get_include(),
+        hurray.get_lib_dir(),
+        hurray.get_library(),
+        hurray.get_library(),
+        hurray.get_cmake_dir(),
+        hurray.get_pkgconfig_dir(),
+        f"-I{hurray.get_include()}",
+        f"-L{hurray.get_lib_dir()} -lhurray -Wl,-rpath,{hurray.get_lib_dir()}",
+        hurray.__version__,
+    ]
     for argv, code in (([], 2), (["--no-such-flag"], 2), (["--help"], 0)):
         r = subprocess.run([script, *argv], capture_output=True, text=True)
         assert r.returncode == code, (argv, r)

@@ -1,22 +1,48 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The style stage of tests/run_all.sh: every source, header, script and CMake
-# file starts with the licence line (SPDX-License-Identifier: Apache-2.0, as
-# LICENSE), and every C and C++ file is formatted as .clang-format says
-# (clang-format-14).
+# The style stage of tests/run_all.sh. Every language of the repository is
+# formatted and linted:
+#   licence      every source, header, script and CMake file starts with the
+#                licence line (SPDX-License-Identifier: Apache-2.0, as LICENSE)
+#   C, C++       clang-format-14 as .clang-format says
+#   Python       ruff format --check and ruff check, as ruff.toml says (ruff
+#                pinned below, installed into the venv when missing)
+#   Go           gofmt -l prints nothing; go vet over each Go module
+#                (bindings/go): cgo type-checks against include/ and a
+#                version.h made from cmake/version.h.in, so no built library
+#                is needed
 #
 #   bash tests/style/check.sh [--fix] [PATH...]
+#   bash tests/style/check.sh --self-test
 #
 # PATHs (files or directories; default: the whole checkout) narrow the
-# check. --fix adds the missing licence lines (after a #! line; a blank line
-# after it in Go files, so that it is no package comment) and reformats in
-# place. Files under third_party/ are never checked.
+# check; go vet runs on each module that holds one of the Go files named.
+# --fix adds the missing licence lines (after a #! line; a blank line after
+# it in Go files, so that it is no package comment) and rewrites in place:
+# clang-format -i, ruff check --fix (safe fixes: the import order), ruff
+# format, gofmt -w; what no tool can fix (most lint, go vet) is still
+# printed. --self-test plants a badly formatted or linted file of each kind
+# in a temporary tree and fails unless each check catches its own (about
+# ten seconds). Files under third_party/ are never checked.
+#
+# Installs what is missing: the Debian packages through tests/deps.sh style
+# (clang-format-14, Go, gcc, python3-venv), ruff from PyPI into the venv
+# $HURRAY_VENV (default build/venv, tests/run_all.sh's; made when missing).
+# Caches (Go's build cache, ruff's) go to build/style/.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
+ROOT=$(pwd)
 SPDX='SPDX-License-Identifier: Apache-2.0'
 CLANG_FORMAT=${CLANG_FORMAT:-clang-format-14}
+# The ruff every machine runs: a newer one may format or lint differently.
+RUFF_VERSION=0.17.6
+VENV=${HURRAY_VENV:-$ROOT/build/venv}
+CACHE=${HURRAY_STYLE_CACHE:-$ROOT/build/style}
 fix=0
-if [ "${1:-}" = --fix ]; then fix=1; shift; fi
+case "${1:-}" in
+  --fix) fix=1; shift ;;
+  --self-test) exec bash "$ROOT/tests/style/self_test.sh" ;;
+esac
 
 # The files: tracked and untracked-but-not-ignored, or every file outside
 # build/ when this is no git checkout.
@@ -67,15 +93,36 @@ add_licence() {
   rm -f "$tmp"
 }
 
-if ! command -v "$CLANG_FORMAT" >/dev/null; then
-  echo "tests/style/check.sh: $CLANG_FORMAT not found (tests/deps.sh core installs it)" >&2
-  exit 1
+# --- the tools ----------------------------------------------------------------
+bash "$ROOT/tests/deps.sh" style ||
+  { echo "tests/style/check.sh: clang-format-14, Go, gcc or python3-venv missing (tests/deps.sh style)" >&2; exit 1; }
+command -v "$CLANG_FORMAT" >/dev/null ||
+  { echo "tests/style/check.sh: $CLANG_FORMAT not found" >&2; exit 1; }
+# ruff, pinned, in the venv.
+if [ "$("$VENV/bin/ruff" --version 2>/dev/null)" != "ruff $RUFF_VERSION" ]; then
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" ||
+    { echo "tests/style/check.sh: could not create a venv in $VENV" >&2; exit 1; }
+  echo "installing ruff $RUFF_VERSION into $VENV"
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/pip" install -q "ruff==$RUFF_VERSION" ||
+    { echo "tests/style/check.sh: pip install ruff==$RUFF_VERSION failed" >&2; exit 1; }
 fi
+RUFF=$VENV/bin/ruff
+export RUFF_CACHE_DIR=$CACHE/ruff-cache
+# Go offline and on this machine's toolchain, as bindings/run_tests.sh.
+export GOCACHE=$CACHE/go-cache GOPATH=$CACHE/go-path GOFLAGS= GO111MODULE=on GOPROXY=off \
+  GOTOOLCHAIN=local CGO_ENABLED=1
 
+# --- licence lines and clang-format, file by file; the Python and Go files
+# are collected for their tools ---------------------------------------------
 n_files=0 n_bad=0
+py_files=() go_files=()
 while IFS= read -r f; do
   [ -f "$f" ] || continue
   skipped "$f" && continue
+  case "$f" in
+    *.py|*.pyi) py_files+=("$f") ;;
+    *.go) go_files+=("$f") ;;
+  esac
   line=$(licence_comment "$f")
   [ -n "$line" ] || continue
   n_files=$((n_files + 1))
@@ -99,9 +146,76 @@ while IFS= read -r f; do
   fi
 done < <(list_files "$@")
 
+failed=()
+# --- Python: ruff ---------------------------------------------------------------
+if [ ${#py_files[@]} -gt 0 ]; then
+  if [ "$fix" = 1 ]; then
+    "$RUFF" check --fix --quiet "${py_files[@]}" || failed+=("ruff check (not fixable by itself)")
+    "$RUFF" format --quiet "${py_files[@]}" || failed+=("ruff format")
+  else
+    if ! "$RUFF" format --check --quiet "${py_files[@]}"; then
+      "$RUFF" format --diff --quiet "${py_files[@]}" 2>&1 | head -n 40
+      echo "(ruff format, or --fix, rewrites them)"
+      failed+=("ruff format")
+    fi
+    "$RUFF" check --quiet "${py_files[@]}" || failed+=("ruff check")
+  fi
+fi
+
+# --- Go: gofmt and go vet -----------------------------------------------------
+# The folder of FILE's go.mod (its module's root), or nothing.
+module_of() {
+  local d
+  d=$(dirname "$1")
+  while [ "$d" != . ] && [ "$d" != / ] && [ ! -f "$d/go.mod" ]; do d=$(dirname "$d"); done
+  [ -f "$d/go.mod" ] && echo "$d"
+}
+# The cgo include path of the library's headers: include/ and a version.h
+# as CMake's configure_file makes it from project(hurray VERSION x.y.z).
+cgo_includes() {
+  local v gen=$CACHE/include
+  [ -f cmake/version.h.in ] || return 0
+  v=$(sed -nE 's/^project\(hurray VERSION ([0-9]+)\.([0-9]+)\.([0-9]+).*/\1 \2 \3/p' CMakeLists.txt)
+  set -- $v
+  [ $# -eq 3 ] || { echo "tests/style/check.sh: no project(hurray VERSION x.y.z) in CMakeLists.txt" >&2; return 1; }
+  mkdir -p "$gen/hurray"
+  sed -e "s/@PROJECT_VERSION_MAJOR@/$1/; s/@PROJECT_VERSION_MINOR@/$2/" \
+    -e "s/@PROJECT_VERSION_PATCH@/$3/; s/@PROJECT_VERSION@/$1.$2.$3/" \
+    cmake/version.h.in > "$gen/hurray/version.h"
+  echo "-I$ROOT/include -I$gen"
+}
+if [ ${#go_files[@]} -gt 0 ]; then
+  if [ "$fix" = 1 ]; then
+    gofmt -w "${go_files[@]}" || failed+=("gofmt")
+  else
+    unformatted=$(gofmt -l "${go_files[@]}")
+    if [ -n "$unformatted" ]; then
+      printf '%s: not formatted as gofmt says (gofmt -w, or --fix):\n' $unformatted
+      gofmt -d $unformatted | head -n 40
+      failed+=("gofmt")
+    fi
+  fi
+  # go vet only type-checks: the headers are enough, no library is linked.
+  # The hurray_no_pkgconfig tag takes them from CGO_CFLAGS (link_flags.go).
+  if cflags=$(cgo_includes); then
+    modules=$(for f in "${go_files[@]}"; do module_of "$f"; done | sort -u)
+    for m in $modules; do
+      (cd "$m" && CGO_CFLAGS="$cflags" go vet -tags hurray_no_pkgconfig ./...) ||
+        failed+=("go vet ($m)")
+    done
+  else
+    failed+=("go vet")
+  fi
+fi
+
+summary="${#py_files[@]} Python files (ruff), ${#go_files[@]} Go files (gofmt, go vet)"
 if [ "$fix" = 1 ]; then
-  echo "style: $n_files files checked and fixed"
+  echo "style: $n_files files checked and fixed; $summary"
+  [ ${#failed[@]} -eq 0 ] || echo "style: still to fix by hand: ${failed[*]}"
   exit 0
 fi
-echo "style: $n_files files, $n_bad with problems"
-[ "$n_bad" -eq 0 ]
+echo "style: $n_files files (licence line, clang-format), $n_bad with problems; $summary"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "style: failed: $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g')"
+fi
+[ "$n_bad" -eq 0 ] && [ ${#failed[@]} -eq 0 ]
