@@ -12,8 +12,9 @@
 #   style           tests/style/check.sh: the SPDX licence line in every source,
 #                   header, script and CMake file; clang-format-14 on C and C++;
 #                   ruff format --check and ruff check on Python (ruff.toml); gofmt -l
-#                   and go vet on bindings/go; then its --self-test (each check
-#                   fails on a planted file)
+#                   and go vet on bindings/go; the doc references (check_refs.py:
+#                   paths, § numbers, quoted headings); then the self-tests
+#                   (each check fails on a planted file)
 #   fuzz            tests/fuzz/run.sh: the libFuzzer targets (clang, build/fuzz): the DLPack
 #                   one for 100 s on the seed corpus tests/fuzz/corpus, the
 #                   cross-process descriptor one for 20 s on tests/fuzz/ipc_corpus,
@@ -146,6 +147,7 @@ stage_style() {
   local rc=0
   bash tests/style/check.sh || rc=1
   bash tests/style/check.sh --self-test || rc=1
+  python3 tests/style/check_refs.py --self-test || rc=1
   return "$rc"
 }
 stage_fuzz() { bash tests/fuzz/run.sh; }

@@ -11,6 +11,9 @@
 #                (bindings/go): cgo type-checks against include/ and a
 #                version.h made from cmake/version.h.in, so no built library
 #                is needed
+#   references   every path under src/, tests/, docs/... that a doc or comment
+#                names exists, and every "§N" or quoted heading it cites is
+#                there (tests/style/check_refs.py; whole checkout only)
 #
 #   bash tests/style/check.sh [--fix] [PATH...]
 #   bash tests/style/check.sh --self-test
@@ -208,7 +211,18 @@ if [ ${#go_files[@]} -gt 0 ]; then
   fi
 fi
 
-summary="${#py_files[@]} Python files (ruff), ${#go_files[@]} Go files (gofmt, go vet)"
+# Doc references (tests/style/check_refs.py): every path a doc or comment
+# names exists, every "§N" and quoted heading it cites is there. Over the
+# whole checkout only: a reference's target may lie outside the PATHs. The
+# self-test's partial trees turn it off (HURRAY_STYLE_REFS=0); it has a
+# self-test of its own (check_refs.py --self-test, run by the style stage).
+refs=""
+if [ $# -eq 0 ] && [ "${HURRAY_STYLE_REFS:-1}" != 0 ]; then
+  refs="; doc references"
+  python3 tests/style/check_refs.py || failed+=("doc references (check_refs.py)")
+fi
+
+summary="${#py_files[@]} Python files (ruff), ${#go_files[@]} Go files (gofmt, go vet)$refs"
 if [ "$fix" = 1 ]; then
   echo "style: $n_files files checked and fixed; $summary"
   [ ${#failed[@]} -eq 0 ] || echo "style: still to fix by hand: ${failed[*]}"

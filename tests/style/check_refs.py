@@ -35,6 +35,7 @@ trips" is §6.4, "### 1a. Handles" is §1a. A range "§10–11" checks both ends
 docs/performance-history.md is a record of past runs: its paths are those
 of their day and are not checked (its § references are).
 """
+
 import os
 import re
 import subprocess
@@ -42,15 +43,34 @@ import sys
 import tempfile
 
 ROOTS = ("src", "tests", "docs", "include", "python", "bindings", "bench", "examples", "cmake")
-TEXT_EXT = (".md", ".h", ".hpp", ".c", ".cc", ".py", ".pyi", ".go", ".java", ".sh", ".cmake",
-            ".toml", ".yml", ".yaml", ".in")
+TEXT_EXT = (
+    ".md",
+    ".h",
+    ".hpp",
+    ".c",
+    ".cc",
+    ".py",
+    ".pyi",
+    ".go",
+    ".java",
+    ".sh",
+    ".cmake",
+    ".toml",
+    ".yml",
+    ".yaml",
+    ".in",
+)
 TEXT_NAMES = ("CMakeLists.txt",)
 NO_PATH_CHECK = ("docs/performance-history.md",)
 # This script: its self-test plants stale references on purpose.
 SKIP = ("tests/style/check_refs.py",)
 # Files that exist only after a build or an install, named as such.
-GENERATED = ("include/hurray/version.h", "python/LICENSE", "python/hurray-src",
-             "tests/fake_drivers/cuda/libcuda.so.1")
+GENERATED = (
+    "include/hurray/version.h",
+    "python/LICENSE",
+    "python/hurray-src",
+    "tests/fake_drivers/cuda/libcuda.so.1",
+)
 # Folders a file may name paths relative to, besides its own and the root's
 # (a binding's doc speaks of src/ of that binding).
 EXTRA_BASES = {
@@ -71,15 +91,16 @@ SHORT_DOCS = {
     "fuzzing": "docs/impl/fuzzing.md",
 }
 
-PATH_RE = re.compile(r"(?<![\w./$@-])((?:%s)/[\w./<>{}*,+-]*)" % "|".join(ROOTS))
+PATH_RE = re.compile(r"(?<![\w./$@-])((?:{})/[\w./<>{{}}*,+-]*)".format("|".join(ROOTS)))
 SECTION_RE = re.compile(r"§§?\s*(\d+[a-z]?(?:\.\d+)*)((?:\s*[–-]\s*\d+(?:\.\d+)*)?)")
 DOC_RE = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)\b"
-    r"|(?<![\w/.-])(%s)(?:\.md)?(?=[\s,'\"`]*§)" % "|".join(re.escape(k) for k in SHORT_DOCS),
-    re.IGNORECASE)
+    r"|(?<![\w/.-])({})(?:\.md)?(?=[\s,'\"`]*§)".format("|".join(re.escape(k) for k in SHORT_DOCS)),
+    re.IGNORECASE,
+)
 SPEC_RE = re.compile(r"\b[Ss]pec(?:'s)?\b")
-OF_DOC_RE = re.compile(r"§\S*\s+of\s+(?:the\s+)?(%s)\b" % "|".join(re.escape(k) for k in SHORT_DOCS),
-                       re.IGNORECASE)
+_SHORT_ALT = "|".join(re.escape(k) for k in SHORT_DOCS)
+OF_DOC_RE = re.compile(rf"§\S*\s+of\s+(?:the\s+)?({_SHORT_ALT})\b", re.IGNORECASE)
 NAMED_HEADING_RE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)[,:]? \"([^\"]{3,})\"")
 ANY_HEADING_RE = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 HEADING_RE = re.compile(r"^#{1,6}\s+(\d+[a-z]?(?:\.\d+)*)[.\s]")
@@ -87,8 +108,13 @@ HEADING_RE = re.compile(r"^#{1,6}\s+(\d+[a-z]?(?:\.\d+)*)[.\s]")
 
 def list_files(root):
     try:
-        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                             cwd=root, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         files = out.splitlines()
     except (OSError, subprocess.CalledProcessError):
         files = []
@@ -112,7 +138,7 @@ def expand_braces(p):
         return [p]
     out = []
     for alt in m.group(1).split(","):
-        out.extend(expand_braces(p[:m.start()] + alt + p[m.end():]))
+        out.extend(expand_braces(p[: m.start()] + alt + p[m.end() :]))
     return out
 
 
@@ -138,8 +164,20 @@ class Checker:
             cand = cand.rstrip(".")
             if cand.rstrip("/") in GENERATED:
                 continue
-            cut = min([i for i in (cand.find("<"), cand.find("*"), cand.find("{"),
-                                   cand.find("..."), cand.find("X.Y")) if i >= 0] or [-1])
+            cut = min(
+                [
+                    i
+                    for i in (
+                        cand.find("<"),
+                        cand.find("*"),
+                        cand.find("{"),
+                        cand.find("..."),
+                        cand.find("X.Y"),
+                    )
+                    if i >= 0
+                ]
+                or [-1]
+            )
             found = False
             for b in bases:
                 if cut >= 0:
@@ -219,27 +257,27 @@ class Checker:
                     p = m.group(1).rstrip(".,;:)`'\">")
                     bad = self.path_ok(p, bases)
                     if bad:
-                        self.add(f, n, "path", "names %s, which does not exist" % bad)
+                        self.add(f, n, "path", f"names {bad}, which does not exist")
             for m in NAMED_HEADING_RE.finditer(line):
                 doc = self.resolve_doc(m.group(1), f)
                 texts = self.heading_texts(doc)
                 if texts is not None and not any(m.group(2).lower() in t for t in texts):
-                    self.add(f, n, "heading", '%s has no heading "%s"' % (doc, m.group(2)))
+                    self.add(f, n, "heading", f'{doc} has no heading "{m.group(2)}"')
             for m in SECTION_RE.finditer(line):
                 doc = self.doc_before(lines, n - 1, m.start(), f)
                 if doc is None:
-                    self.add(f, n, "nodoc", "§%s: no doc named before it" % m.group(1))
+                    self.add(f, n, "nodoc", f"§{m.group(1)}: no doc named before it")
                     continue
                 nums = self.doc_headings(doc)
                 if nums is None:
-                    self.add(f, n, "nodoc", "§%s cites %s, which does not exist" % (m.group(1), doc))
+                    self.add(f, n, "nodoc", f"§{m.group(1)} cites {doc}, which does not exist")
                     continue
                 wanted = [m.group(1)]
                 if m.group(2):
                     wanted.append(re.sub(r"[^\d.]", "", m.group(2)))
                 for w in wanted:
                     if w not in nums:
-                        self.add(f, n, "section", "§%s: %s has no heading numbered %s" % (w, doc, w))
+                        self.add(f, n, "section", f"§{w}: {doc} has no heading numbered {w}")
 
     def doc_before(self, lines, i, col, here):
         after = OF_DOC_RE.match(lines[i][col:])
@@ -248,9 +286,11 @@ class Checker:
         # In Markdown only the line itself counts (a bare § is the file's
         # own); in a comment, also the three lines above.
         above = [] if here.endswith(".md") else [lines[j] for j in range(i - 1, max(i - 4, -1), -1)]
-        for text in [lines[i][:col + 1]] + above:
-            found = [(m.start(), self.resolve_doc(m.group(1) or m.group(2), here))
-                     for m in DOC_RE.finditer(text)]
+        for text in [lines[i][: col + 1]] + above:
+            found = [
+                (m.start(), self.resolve_doc(m.group(1) or m.group(2), here))
+                for m in DOC_RE.finditer(text)
+            ]
             found += [(m.start(), SHORT_DOCS["spec"]) for m in SPEC_RE.finditer(text)]
             if found:
                 return max(found)[1]
@@ -272,25 +312,46 @@ def bases_of(f):
 
 def self_test():
     with tempfile.TemporaryDirectory() as d:
+
         def put(path, text):
             os.makedirs(os.path.join(d, os.path.dirname(path)), exist_ok=True)
             with open(os.path.join(d, path), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        put("docs/impl/a.md", "# A\n\n## 1. One\n\n### 1.2 Two\n\nSee §1.2 and src/device/<vendor>/x.\n")
-        put("src/ok.cc", "// src/ok.cc; a.md §1; docs/impl/a.md §1.2; src/{ok,ok}.cc\n"
-                         "// src/gone.cc (stale)\n// c-ffi §1 (no such doc here)\n"
-                         "// docs/impl/a.md §7 (no such heading)\n")
-        put("src/other.cc", "// §3 with no doc named\n// §1 of the spec\n"
-                            "// (docs/impl/a.md, \"Two\") ok; (docs/impl/a.md, \"Three\") no\n")
+
+        put(
+            "docs/impl/a.md",
+            "# A\n\n## 1. One\n\n### 1.2 Two\n\nSee §1.2 and src/device/<vendor>/x.\n",
+        )
+        put(
+            "src/ok.cc",
+            "// src/ok.cc; a.md §1; docs/impl/a.md §1.2; src/{ok,ok}.cc\n"
+            "// src/gone.cc (stale)\n// c-ffi §1 (no such doc here)\n"
+            "// docs/impl/a.md §7 (no such heading)\n",
+        )
+        put(
+            "src/other.cc",
+            "// §3 with no doc named\n// §1 of the spec\n"
+            '// (docs/impl/a.md, "Two") ok; (docs/impl/a.md, "Three") no\n',
+        )
         os.makedirs(os.path.join(d, "src/device"), exist_ok=True)
         got = sorted((f, n, k) for f, n, k, _ in Checker(d).run())
-        want = sorted([("src/ok.cc", 2, "path"), ("src/ok.cc", 3, "nodoc"),
-                       ("src/ok.cc", 4, "section"), ("src/other.cc", 1, "nodoc"),
-                       ("src/other.cc", 2, "nodoc"), ("src/other.cc", 3, "heading")])
+        want = sorted(
+            [
+                ("src/ok.cc", 2, "path"),
+                ("src/ok.cc", 3, "nodoc"),
+                ("src/ok.cc", 4, "section"),
+                ("src/other.cc", 1, "nodoc"),
+                ("src/other.cc", 2, "nodoc"),
+                ("src/other.cc", 3, "heading"),
+            ]
+        )
         if got != want:
-            print("check_refs self-test FAILED:\n  got  %s\n  want %s" % (got, want))
+            print(f"check_refs self-test FAILED:\n  got  {got}\n  want {want}")
             return 1
-    print("check_refs self-test: ok (a stale path, a bad §, a § with no doc, a missing named heading are caught)")
+    print(
+        "check_refs self-test: ok (a stale path, a bad §, a § with no doc and a missing "
+        "named heading are caught)"
+    )
     return 0
 
 
@@ -311,13 +372,13 @@ def main(argv):
             return 2
     findings = Checker(root).run()
     for f, n, kind, msg in findings:
-        print("%s:%d: %s: %s" % (f, n, kind, msg))
+        print(f"{f}:{n}: {kind}: {msg}")
     if summary or findings:
         counts = {}
         for _, _, k, _ in findings:
             counts[k] = counts.get(k, 0) + 1
-        print("check_refs: %d finding(s)%s" % (
-            len(findings), "".join(", %s %d" % kv for kv in sorted(counts.items()))))
+        kinds = "".join(f", {k} {c}" for k, c in sorted(counts.items()))
+        print(f"check_refs: {len(findings)} finding(s){kinds}")
     return 1 if findings else 0
 
 

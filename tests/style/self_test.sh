@@ -9,6 +9,8 @@
 # check. A clean tree of every kind must pass, so that a failure is the
 # plant's. Exits non-zero if any check missed its plant.
 set -uo pipefail
+# The partial trees here hold few of the files their docs name.
+export HURRAY_STYLE_REFS=0
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 ROOT=$(pwd)
 export HURRAY_VENV=${HURRAY_VENV:-$ROOT/build/venv}
