@@ -191,40 +191,37 @@ class Checker:
                 return cand
         return None
 
-    def doc_headings(self, doc):
+    def heading_lines(self, doc):
+        """The Markdown headings of `doc` outside code fences, or None when
+        there is no such file."""
         if doc not in self.headings:
-            nums = set()
+            lines = []
             try:
                 with open(os.path.join(self.root, doc), encoding="utf-8") as f:
                     fence = False
                     for line in f:
                         if line.startswith("```"):
                             fence = not fence
-                        m = None if fence else HEADING_RE.match(line)
-                        if m:
-                            nums.add(m.group(1))
+                        elif not fence and line.startswith("#"):
+                            lines.append(line)
             except OSError:
-                nums = None
-            self.headings[doc] = nums
+                lines = None
+            self.headings[doc] = lines
         return self.headings[doc]
 
+    def doc_headings(self, doc):
+        """The section numbers of `doc`'s numbered headings."""
+        lines = self.heading_lines(doc)
+        if lines is None:
+            return None
+        return {m.group(1) for m in map(HEADING_RE.match, lines) if m}
+
     def heading_texts(self, doc):
-        key = ("text", doc)
-        if key not in self.headings:
-            texts = []
-            try:
-                with open(os.path.join(self.root, doc), encoding="utf-8") as f:
-                    fence = False
-                    for line in f:
-                        if line.startswith("```"):
-                            fence = not fence
-                        m = None if fence else ANY_HEADING_RE.match(line)
-                        if m:
-                            texts.append(m.group(1).lower())
-            except OSError:
-                texts = None
-            self.headings[key] = texts
-        return self.headings[key]
+        """The text of each of `doc`'s headings, lower-cased."""
+        lines = self.heading_lines(doc)
+        if lines is None:
+            return None
+        return [m.group(1).lower() for m in map(ANY_HEADING_RE.match, lines) if m]
 
     def resolve_doc(self, name, here):
         if name.lower() in SHORT_DOCS:
