@@ -215,7 +215,7 @@ else
   log "building the Java binding or its tests failed"; rc=1
 fi
 
-# 7. bindings/java/README.md's Java steps ("Using it from Java") and docs/impl/java.md's
+# 7. the Java steps of bindings/java/README.md ("Using it from Java") and docs/impl/java.md's
 # "Quick start", literally, each from an empty temporary directory against
 # the install: the section's indented shell block (up to the next heading)
 # is run with P (the prefix) and R (this checkout) set, on App.java, which

@@ -24,8 +24,8 @@
 # it in Go files, so that it is no package comment) and rewrites in place:
 # clang-format -i, ruff check --fix (safe fixes: the import order), ruff
 # format, gofmt -w; what no tool can fix (most lint, go vet) is still
-# printed. --self-test plants a badly formatted or linted file of each kind
-# in a temporary tree and fails unless each check catches its own (about
+# printed, and the exit status is then 1. --self-test plants a badly
+# formatted or linted file of each kind in a temporary tree and fails unless each check catches its own (about
 # ten seconds). Files under third_party/ are never checked.
 #
 # Installs what is missing: the Debian packages through tests/deps.sh style
@@ -225,8 +225,9 @@ fi
 summary="${#py_files[@]} Python files (ruff), ${#go_files[@]} Go files (gofmt, go vet)$refs"
 if [ "$fix" = 1 ]; then
   echo "style: $n_files files checked and fixed; $summary"
-  [ ${#failed[@]} -eq 0 ] || echo "style: still to fix by hand: ${failed[*]}"
-  exit 0
+  [ ${#failed[@]} -eq 0 ] && exit 0
+  echo "style: still to fix by hand: ${failed[*]}"
+  exit 1
 fi
 echo "style: $n_files files (licence line, clang-format), $n_bad with problems; $summary"
 if [ ${#failed[@]} -gt 0 ]; then

@@ -19,8 +19,11 @@ what, and exits 1 when there is any:
   section  a "§N" or "§N.M" reference names no heading numbered so in the
            doc it cites.
   nodoc    a "§N" reference whose doc cannot be told.
-  heading  a doc named with a quoted heading (docs/impl/gpu.md, "The backend
-           table") has no heading whose text holds those words.
+  heading  a doc named with a quoted heading (`gpu.md, "The backend table"`,
+           `x.md's "H"`, `x.md ("H")`, `the README's "H"`) has no heading
+           that starts with those words (its number aside), or is no doc;
+           a Markdown link's #anchor names no heading of its target.
+  path     (also) a Markdown link [text](target) whose target does not exist.
 
 Which doc a § cites: the nearest doc named before it on the same line (a
 path docs/.../x.md, a file name x.md, or one of the short names
@@ -49,6 +52,10 @@ TEXT_EXT = (
     ".hpp",
     ".c",
     ".cc",
+    ".cpp",
+    ".json",
+    ".xml",
+    ".txt",
     ".py",
     ".pyi",
     ".go",
@@ -101,9 +108,34 @@ DOC_RE = re.compile(
 SPEC_RE = re.compile(r"\b[Ss]pec(?:'s)?\b")
 _SHORT_ALT = "|".join(re.escape(k) for k in SHORT_DOCS)
 OF_DOC_RE = re.compile(rf"§\S*\s+of\s+(?:the\s+)?({_SHORT_ALT})\b", re.IGNORECASE)
-NAMED_HEADING_RE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)[,:]? \"([^\"]{3,})\"")
+# A doc named with a heading in quotes: `x.md, "H"`, `x.md: "H"`, `x.md's "H"`,
+# `x.md ("H")`, `the README's "H"`.
+NAMED_HEADING_RE = re.compile(
+    r"(?:(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)|\bthe (README)(?=')|\b(README)\.md)"
+    r"(?:, |: |'s | \()\"([^\"]{3,})\""
+)
+# A Markdown link's target: [text](path), [text](path#anchor), [text](#anchor).
+MD_LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
+NUMBER_RE = re.compile(r"^\d+[a-z]?(?:\.\d+)*\.?\s+")
 ANY_HEADING_RE = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
 HEADING_RE = re.compile(r"^#{1,6}\s+(\d+[a-z]?(?:\.\d+)*)[.\s]")
+
+
+def is_script(root, f):
+    """An extension-less file that starts with #! (.ci/run)."""
+    if "." in f.split("/")[-1]:
+        return False
+    try:
+        with open(os.path.join(root, f), "rb") as fh:
+            return fh.read(2) == b"#!"
+    except OSError:
+        return False
+
+
+def slug(heading):
+    """The anchor a Markdown renderer (GitHub's rule) gives a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
 
 
 def list_files(root):
@@ -127,7 +159,7 @@ def list_files(root):
         parts = f.split("/")
         if "third_party" in parts or parts[0] == "build":
             continue
-        if f.endswith(TEXT_EXT) or parts[-1] in TEXT_NAMES:
+        if f.endswith(TEXT_EXT) or parts[-1] in TEXT_NAMES or is_script(root, f):
             keep.append(f)
     return sorted(keep)
 
@@ -221,7 +253,28 @@ class Checker:
         lines = self.heading_lines(doc)
         if lines is None:
             return None
-        return [m.group(1).lower() for m in map(ANY_HEADING_RE.match, lines) if m]
+        return [m.group(1) for m in map(ANY_HEADING_RE.match, lines) if m]
+
+    def has_heading(self, doc, name):
+        """Whether a heading of `doc` starts with `name` (its number aside)."""
+        name = name.lower()
+        return any(NUMBER_RE.sub("", t).lower().startswith(name) for t in self.heading_texts(doc))
+
+    def has_anchor(self, doc, anchor):
+        return any(slug(t) == anchor.lower() for t in self.heading_texts(doc))
+
+    def check_link(self, f, n, target):
+        if re.match(r"^[a-z]+:", target):
+            return  # a URL
+        path, _, anchor = target.partition("#")
+        doc = f
+        if path:
+            doc = os.path.normpath(os.path.join(os.path.dirname(f), path))
+            if not os.path.exists(os.path.join(self.root, doc)):
+                self.add(f, n, "path", f"links to {path}, which does not exist")
+                return
+        if anchor and doc.endswith(".md") and not self.has_anchor(doc, anchor):
+            self.add(f, n, "heading", f"links to #{anchor}, which no heading of {doc} makes")
 
     def resolve_doc(self, name, here):
         if name.lower() in SHORT_DOCS:
@@ -256,10 +309,18 @@ class Checker:
                     if bad:
                         self.add(f, n, "path", f"names {bad}, which does not exist")
             for m in NAMED_HEADING_RE.finditer(line):
-                doc = self.resolve_doc(m.group(1), f)
-                texts = self.heading_texts(doc)
-                if texts is not None and not any(m.group(2).lower() in t for t in texts):
-                    self.add(f, n, "heading", f'{doc} has no heading "{m.group(2)}"')
+                name = m.group(1) or "README.md"
+                doc = self.resolve_doc(name, f)
+                if self.heading_texts(doc) is None:
+                    self.add(
+                        f, n, "heading", f'cites "{m.group(4)}" of {name}, which does not exist'
+                    )
+                elif not self.has_heading(doc, m.group(4)):
+                    self.add(f, n, "heading", f'{doc} has no heading "{m.group(4)}"')
+            if f.endswith(".md"):
+                # Not inside code spans: `f[Versioned](address)` is no link.
+                for m in MD_LINK_RE.finditer(re.sub(r"`[^`]*`", "", line)):
+                    self.check_link(f, n, m.group(1))
             for m in SECTION_RE.finditer(line):
                 doc = self.doc_before(lines, n - 1, m.start(), f)
                 if doc is None:
@@ -328,8 +389,10 @@ def self_test():
         put(
             "src/other.cc",
             "// §3 with no doc named\n// §1 of the spec\n"
-            '// (docs/impl/a.md, "Two") ok; (docs/impl/a.md, "Three") no\n',
+            '// (docs/impl/a.md, "Two") ok; (docs/impl/a.md, "Three") no\n'
+            '// docs/impl/a.md\'s "One" ok; docs/impl/a.md ("Nein") no; gone.md, "Xyz" no\n',
         )
+        put("docs/b.md", "# B\n\n[a](impl/a.md#12-two) [b](#b) [c](impl/gone.md) [d](#nope)\n")
         os.makedirs(os.path.join(d, "src/device"), exist_ok=True)
         got = sorted((f, n, k) for f, n, k, _ in Checker(d).run())
         want = sorted(
@@ -340,14 +403,18 @@ def self_test():
                 ("src/other.cc", 1, "nodoc"),
                 ("src/other.cc", 2, "nodoc"),
                 ("src/other.cc", 3, "heading"),
+                ("src/other.cc", 4, "heading"),
+                ("src/other.cc", 4, "heading"),
+                ("docs/b.md", 3, "path"),
+                ("docs/b.md", 3, "heading"),
             ]
         )
         if got != want:
             print(f"check_refs self-test FAILED:\n  got  {got}\n  want {want}")
             return 1
     print(
-        "check_refs self-test: ok (a stale path, a bad §, a § with no doc and a missing "
-        "named heading are caught)"
+        "check_refs self-test: ok (a stale path, a bad §, a § with no doc, a missing "
+        "quoted heading or doc, a broken link or anchor are caught)"
     )
     return 0
 
