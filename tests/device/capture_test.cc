@@ -4,7 +4,9 @@
 // §3, §4): no release or copy may synchronise a context that has a
 // capturing stream (that invalidates the capture, CUDA Programming Guide,
 // "CUDA Graphs": "Prohibited and Unhandled Operations", "Invalidation"),
-// whatever the legacy stream says about captures. The fake counts
+// whatever the legacy stream says about captures; and HIP's synchronous
+// allocations and frees leave a global-mode capture of another thread
+// alone (relaxed mode around them). The fakes count
 // context-wide synchronisations and invalidated captures
 // (tests/fake_drivers/fake_capture.h).
 #include <gtest/gtest.h>
@@ -176,6 +178,50 @@ TEST_P(CudaCapture, ReleaseAfterAStreamOfAnotherDeviceLeavesTheCaptureValid) {
   destroy(work);
   destroy(side);
 }
+
+// HIP: another thread captures a stream of device 0 in each mode while this
+// thread allocates and frees memory of that device synchronously (hipMalloc,
+// hipFree: potentially unsafe calls, which a global-mode capture prohibits
+// on every thread in global mode) and pinned host memory.
+class HipCapture : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (!fake_hip().loaded()) GTEST_SKIP() << "the fake HIP runtime is not in use";
+    if (f().fn<void (*)(void *, int)>("stream_begin_capture_mode") == nullptr) {
+      GTEST_SKIP() << "the fake HIP runtime has no capture modes";
+    }
+    f().reset();
+    live_before_ = f().live_allocations();
+    invalidated_before_ = count("invalidated_captures");
+  }
+  Fake &f() { return fake_hip(); }
+  int count(const char *name) { return f().fn<int (*)(void)>(name)(); }
+  int64_t live_before_ = 0;
+  int invalidated_before_ = 0;
+};
+
+TEST_P(HipCapture, SynchronousAllocationAndReleaseLeaveTheCaptureValid) {
+  void *const side = f().fn<void *(*)(int)>("stream_create")(0);
+  {
+    OtherThreadCapture capture(f(), side, GetParam());
+    hurray_buffer a = alloc_ok(dev(HURRAY_DEVICE_ROCM, 0), nullptr);
+    hurray_buffer pinned = alloc_ok(dev(HURRAY_DEVICE_ROCM_HOST, 0), nullptr);
+    EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+    EXPECT_EQ(hurray_buffer_release(&pinned), HURRAY_OK);
+    EXPECT_EQ(capture.end(), 1) << "the other thread's capture was invalidated";
+  }
+  EXPECT_EQ(count("invalidated_captures"), invalidated_before_);
+  EXPECT_EQ(f().call_count("hipFree"), 1);
+  EXPECT_EQ(f().call_count("hipHostFree"), 1);
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  f().fn<void (*)(void *, int)>("stream_destroy")(side, 0);
+  f().reset();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, HipCapture, ::testing::Values(0, 1, 2),
+                         [](const ::testing::TestParamInfo<int> &i) {
+                           return std::string(mode_name(i.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaCapture, ::testing::Values(0, 1, 2),
                          [](const ::testing::TestParamInfo<int> &i) {

@@ -228,6 +228,19 @@ int fake_hip_dead_stream_uses(void);
 void fake_hip_stream_begin_capture(void *stream);
 int fake_hip_stream_end_capture(void *stream);
 int fake_hip_prohibited_calls(void);
+/* Capture modes as for CUDA (fake_capture.h): begin_capture_mode begins a
+   capture in hipStreamCaptureMode `mode` on the calling thread; while it
+   lasts hipMalloc, hipFree, hipHostMalloc, hipHostFree,
+   hipStreamSynchronize and hipDeviceSynchronize fail with
+   hipErrorStreamCaptureUnsupported and invalidate it when the capturing
+   thread (global, thread-local) or any thread whose own mode
+   (hipThreadExchangeStreamCaptureMode) is global (global) makes them.
+   stream_begin_capture is begin_capture_mode in relaxed mode. The counters
+   as for CUDA: hipDeviceSynchronize, hipStreamSynchronize, invalidations. */
+void fake_hip_stream_begin_capture_mode(void *stream, int mode);
+int fake_hip_context_synchronizations(void);
+int fake_hip_stream_synchronizations(void);
+int fake_hip_invalidated_captures(void);
 
 #ifdef __cplusplus
 } /* extern "C" */
