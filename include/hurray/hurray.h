@@ -712,8 +712,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray
  * releasing thread would land on that thread's stream, unordered with the
  * allocating thread's work. With it the allocation is synchronous
  * (cuMemAlloc / hipMalloc): usable by every stream; its release first waits
- * for every stream of the device (cuCtxSynchronize / hipDeviceSynchronize),
- * then frees with cuMemFree / hipFree.
+ * for every thread's per-thread stream of the device (CUDA: the legacy
+ * stream, cuStreamSynchronize(CU_STREAM_LEGACY), which waits for every
+ * blocking stream and leaves non-blocking streams and their graph captures
+ * alone; never the whole context, which would invalidate another thread's
+ * capture; HIP: hipDeviceSynchronize), then frees with cuMemFree / hipFree.
  * stream == NULL: exactly hurray_alloc (synchronous, any device type).
  *
  * Parameters:
@@ -777,8 +780,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  * a stream belongs to one device, and its release waits for `stream` before
  * the free. With the per-thread default stream (2) the copy is queued on the
  * calling thread's stream and the destination is allocated synchronously;
- * its release waits for every stream of the stream's device (the copying
- * thread's stream 2 cannot be named from another thread) before the free.
+ * its release waits for the per-thread streams of the stream's device (the
+ * copying thread's stream 2 cannot be named from another thread; CUDA: that
+ * device's legacy stream, as for hurray_alloc_async) before the free.
  * A kDLCPU destination is always complete on return (the stream is
  * synchronised). A source that is not compact row-major is staged through
  * host memory and the call then completes before returning.

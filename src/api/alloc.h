@@ -17,7 +17,8 @@ namespace hurray::detail {
 // `stream_device`: -1 (kStreamOfThisDevice), or the other device the caller
 // knows `stream` belongs to (a copy queued there writes the memory):
 // allocated synchronously, the release ordered after that stream, or for
-// the per-thread default stream after that device's whole context.
+// the per-thread default stream after every thread's per-thread stream of
+// that device (docs/impl/gpu.md §2, the capture rule).
 int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const int64_t *shape,
                  uint64_t flags, void *stream, int32_t stream_device, hurray_buffer *out);
 

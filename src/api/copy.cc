@@ -189,7 +189,7 @@ int32_t copy_impl(const hurray_buffer *src, hurray_device device, void *stream,
   // another device is allocated synchronously on it, its release ordered
   // after the stream (the copy is queued there, in the stream's own
   // context); with the per-thread default stream (2), which names the
-  // releasing thread's own stream at release, after every stream of the
+  // releasing thread's own stream at release, after every per-thread stream of the
   // stream's device.
   const bool dst_on_device = is_device_memory(device.device_type);
   const bool other_device = device.device_id != ordinal;

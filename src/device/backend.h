@@ -60,8 +60,9 @@ struct DeviceBackend {
   // the same as for a non-empty request. `stream_device`: -1, or the
   // ordinal of the other device the caller knows `stream` belongs to; the
   // memory is then allocated synchronously and its release ordered after
-  // that stream (for the per-thread default stream 2, after that device's
-  // whole context: the handle names the releasing thread's stream). On
+  // that stream (for the per-thread default stream 2, after every thread's
+  // per-thread stream of that device, CUDA: its legacy stream; the handle
+  // names the releasing thread's stream). On
   // failure returns a status with the message set and leaves *mem untouched.
   int32_t (*allocate)(hurray_device device, uint64_t nbytes, void *stream, int32_t stream_device,
                       DeviceMemory *mem);

@@ -74,6 +74,18 @@ int calls_on(const std::vector<fake_call> &log, const void *ptr) {
   return n;
 }
 
+// Index of the first cuStreamSynchronize of the legacy stream (NULL or
+// CU_STREAM_LEGACY) in the whole log, or -1.
+int index_of_legacy_sync(const std::vector<fake_call> &log) {
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (std::strcmp(log[i].fn, "cuStreamSynchronize") == 0 &&
+        reinterpret_cast<uintptr_t>(log[i].stream) <= 1) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
 // Index of the first call of `fn` in the whole log (after `from`), or -1.
 int index_of(const std::vector<fake_call> &log, const char *fn, size_t from = 0) {
   for (size_t i = from; i < log.size(); ++i) {
@@ -215,8 +227,10 @@ TEST_F(CudaLifecycle, PinnedAndManagedMemoryKeepTheDeviceTheyNamed) {
 }
 
 // Defect 7: memory served for the per-thread default stream is freed only
-// after every stream of its context, explicitly.
-TEST_F(CudaLifecycle, PerThreadStreamMemoryIsFreedAfterTheWholeContext) {
+// after every thread's per-thread stream of its context: after the legacy
+// stream, which waits for every blocking stream (never cuCtxSynchronize,
+// which would break another thread's capture, docs/impl/gpu.md §3).
+TEST_F(CudaLifecycle, PerThreadStreamMemoryIsFreedAfterTheLegacyStream) {
   hurray_buffer h{};
   std::thread([&] {
     h = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1), reinterpret_cast<void *>(2));
@@ -228,9 +242,10 @@ TEST_F(CudaLifecycle, PerThreadStreamMemoryIsFreedAfterTheWholeContext) {
     EXPECT_EQ(hurray_buffer_release(&h), HURRAY_OK);
   }).join();
   const auto log = f().log(nullptr);
-  const int sync = index_of(log, "cuCtxSynchronize");
+  const int sync = index_of_legacy_sync(log);
   const int free = index_of(log, "cuMemFree");
   ASSERT_GE(sync, 0) << "the free was not ordered after the per-thread streams";
+  EXPECT_EQ(f().call_count("cuCtxSynchronize"), 0);
   ASSERT_GT(free, sync);
   EXPECT_EQ(log[static_cast<size_t>(sync)].device, 1);
   EXPECT_EQ(log[static_cast<size_t>(sync)].thread, releaser);
@@ -367,10 +382,11 @@ TEST_F(CudaLifecycle, ReleaseDuringACaptureOfItsStreamIsDeferredUntilTheCaptureE
   auto async_frees = f().log("cuMemFreeAsync");
   ASSERT_EQ(async_frees.size(), 1u);
   EXPECT_EQ(async_frees[0].stream, s1);
-  EXPECT_EQ(f().call_count("cuCtxSynchronize"), 1);
+  EXPECT_EQ(f().call_count("cuCtxSynchronize"), 0);
   auto syncs = f().log("cuStreamSynchronize");
-  ASSERT_EQ(syncs.size(), 1u);
-  EXPECT_EQ(syncs[0].stream, s0);
+  ASSERT_EQ(syncs.size(), 2u);  // the legacy stream (per_thread), then s0 (peer)
+  EXPECT_EQ(syncs[0].stream, reinterpret_cast<void *>(1));
+  EXPECT_EQ(syncs[1].stream, s0);
   EXPECT_EQ(unordered(), before);
   EXPECT_EQ(diagnostics().failed, d.failed);
   EXPECT_EQ(f().live_allocations(), live_before_);
@@ -578,8 +594,9 @@ int unordered_frees(const Fake &f) { return f.fn<int (*)(void)>("unordered_frees
 // Defect 7, the per-thread default stream and a destination on another
 // device: the copy is queued on the copying thread's per-thread stream in
 // device 0's context, which the releasing thread cannot name; the free of
-// device 1's memory waits for all of device 0's context first, explicitly
-// (the fake counts a free that nothing ordered after the pending copy).
+// device 1's memory waits first for device 0's legacy stream, which waits
+// for every thread's per-thread stream there (the fake counts a free that
+// nothing ordered after the pending copy).
 TEST_F(CudaLifecycle, PerThreadStreamCopyToAnotherDeviceIsFreedAfterThatDevicesContext) {
   void *const per_thread = reinterpret_cast<void *>(2);
   hurray_buffer src{}, out{};
@@ -604,9 +621,10 @@ TEST_F(CudaLifecycle, PerThreadStreamCopyToAnotherDeviceIsFreedAfterThatDevicesC
   }).join();
   EXPECT_EQ(unordered_frees(f()), unordered) << "freed while the copy may still run";
   const auto log = f().log(nullptr);
-  const int sync = index_of(log, "cuCtxSynchronize");
+  const int sync = index_of_legacy_sync(log);
   const int free = index_of(log, "cuMemFree");
   ASSERT_GE(sync, 0) << "the free is not ordered after device 0's per-thread streams";
+  EXPECT_EQ(f().call_count("cuCtxSynchronize"), 0);
   ASSERT_GT(free, sync);
   EXPECT_EQ(log[static_cast<size_t>(sync)].device, 0) << "synchronised another context";
   EXPECT_EQ(log[static_cast<size_t>(sync)].thread, releaser);

@@ -266,6 +266,14 @@ class Recorder {
     std::lock_guard<std::mutex> lock(mu_);
     erase_pending([&](const Pending &w) { return covers(w, stream, device, self); });
   }
+  // A synchronisation covering the queued work whose (stream, device)
+  // `pred` accepts (the legacy stream's implicit synchronisation).
+  template <typename Pred>
+  void synchronized_where(Pred pred) {
+    if (!recording.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    erase_pending([&](const Pending &w) { return pred(w.stream, w.device); });
+  }
   // cuCtxSynchronize / hipDeviceSynchronize: every stream of `device`.
   void device_synchronized(int device) {
     if (!recording.load(std::memory_order_relaxed)) return;  // benchmarks: no bookkeeping

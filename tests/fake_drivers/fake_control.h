@@ -157,6 +157,30 @@ int fake_cuda_dead_stream_uses(void);
 void fake_cuda_stream_begin_capture(void *stream);
 int fake_cuda_stream_end_capture(void *stream);
 int fake_cuda_prohibited_calls(void);
+/* Non-blocking streams and capture modes (fake_capture.h). A stream made
+   with CU_STREAM_NON_BLOCKING in `flags` does not synchronise with the
+   legacy stream: its capture does not show on the legacy stream
+   (cuStreamIsCapturing answers CUDA_SUCCESS / NONE there) and the legacy
+   stream may be used meanwhile, but cuCtxSynchronize still invalidates it.
+   cuStreamSynchronize of the legacy stream (NULL, 1) waits for every
+   blocking stream of its context, per-thread ones of every thread included.
+   begin_capture_mode begins a capture in CUstreamCaptureMode `mode` on the
+   calling thread: while it lasts a potentially unsafe call (cuMemAlloc,
+   cuMemFree, cuMemHostAlloc, cuMemFreeHost, cuMemAllocManaged,
+   cuStreamSynchronize, cuCtxSynchronize) fails with
+   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates it when made by the
+   capturing thread (global, thread-local) or by any thread whose own mode
+   is global (global); relaxed prohibits nothing. stream_begin_capture is
+   begin_capture_mode in relaxed mode. */
+void *fake_cuda_stream_create_flags(int d, unsigned int flags);
+void fake_cuda_stream_begin_capture_mode(void *stream, int mode);
+/* Counters (both fakes, fake_capture.h): context-wide (cuCtxSynchronize /
+   hipDeviceSynchronize) and per-stream (cuStreamSynchronize /
+   hipStreamSynchronize) host-blocking synchronisations called, and captures
+   invalidated (each once). Not reset by reset(). */
+int fake_cuda_context_synchronizations(void);
+int fake_cuda_stream_synchronizations(void);
+int fake_cuda_invalidated_captures(void);
 
 /* Virtual memory management (fake_vmm.h): cuMemCreate allocations are
    memfds (requestedHandleTypes recorded), cuMemAddressReserve reserves
@@ -204,6 +228,19 @@ int fake_hip_dead_stream_uses(void);
 void fake_hip_stream_begin_capture(void *stream);
 int fake_hip_stream_end_capture(void *stream);
 int fake_hip_prohibited_calls(void);
+/* Capture modes as for CUDA (fake_capture.h): begin_capture_mode begins a
+   capture in hipStreamCaptureMode `mode` on the calling thread; while it
+   lasts hipMalloc, hipFree, hipHostMalloc, hipHostFree,
+   hipStreamSynchronize and hipDeviceSynchronize fail with
+   hipErrorStreamCaptureUnsupported and invalidate it when the capturing
+   thread (global, thread-local) or any thread whose own mode
+   (hipThreadExchangeStreamCaptureMode) is global (global) makes them.
+   stream_begin_capture is begin_capture_mode in relaxed mode. The counters
+   as for CUDA: hipDeviceSynchronize, hipStreamSynchronize, invalidations. */
+void fake_hip_stream_begin_capture_mode(void *stream, int mode);
+int fake_hip_context_synchronizations(void);
+int fake_hip_stream_synchronizations(void);
+int fake_hip_invalidated_captures(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -19,10 +19,12 @@
 #include <unistd.h>
 
 #include <initializer_list>
+#include <iterator>
 #include <set>
 #include <vector>
 
 #include "fake_common.h"
+#include "fake_capture.h"
 #include "fake_vmm.h"
 #include "kernel_params.h"
 
@@ -89,6 +91,9 @@ struct StreamInfo {
   int device;
   bool destroyed;
   int capture;
+  bool non_blocking = false;  // CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream
+  int mode = 0;               // CUstreamCaptureMode of the capture
+  uint64_t capturer = 0;      // the thread that began it
 };
 std::vector<void *> &g_free_handles = *new std::vector<void *>;  // destroyed, for reuse
 std::atomic<int> g_dead_uses{0};   // calls that named a destroyed stream
@@ -147,7 +152,7 @@ CUresult capture_rules(const char *fn, const void *stream, int device) {
   if (named(fn, {"cuStreamQuery", "cuStreamSynchronize", "cuMemFreeAsync"}) && !legacy) {
     auto it = g_streams.find(stream);
     if (it != g_streams.end() && !it->second.destroyed && it->second.capture != 0) {
-      it->second.capture = 2;
+      fake::capture::invalidate(&it->second.capture);
       g_prohibited.fetch_add(1);
       return std::strcmp(fn, "cuMemFreeAsync") == 0 ? CUDA_ERROR_INVALID_VALUE
                                                     : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -160,8 +165,9 @@ CUresult capture_rules(const char *fn, const void *stream, int device) {
   if ((on_legacy || std::strcmp(fn, "cuCtxSynchronize") == 0) && device >= 0) {
     bool hit = false;
     for (auto &kv : g_streams) {
-      if (!kv.second.destroyed && kv.second.capture != 0 && kv.second.device == device) {
-        kv.second.capture = 2;
+      if (!kv.second.destroyed && kv.second.capture != 0 && kv.second.device == device &&
+          !(on_legacy && kv.second.non_blocking)) {
+        fake::capture::invalidate(&kv.second.capture);
         hit = true;
       }
     }
@@ -171,6 +177,27 @@ CUresult capture_rules(const char *fn, const void *stream, int device) {
     }
   }
   return CUDA_SUCCESS;
+}
+
+// A potentially unsafe call (one of `unsafe`) while streams capture: each
+// capture whose mode prohibits it for this thread (fake::capture::prohibits)
+// is invalidated, and the call fails.
+CUresult unsafe_during_stream_capture(const char *fn, const char *const *unsafe, size_t n) {
+  bool is_unsafe = false;
+  for (size_t i = 0; i < n; ++i) is_unsafe = is_unsafe || std::strcmp(unsafe[i], fn) == 0;
+  if (!is_unsafe) return CUDA_SUCCESS;
+  const uint64_t self = static_cast<uint64_t>(pthread_self());
+  bool hit = false;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  for (auto &kv : g_streams) {
+    StreamInfo &si = kv.second;
+    if (si.destroyed || si.capture == 0) continue;
+    if (fake::capture::prohibits(si.mode, si.capturer, t_capture_mode, self)) {
+      fake::capture::invalidate(&si.capture);
+      hit = true;
+    }
+  }
+  return hit ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 // Common prologue: teardown and injected failures, logged. Returns the
@@ -191,6 +218,11 @@ CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = n
   static const char *const kUnsafe[] = {
       "cuMemAlloc",        "cuMemFree",           "cuMemHostAlloc",  "cuMemFreeHost",
       "cuMemAllocManaged", "cuStreamSynchronize", "cuCtxSynchronize"};
+  if (g_captures.load(std::memory_order_relaxed) != 0) {
+    if (CUresult r = unsafe_during_stream_capture(fn, kUnsafe, std::size(kUnsafe))) {
+      return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes));
+    }
+  }
   const uint64_t capturer = g_capturer.load();
   if (capturer != 0 && capturer != static_cast<uint64_t>(pthread_self()) &&
       t_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
@@ -361,12 +393,28 @@ CUresult f_memcpy_async(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream
 }
 
 CUresult f_stream_synchronize(CUstream s) {
+  fake::capture::counters().stream_syncs.fetch_add(1);
   FAKE_ENTER("cuStreamSynchronize", nullptr, s);
   if (CUresult e = context_error()) return done("cuStreamSynchronize", e, nullptr, s);
   int sdev = -1;
   if (stream_state(s, &sdev) == 2)
     return done("cuStreamSynchronize", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
   rec().stream_synchronized(s, current_device());
+  if (reinterpret_cast<uintptr_t>(s) <= 1) {
+    // The legacy stream waits for every blocking stream of its context,
+    // each thread's per-thread stream included (Driver API reference,
+    // "Stream synchronization behavior").
+    const int dev = current_device();
+    std::set<const void *> non_blocking;
+    {
+      std::lock_guard<std::mutex> lock(g_streams_mu);
+      for (const auto &kv : g_streams) {
+        if (kv.second.non_blocking) non_blocking.insert(kv.first);
+      }
+    }
+    rec().synchronized_where(
+        [&](const void *ws, int wdev) { return wdev == dev && non_blocking.count(ws) == 0; });
+  }
   return done("cuStreamSynchronize", CUDA_SUCCESS, nullptr, s);
 }
 
@@ -620,6 +668,7 @@ CUresult f_ctx_get_id(CUcontext ctx, unsigned long long *id) {
 }
 
 CUresult f_ctx_synchronize() {
+  fake::capture::counters().context_syncs.fetch_add(1);
   FAKE_ENTER("cuCtxSynchronize");
   if (CUresult e = context_error()) return done("cuCtxSynchronize", e);
   rec().device_synchronized(current_device());
@@ -650,8 +699,8 @@ CUresult f_ctx_get_device(CUdevice *d) {
 }
 
 // cuStreamIsCapturing: allowed during capture. The legacy stream answers
-// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a (blocking: every fake stream
-// is) stream of the current context is captured.
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream of the current
+// context is captured (non-blocking ones do not synchronise with it).
 CUresult f_stream_is_capturing(CUstream s, CUstreamCaptureStatus *status) {
   FAKE_ENTER("cuStreamIsCapturing", nullptr, s);
   if (CUresult e = context_error()) return done("cuStreamIsCapturing", e, nullptr, s);
@@ -659,7 +708,8 @@ CUresult f_stream_is_capturing(CUstream s, CUstreamCaptureStatus *status) {
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (reinterpret_cast<uintptr_t>(s) <= 1) {
     for (auto &kv : g_streams) {
-      if (!kv.second.destroyed && kv.second.capture != 0 && kv.second.device == current_device()) {
+      if (!kv.second.destroyed && kv.second.capture != 0 && kv.second.device == current_device() &&
+          !kv.second.non_blocking) {
         return done("cuStreamIsCapturing", CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, nullptr, s);
       }
     }
@@ -1032,7 +1082,7 @@ FAKE_EXPORT void *fake_cuda_stream_create(int device) {
   } else {
     s = std::malloc(1);  // a unique address
   }
-  g_streams[s] = StreamInfo{device, false, 0};
+  g_streams[s] = StreamInfo{device, false, 0, false, 0, 0};
   return s;
 }
 FAKE_EXPORT void fake_cuda_stream_destroy(void *s) {
@@ -1045,14 +1095,26 @@ FAKE_EXPORT void fake_cuda_stream_destroy(void *s) {
     g_free_handles.push_back(s);
   }
 }
-FAKE_EXPORT void fake_cuda_stream_begin_capture(void *s) {
+FAKE_EXPORT void fake_cuda_stream_begin_capture_mode(void *s, int mode) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   auto it = g_streams.find(s);
   if (it != g_streams.end() && it->second.capture == 0) {
     it->second.capture = 1;
+    it->second.mode = mode;
+    it->second.capturer = static_cast<uint64_t>(pthread_self());
     g_captures.fetch_add(1);
   }
 }
+FAKE_EXPORT void fake_cuda_stream_begin_capture(void *s) {
+  fake_cuda_stream_begin_capture_mode(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+FAKE_EXPORT void *fake_cuda_stream_create_flags(int device, unsigned int flags) {
+  void *s = fake_cuda_stream_create(device);
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  g_streams[s].non_blocking = (flags & CU_STREAM_NON_BLOCKING) != 0;
+  return s;
+}
+FAKE_CAPTURE_EXPORTS(fake_cuda_)
 FAKE_EXPORT int fake_cuda_stream_end_capture(void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   auto it = g_streams.find(s);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fake_common.h"
+#include "fake_capture.h"
 
 namespace {
 
@@ -83,9 +84,37 @@ hipError_t stream_error(const void *s) {
 hipError_t prohibited_on(const void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   if (g_capturing.count(s) == 0) return kSuccess;
-  g_invalidated.insert(s);
+  if (g_invalidated.insert(s).second) fake::capture::counters().invalidated.fetch_add(1);
   g_prohibited.fetch_add(1);
   return 900;  // hipErrorStreamCaptureUnsupported
+}
+
+// Capture modes (fake_capture.h): each capture's hipStreamCaptureMode and
+// thread, and each thread's own mode (hipThreadExchangeStreamCaptureMode).
+struct CaptureOwner {
+  int mode;
+  uint64_t thread;
+};
+std::map<const void *, CaptureOwner> &g_capture_owner = *new std::map<const void *, CaptureOwner>;
+thread_local int t_capture_mode = fake::capture::kGlobal;
+
+// A potentially unsafe call (hipMalloc, hipFree, hipHostMalloc, hipHostFree,
+// hipStreamSynchronize, hipDeviceSynchronize) while streams capture: each
+// capture whose mode prohibits it for this thread is invalidated, and the
+// call fails with hipErrorStreamCaptureUnsupported.
+hipError_t unsafe_during_capture() {
+  const uint64_t self = static_cast<uint64_t>(pthread_self());
+  bool hit = false;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  for (const void *s : g_capturing) {
+    auto it = g_capture_owner.find(s);
+    if (it == g_capture_owner.end()) continue;
+    if (fake::capture::prohibits(it->second.mode, it->second.thread, t_capture_mode, self)) {
+      if (g_invalidated.insert(s).second) fake::capture::counters().invalidated.fetch_add(1);
+      hit = true;
+    }
+  }
+  return hit ? 900 : kSuccess;  // hipErrorStreamCaptureUnsupported
 }
 
 void teardown_at_exit() { rec().deinitialized.store(true); }
@@ -139,6 +168,9 @@ hipError_t done(const char *fn, hipError_t r, const void *ptr = nullptr,
 hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
                         hipStream_t stream) {
   FAKE_ENTER(fn, nullptr, stream, bytes);
+  if (stream == nullptr) {
+    if (hipError_t e = unsafe_during_capture()) return done(fn, e, nullptr, stream, bytes);
+  }
   if (hipError_t e = stream_error(stream)) return done(fn, e, nullptr, stream, bytes);
   if (bytes == 0) return done(fn, kInvalidValue, nullptr, stream, bytes);
   // hipMalloc memory is exportable with hipIpcGetMemHandle; pool memory is not.
@@ -151,6 +183,9 @@ hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kin
 
 hipError_t free_common(const char *fn, void *p, bool device_or_managed, hipStream_t stream) {
   FAKE_ENTER(fn, p, stream);
+  if (stream == nullptr) {
+    if (hipError_t e = unsafe_during_capture()) return done(fn, e, p, stream);
+  }
   if (hipError_t e = stream_error(stream)) return done(fn, e, p, stream);
   rec().check_free(p, stream, t_device);
   if (!rec().release(p, device_or_managed)) return done(fn, kInvalidValue, p, stream);
@@ -334,14 +369,18 @@ FAKE_EXPORT hipError_t hipMemGetAddressRange(void **base, size_t *size, void *p)
 }
 
 FAKE_EXPORT hipError_t hipDeviceSynchronize(void) {
+  fake::capture::counters().context_syncs.fetch_add(1);
   FAKE_ENTER("hipDeviceSynchronize");
+  if (hipError_t e = unsafe_during_capture()) return done("hipDeviceSynchronize", e);
   rec().device_synchronized(t_device);
   return done("hipDeviceSynchronize", kSuccess);
 }
 
 FAKE_EXPORT hipError_t hipStreamSynchronize(hipStream_t s) {
+  fake::capture::counters().stream_syncs.fetch_add(1);
   FAKE_ENTER("hipStreamSynchronize", nullptr, s);
   if (hipError_t e = prohibited_on(s)) return done("hipStreamSynchronize", e, nullptr, s);
+  if (hipError_t e = unsafe_during_capture()) return done("hipStreamSynchronize", e, nullptr, s);
   if (hipError_t e = stream_error(s)) return done("hipStreamSynchronize", e, nullptr, s);
   rec().stream_synchronized(s, t_device);
   return done("hipStreamSynchronize", kSuccess, nullptr, s);
@@ -431,11 +470,23 @@ FAKE_EXPORT void fake_hip_stream_destroy(void *s, int error) {
     g_free_handles.push_back(s);
   }
 }
-FAKE_EXPORT void fake_hip_stream_begin_capture(void *s) {
+FAKE_EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int *mode) {
+  FAKE_ENTER("hipThreadExchangeStreamCaptureMode");
+  const int old = t_capture_mode;
+  t_capture_mode = *mode;
+  *mode = old;
+  return done("hipThreadExchangeStreamCaptureMode", kSuccess);
+}
+FAKE_EXPORT void fake_hip_stream_begin_capture_mode(void *s, int mode) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   g_capturing.insert(s);
   g_invalidated.erase(s);
+  g_capture_owner[s] = CaptureOwner{mode, static_cast<uint64_t>(pthread_self())};
 }
+FAKE_EXPORT void fake_hip_stream_begin_capture(void *s) {
+  fake_hip_stream_begin_capture_mode(s, fake::capture::kRelaxed);
+}
+FAKE_CAPTURE_EXPORTS(fake_hip_)
 FAKE_EXPORT int fake_hip_stream_end_capture(void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   const int valid = g_capturing.count(s) != 0 && g_invalidated.count(s) == 0 ? 1 : 0;

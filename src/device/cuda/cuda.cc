@@ -136,13 +136,18 @@ namespace {
 
 // How a release of kDLCUDA memory is ordered (DeviceMemory::order).
 enum Order : uint32_t {
-  kFreeNow = 0,           // cuMemFree / cuMemFreeHost: nothing else to wait for
-  kFreeOnStream = 1,      // cuMemFreeAsync on mem.stream (after checking it)
-  kFreeAfterContext = 2,  // per-thread default stream: cuCtxSynchronize, then cuMemFree
-  kFreeAfterStream = 3,   // a stream of another context: cuStreamSynchronize, then cuMemFree
+  kFreeNow = 0,       // cuMemFree / cuMemFreeHost: nothing else to wait for
+  kFreeOnStream = 1,  // cuMemFreeAsync on mem.stream (after checking it)
+  // Per-thread default stream: cuStreamSynchronize(CU_STREAM_LEGACY), which
+  // waits for every blocking stream of the context, each thread's per-thread
+  // stream included, then cuMemFree. Never cuCtxSynchronize: that would
+  // invalidate a capture on any stream of the context, non-blocking ones
+  // too (docs/impl/gpu.md §3).
+  kFreeAfterContext = 2,
+  kFreeAfterStream = 3,  // a stream of another context: cuStreamSynchronize, then cuMemFree
   // The per-thread default stream of another device (mem.stream_device; a
-  // copy queued there from device memory of that device): cuCtxSynchronize in
-  // that device's primary context, then cuMemFree.
+  // copy queued there from device memory of that device): the legacy stream
+  // of that device's primary context, as for kFreeAfterContext.
   kFreeAfterOtherContext = 4,
 };
 
@@ -289,17 +294,16 @@ CUresult capturing(const CudaDriver &d, CUstream stream, bool *out, const char *
 const CUstream kLegacy = reinterpret_cast<CUstream>(kLegacyStream);
 
 // Waits in device `ordinal`'s primary context, with it pushed (and popped
-// again): for the whole context (whole_context: cuCtxSynchronize, the
-// per-thread streams of every thread included; `stream` is then kLegacy, the
-// one whose capture shows it), or for `stream` alone, the
-// stream's device having been recorded at allocation. The stream is the
-// caller's to keep alive until the release (hurray.h); nothing else about it
-// is asked of the driver. A context reset since then took its work with it:
-// nothing to wait for. *deferred: the stream waited for (for the whole
-// context: its legacy stream) is being captured, so nothing was waited for
-// (the caller defers the free).
-CUresult synchronize_in_primary(const CudaDriver &d, int ordinal, bool whole_context,
-                                CUstream stream, const char **call, bool *deferred) {
+// again), for `stream`: kLegacy for the per-thread streams of every thread
+// (the legacy stream waits for all blocking streams), else the stream the
+// copy was queued on, its device having been recorded at allocation. The
+// stream is the caller's to keep alive until the release (hurray.h); nothing
+// else about it is asked of the driver. A context reset since then took its
+// work with it: nothing to wait for. *deferred: `stream` is being captured
+// (kLegacy: a blocking stream of that context is), so nothing was waited
+// for (the caller defers the free).
+CUresult synchronize_in_primary(const CudaDriver &d, int ordinal, CUstream stream,
+                                const char **call, bool *deferred) {
   const PrimarySlot &slot = d.primary[ordinal];
   CUcontext ctx = slot.ctx.load(std::memory_order_acquire);
   bool alive = false;
@@ -310,8 +314,8 @@ CUresult synchronize_in_primary(const CudaDriver &d, int ordinal, bool whole_con
   if (r != CUDA_SUCCESS) return r;
   r = capturing(d, stream, deferred, call);
   if (r == CUDA_SUCCESS && !*deferred) {
-    *call = whole_context ? "cuCtxSynchronize" : "cuStreamSynchronize";
-    r = whole_context ? d.ctx_synchronize() : d.stream_synchronize(stream);
+    *call = "cuStreamSynchronize";
+    r = d.stream_synchronize(stream);
   }
   const CUresult pop = in_ctx.leave();
   if (r == CUDA_SUCCESS && pop != CUDA_SUCCESS) {
@@ -341,19 +345,21 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
       *call = "cuMemFreeAsync";
       return d.mem_free_async(dptr(mem.ptr), stream);
     case kFreeAfterContext:
-      // cuCtxSynchronize is prohibited while a stream of the context is
-      // captured; the blocking ones (per-thread streams included) show up
-      // on the legacy stream.
+      // The legacy stream waits for every blocking stream (per-thread ones
+      // of every thread included) and, unlike cuCtxSynchronize, leaves the
+      // captures of non-blocking streams alone. Using it is prohibited
+      // while a blocking stream of the context captures: that shows on the
+      // legacy stream itself.
       r = capturing(d, kLegacy, deferred, call);
       if (r != CUDA_SUCCESS || *deferred) return r;
-      *call = "cuCtxSynchronize";
-      r = d.ctx_synchronize();
+      *call = "cuStreamSynchronize";
+      r = d.stream_synchronize(kLegacy);
       break;
     case kFreeAfterOtherContext:
-      r = synchronize_in_primary(d, mem.stream_device, true, kLegacy, call, deferred);
+      r = synchronize_in_primary(d, mem.stream_device, kLegacy, call, deferred);
       break;
     case kFreeAfterStream:
-      r = synchronize_in_primary(d, mem.stream_device, false, stream, call, deferred);
+      r = synchronize_in_primary(d, mem.stream_device, stream, call, deferred);
       break;
     default: break;
   }

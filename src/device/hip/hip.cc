@@ -202,10 +202,11 @@ void HipTraits::release_now(hurray_device device, const DeviceMemory &mem) {
   hipError_t restore = hipSuccess;
   int saved = 0;
   if (device.device_type == HURRAY_DEVICE_ROCM_HOST) {
+    HipRelaxedCaptureMode relaxed(*r);
     call = "hipHostFree";  // pinned host memory belongs to no device
     e = r->host_free(ptr);
   } else {
-    DeviceScope scope(*r);
+    HipScope scope(*r);
     e = scope.enter(device.device_id, &call);
     bool deferred = false;
     if (e == hipSuccess) e = free_on_device(*r, device.device_id, mem, &call, &deferred);

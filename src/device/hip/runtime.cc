@@ -79,6 +79,7 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipMemcpy3DAsync", &r.memcpy_3d_async, false) &&
          get(lib, "hipDeviceSynchronize", &r.device_synchronize) &&
          get(lib, "hipStreamIsCapturing", &r.stream_is_capturing, false) &&
+         get(lib, "hipThreadExchangeStreamCaptureMode", &r.exchange_capture_mode, false) &&
          get(lib, "hipIpcGetMemHandle", &r.ipc_get_mem_handle, false) &&
          get(lib, "hipIpcOpenMemHandle", &r.ipc_open_mem_handle, false) &&
          get(lib, "hipIpcCloseMemHandle", &r.ipc_close_mem_handle, false) &&

@@ -71,6 +71,9 @@ struct HipRuntime {
   // Optional: NULL when the library lacks it; then a release or copy cannot
   // tell that a stream is being captured.
   hipError_t (*stream_is_capturing)(hipStream_t, hipStreamCaptureStatus *);
+  // Optional (NULL when the library lacks it): libhurray's own calls then
+  // run in the thread's capture mode (HipScope, device/hip/vendor.h).
+  hipError_t (*exchange_capture_mode)(hipStreamCaptureMode *);
   // Legacy IPC (device/hip/ipc.cc, docs/impl/ipc.md §6); optional: NULL
   // when the library lacks one, and GPU memory then cannot cross processes.
   hipError_t (*ipc_get_mem_handle)(hipIpcMemHandle_t *, void *);

@@ -59,6 +59,50 @@ class DeviceScope {
   bool switched_ = false;
 };
 
+// Sets this thread's stream-capture mode to hipStreamCaptureModeRelaxed for
+// libhurray's own runtime calls and gives the thread its mode back
+// afterwards (HIP API reference: hipStreamBeginCapture,
+// hipThreadExchangeStreamCaptureMode): in the default global mode an
+// allocation, free or synchronous wait made while *another* thread captures
+// in global mode would invalidate that capture. Best effort, as for CUDA
+// (device/cuda/vendor.h): without the entry point, or should the exchange
+// fail, the calls run in the thread's own mode.
+class HipRelaxedCaptureMode {
+ public:
+  explicit HipRelaxedCaptureMode(const HipRuntime &r) : r_(r) {
+    if (r_.exchange_capture_mode == nullptr) return;
+    hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
+    exchanged_ = r_.exchange_capture_mode(&mode) == hipSuccess;
+    saved_ = mode;
+  }
+  HipRelaxedCaptureMode(const HipRelaxedCaptureMode &) = delete;
+  HipRelaxedCaptureMode &operator=(const HipRelaxedCaptureMode &) = delete;
+  ~HipRelaxedCaptureMode() {
+    if (exchanged_) (void)r_.exchange_capture_mode(&saved_);
+  }
+
+ private:
+  const HipRuntime &r_;
+  hipStreamCaptureMode saved_ = hipStreamCaptureModeGlobal;
+  bool exchanged_ = false;
+};
+
+// The owning device current, in the relaxed capture mode, for one
+// operation; the thread's own device and mode given back.
+class HipScope {
+ public:
+  explicit HipScope(const HipRuntime &r) : relaxed_(r), device_(r) {}
+  hipError_t enter(int device, const char **failed, uint64_t *ctx_id = nullptr) {
+    return device_.enter(device, failed, ctx_id);
+  }
+  hipError_t leave() { return device_.leave(); }
+  int saved() const { return device_.saved(); }
+
+ private:
+  HipRelaxedCaptureMode relaxed_;
+  DeviceScope device_;
+};
+
 struct HipTraits {
   using Api = HipRuntime;
   using Result = hipError_t;
@@ -96,7 +140,7 @@ struct HipTraits {
   }
   static void event_destroy(const Api &r, Event ev) { (void)r.event_destroy(ev); }
 
-  using Scope = DeviceScope;
+  using Scope = HipScope;
   static int32_t restore_failure(const Scope &scope, Result restore, Result e, const char *call,
                                  int32_t device_id);
 
