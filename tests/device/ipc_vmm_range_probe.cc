@@ -12,7 +12,8 @@
 //   probe ipc-vmm-range-offset 2        a mapping of a later part of an
 //                                       allocation (cuMemMap offset > 0) and
 //                                       one of its first part: the export must
-//                                       be refused, never send other bytes
+//                                       be refused, never send other bytes;
+//                                       driver failures inside the check
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -262,6 +263,41 @@ int cmd_offset() {
           "nothing_kept", "exports %d refs %lld maps %lld releases %d",
           call_count("cuMemExportToShareableHandle") - exports,
           static_cast<long long>(handle_refs()), static_cast<long long>(mappings()), o.releases);
+    reg.undo();
+  }
+  // A driver failure inside the check, on a whole mapping that would be
+  // sent: refused with the entry point named, nothing retained or left
+  // reserved or mapped.
+  auto inject = reinterpret_cast<void (*)(const char *, int, int)>(control("inject"));
+  for (const char *fn :
+       {"cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemMap", "cuMemAddressFree"}) {
+    Region reg{&d};
+    reg.reserved = kChunk;
+    check(d.reserve(&reg.va, reg.reserved, 0, 0, 0) == CUDA_SUCCESS, "reserve", "");
+    if (!reg.add(0, kChunk, 0, kChunk)) return 1;
+    Owner o;
+    hurray_buffer h = wrap(floats(reg.va), &o);
+    const int reserves = call_count("cuMemAddressReserve");
+    const int frees = call_count("cuMemAddressFree");
+    inject(fn, 999 /* CUDA_ERROR_UNKNOWN */, 1);
+    hurray_ipc_message m;
+    const int32_t st = hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m);
+    check(st == HURRAY_ERR_UNSUPPORTED_DEVICE && std::strstr(hurray_last_error(), fn) != nullptr &&
+              h.release_fn != nullptr,
+          "check_failure_refused", "%s: %s %s", fn, hurray_status_name(st), hurray_last_error());
+    // Every scratch reservation made was handed back (a refused
+    // cuMemAddressFree was still asked for; a refused reserve made none;
+    // without the granularity none was asked for).
+    const bool granularity = std::strcmp(fn, "cuMemGetAllocationGranularity") == 0;
+    const int asked = granularity ? 0 : 1;
+    const int made = granularity || std::strcmp(fn, "cuMemAddressReserve") == 0 ? 0 : 1;
+    check(handle_refs() == 0 && mappings() == 1 &&
+              call_count("cuMemAddressReserve") - reserves == asked &&
+              call_count("cuMemAddressFree") - frees == made,
+          "check_failure_left_nothing", "%s: refs %lld maps %lld", fn,
+          static_cast<long long>(handle_refs()), static_cast<long long>(mappings()));
+    (void)hurray_buffer_release(&h);
+    check(o.releases == 1, "check_failure_released", "%s", fn);
     reg.undo();
   }
   check(vmm_allocations() == 0, "nothing_left", "%lld", static_cast<long long>(vmm_allocations()));
