@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -124,9 +125,9 @@ float *floats(CUdeviceptr p) { return reinterpret_cast<float *>(static_cast<uint
 struct Owner {
   int64_t shape[1] = {kN};
   int64_t strides[1] = {1};
-  int releases = 0;
+  std::atomic<int> releases{0};  // the sender's watcher thread releases
 };
-void owner_release(void *user_data) { ++static_cast<Owner *>(user_data)->releases; }
+void owner_release(void *user_data) { static_cast<Owner *>(user_data)->releases.fetch_add(1); }
 
 // A handle of kN floats at `data` (memory the caller keeps).
 hurray_buffer wrap(void *data, Owner *o) {
@@ -216,7 +217,7 @@ int cmd_back_to_back() {
   check(st == HURRAY_OK && answer == 'y', "second_allocation_sent_right", "%s, child '%c'",
         hurray_status_name(st), answer);
   check(wait_until([&] { return ipc_returns() == returns + 1 && o.releases == 1; }),
-        "returned_once", "releases %d", o.releases);
+        "returned_once", "releases %d", o.releases.load());
   reg.undo();
   check(vmm_allocations() == 0 && handle_refs() == 0, "nothing_left", "allocations %lld",
         static_cast<long long>(vmm_allocations()));
@@ -262,7 +263,8 @@ int cmd_offset() {
               mappings() == 1 && o.releases == 1,
           "nothing_kept", "exports %d refs %lld maps %lld releases %d",
           call_count("cuMemExportToShareableHandle") - exports,
-          static_cast<long long>(handle_refs()), static_cast<long long>(mappings()), o.releases);
+          static_cast<long long>(handle_refs()), static_cast<long long>(mappings()),
+          o.releases.load());
     reg.undo();
   }
   // A driver failure inside the check, on a whole mapping that would be
