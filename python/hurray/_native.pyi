@@ -110,6 +110,7 @@ def from_dlpack(
     *,
     copy: _Copy = None,
     device: Optional[_Device] = None,
+    stream: Optional[SupportsIndex] = None,
 ) -> Buffer: ...
 def empty(
     shape: Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]],

@@ -110,29 +110,33 @@ bool import_capsule(PyObject *cap, hurray_buffer *out, bool *was_legacy) {
   return true;
 }
 
-// One call obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]);
-// a keyword whose value is nullptr is left out.
-PyObject *call_dlpack_once(PyObject *obj, PyObject *dl_device, PyObject *copy) {
-  PyObject *argv[4] = {obj, g_names.max_version_value, nullptr, nullptr};
+// One call obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]
+// [, stream=...]); a keyword whose value is nullptr is left out.
+PyObject *call_dlpack_once(PyObject *obj, PyObject *dl_device, PyObject *copy, PyObject *stream) {
+  PyObject *argv[5] = {obj, g_names.max_version_value, nullptr, nullptr, nullptr};
+  PyObject *names[4] = {g_names.max_version, nullptr, nullptr, nullptr};
   Py_ssize_t nkw = 1;
-  if (dl_device != nullptr) argv[1 + nkw++] = dl_device;
-  if (copy != nullptr) argv[1 + nkw++] = copy;
+  if (dl_device != nullptr) {
+    names[nkw] = g_names.dl_device;
+    argv[1 + nkw++] = dl_device;
+  }
+  if (copy != nullptr) {
+    names[nkw] = g_names.copy;
+    argv[1 + nkw++] = copy;
+  }
+  if (stream != nullptr) {
+    names[nkw] = g_names.stream;
+    argv[1 + nkw++] = stream;
+  }
   PyObject *kwnames = g_names.kw_max_version;
   if (nkw == 1) {
     Py_INCREF(kwnames);
   } else {
     kwnames = PyTuple_New(nkw);
     if (kwnames == nullptr) return nullptr;
-    Py_INCREF(g_names.max_version);
-    PyTuple_SET_ITEM(kwnames, 0, g_names.max_version);
-    Py_ssize_t k = 1;
-    if (dl_device != nullptr) {
-      Py_INCREF(g_names.dl_device);
-      PyTuple_SET_ITEM(kwnames, k++, g_names.dl_device);
-    }
-    if (copy != nullptr) {
-      Py_INCREF(g_names.copy);
-      PyTuple_SET_ITEM(kwnames, k++, g_names.copy);
+    for (Py_ssize_t k = 0; k < nkw; ++k) {
+      Py_INCREF(names[k]);
+      PyTuple_SET_ITEM(kwnames, k, names[k]);
     }
   }
   PyObject *cap =
@@ -141,30 +145,62 @@ PyObject *call_dlpack_once(PyObject *obj, PyObject *dl_device, PyObject *copy) {
   return cap;
 }
 
+// obj.__dlpack__(stream=...) alone (a producer older than DLPack 1.0, which
+// knew `stream` but not max_version), or obj.__dlpack__() when stream is
+// nullptr.
+PyObject *call_dlpack_legacy(PyObject *obj, PyObject *stream) {
+  PyObject *argv[2] = {obj, stream};
+  if (stream == nullptr) {
+    return PyObject_VectorcallMethod(g_names.dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                     nullptr);
+  }
+  PyObject *kwnames = PyTuple_Pack(1, g_names.stream);
+  if (kwnames == nullptr) return nullptr;
+  PyObject *cap =
+      PyObject_VectorcallMethod(g_names.dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+  Py_DECREF(kwnames);
+  return cap;
+}
+
 // Asks a producer for its capsule (docs/impl/python.md §2, from_dlpack):
-//   1. obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]);
+//   1. obj.__dlpack__(max_version=(1, 3)[, dl_device=...][, copy=...]
+//      [, stream=...]), `stream` for the device the producer exports on;
 //   2. if dl_device was passed and the producer raised BufferError or
 //      NotImplementedError (it cannot export to that device, as NumPy for
-//      anything but the CPU), again without dl_device: the tensor comes on
-//      the producer's own device and from_dlpack copies it with hurray_copy.
+//      anything but the CPU), again without dl_device and with
+//      `own_stream` (the stream for its own device): the tensor comes on the
+//      producer's own device and from_dlpack copies it with hurray_copy.
 //      copy=False is passed again, copy=True is not (the producer's copy
 //      would be a second one);
 //   3. if the producer raised TypeError (older than DLPack 1.0, the keywords
-//      are unknown to it), obj.__dlpack__() without arguments.
-// dl_device and copy are nullptr when not to be passed.
-PyObject *call_dlpack(PyObject *obj, PyObject *copy, PyObject *dl_device) {
-  PyObject *cap = call_dlpack_once(obj, dl_device, copy);
+//      are unknown to it), obj.__dlpack__(stream=...) with the stream of the
+//      last call when there was one, and if that raises TypeError too,
+//      obj.__dlpack__() without arguments.
+// dl_device, copy and the streams are nullptr when not to be passed.
+// *used_stream is the stream the call that answered was given (borrowed).
+PyObject *call_dlpack(PyObject *obj, PyObject *copy, PyObject *dl_device, PyObject *stream,
+                      PyObject *own_stream, PyObject **used_stream) {
+  *used_stream = stream;
+  PyObject *cap = call_dlpack_once(obj, dl_device, copy, stream);
   if (cap == nullptr && dl_device != nullptr &&
       (PyErr_ExceptionMatches(PyExc_BufferError) ||
        PyErr_ExceptionMatches(PyExc_NotImplementedError))) {
     PyErr_Clear();
-    cap = call_dlpack_once(obj, nullptr, copy == Py_False ? copy : nullptr);
+    *used_stream = own_stream;
+    cap = call_dlpack_once(obj, nullptr, copy == Py_False ? copy : nullptr, own_stream);
   }
   if (cap == nullptr && PyErr_ExceptionMatches(PyExc_TypeError)) {
     PyErr_Clear();
-    PyObject *argv[1] = {obj};
-    cap = PyObject_VectorcallMethod(g_names.dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                    nullptr);
+    if (*used_stream != nullptr) {
+      cap = call_dlpack_legacy(obj, *used_stream);
+      if (cap == nullptr && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        *used_stream = nullptr;
+        cap = call_dlpack_legacy(obj, nullptr);
+      }
+    } else {
+      cap = call_dlpack_legacy(obj, nullptr);
+    }
   } else if (cap == nullptr && PyErr_ExceptionMatches(PyExc_AttributeError)) {
     // Only translate a missing __dlpack__, not an AttributeError raised inside it.
     PyObject *attr = PyObject_GetAttr(obj, g_names.dlpack);
@@ -210,6 +246,73 @@ bool producer_device(PyObject *obj, hurray_device *out, bool *known) {
   Py_DECREF(res);
   *known = ok;
   return ok;
+}
+
+// The `stream` from_dlpack passes to a producer that exports on a device of
+// type `device_type` (known false: the producer did not say), per the array
+// API's __dlpack__ (docs/impl/python.md §4): the caller's stream= when given
+// (checked against the device's rules where the device is known), else 1
+// (the legacy default stream) for CUDA and CUDA managed memory, 0 (the
+// default stream) for ROCm, and nothing for the CPU, pinned host memory and
+// other types (None, which the specification lets a producer read as the
+// legacy default stream). *out is a new reference or nullptr (nothing
+// passed); false with an exception set for a stream the device cannot take.
+bool cuda_family(int32_t device_type) {
+  return device_type == HURRAY_DEVICE_CUDA || device_type == HURRAY_DEVICE_CUDA_HOST ||
+         device_type == HURRAY_DEVICE_CUDA_MANAGED;
+}
+bool rocm_family(int32_t device_type) {
+  return device_type == HURRAY_DEVICE_ROCM || device_type == HURRAY_DEVICE_ROCM_HOST;
+}
+
+bool stream_for(PyObject *caller, bool known, int32_t device_type, PyObject **out) {
+  *out = nullptr;
+  const bool cuda = cuda_family(device_type);
+  const bool rocm = rocm_family(device_type);
+  if (caller == Py_None) {
+    if (!known) return true;
+    long long v;
+    if (device_type == HURRAY_DEVICE_CUDA || device_type == HURRAY_DEVICE_CUDA_MANAGED) {
+      v = 1;
+    } else if (device_type == HURRAY_DEVICE_ROCM) {
+      v = 0;
+    } else {
+      return true;
+    }
+    *out = PyLong_FromLongLong(v);
+    return *out != nullptr;
+  }
+  long long s = 0;
+  int overflow = 0;
+  if (!parse_index(caller, "hurray.from_dlpack: stream", &s, &overflow)) return false;
+  if (overflow != 0 || s < -1) {
+    PyErr_SetString(PyExc_ValueError, "hurray.from_dlpack: stream is out of range");
+    return false;
+  }
+  if (known && !cuda && !rocm) {
+    PyErr_Format(PyExc_ValueError,
+                 "hurray.from_dlpack: stream=%lld given, but the producer exports on device "
+                 "type %d, which has no streams in the DLPack protocol (only CUDA and ROCm "
+                 "devices take one)",
+                 s, static_cast<int>(device_type));
+    return false;
+  }
+  if (known && cuda && s == 0) {
+    PyErr_SetString(PyExc_ValueError,
+                    "hurray.from_dlpack: stream 0 is not valid for CUDA (1: legacy default "
+                    "stream, 2: per-thread default stream, >2: a cudaStream_t, -1: no "
+                    "synchronisation)");
+    return false;
+  }
+  if (known && rocm && (s == 1 || s == 2)) {
+    PyErr_Format(PyExc_ValueError,
+                 "hurray.from_dlpack: stream %lld is not valid for ROCm (0: default stream, "
+                 ">2: a hipStream_t, -1: no synchronisation)",
+                 s);
+    return false;
+  }
+  *out = PyLong_FromLongLong(s);
+  return *out != nullptr;
 }
 
 PyObject *raise_copy_false_crosses(hurray_device from, hurray_device to) {
@@ -268,7 +371,7 @@ int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_dev
 }  // namespace
 
 PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-  PyObject *copy = Py_None, *device = Py_None;
+  PyObject *copy = Py_None, *device = Py_None, *stream = Py_None;
   if (nargs != 1) {
     PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)",
                  nargs);
@@ -276,14 +379,16 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   }
   PyObject *obj = args[0];
   if (kwnames != nullptr) {
-    PyObject *const names[2] = {g_names.copy, g_names.device};
+    PyObject *const names[3] = {g_names.copy, g_names.device, g_names.stream};
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
       PyObject *key = PyTuple_GET_ITEM(kwnames, i);
-      const int which = kw_index(key, names, 2);
+      const int which = kw_index(key, names, 3);
       if (which == 0) {
         copy = args[1 + i];
       } else if (which == 1) {
         device = args[1 + i];
+      } else if (which == 2) {
+        stream = args[1 + i];
       } else {
         if (!PyErr_Occurred()) {
           PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument '%U'",
@@ -300,9 +405,16 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
   hurray_device want{0, 0};
   const bool device_given = device != Py_None;
   if (device_given && !parse_device(device, "from_dlpack: device", &want)) return nullptr;
+  if (stream != Py_None && !PyLong_Check(stream) && !PyIndex_Check(stream)) {
+    PyErr_Format(PyExc_TypeError, "hurray.from_dlpack: stream must be an int or None, not %.100s",
+                 Py_TYPE(stream)->tp_name);
+    return nullptr;
+  }
 
   hurray_buffer h;
   bool legacy_unsaid = false;
+  bool caller_stream_used = false;  // the producer ordered its work on the caller's stream
+  long long caller_stream_value = 0;
   if (Py_TYPE(obj) == &BufferType && copy_mode != 1 &&
       (!device_given || same_device(want, as_buffer(obj)->h.device))) {
     // Another Buffer on the same memory: share directly, no DLPack round
@@ -329,11 +441,11 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
       // A producer is asked for another device only when it is not already
       // on that device; if it cannot export there, call_dlpack takes the
       // tensor where it is, and the copy below moves it.
+      hurray_device own{0, 0};
+      bool known = false;
+      if (!producer_device(obj, &own, &known)) return nullptr;
       PyObject *dl_device = nullptr;
       if (device_given) {
-        hurray_device own;
-        bool known = false;
-        if (!producer_device(obj, &own, &known)) return nullptr;
         if (known && !same_device(own, want) && copy_mode == 0) {
           return raise_copy_false_crosses(own, want);
         }
@@ -343,8 +455,30 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
           if (dl_device == nullptr) return nullptr;
         }
       }
-      cap = call_dlpack(obj, copy_arg, dl_device);
+      // The stream goes by the device the producer exports on: the one
+      // asked for (dl_device), else its own (docs/impl/python.md §4). When
+      // it cannot export to dl_device, it is asked again on its own device
+      // with that device's default stream: the caller's stream belongs to
+      // the device asked for, and hurray_copy's copy finishes before
+      // from_dlpack returns.
+      PyObject *first = nullptr, *fallback = nullptr;
+      const bool ok_first = dl_device != nullptr
+                                ? stream_for(stream, true, want.device_type, &first)
+                                : stream_for(stream, known, own.device_type, &first);
+      if (!ok_first ||
+          (dl_device != nullptr && !stream_for(Py_None, known, own.device_type, &fallback))) {
+        Py_XDECREF(first);
+        Py_XDECREF(dl_device);
+        return nullptr;
+      }
+      PyObject *used = nullptr;
+      cap = call_dlpack(obj, copy_arg, dl_device, first, fallback, &used);
       Py_XDECREF(dl_device);
+      // The caller's own stream, if the call that answered was given it.
+      caller_stream_used = stream != Py_None && used != nullptr && used == first;
+      if (caller_stream_used) caller_stream_value = PyLong_AsLongLong(used);
+      Py_XDECREF(first);
+      Py_XDECREF(fallback);
       if (cap == nullptr) return nullptr;
       if (!PyCapsule_CheckExact(cap)) {
         PyErr_Format(PyExc_TypeError,
@@ -361,6 +495,22 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     legacy_unsaid = ok && was_legacy;
     Py_DECREF(cap);
     if (!ok) return nullptr;
+    // A GPU Buffer is ordered on its device's default stream
+    // (docs/impl/python.md §4): after a producer ordered its work on the
+    // caller's stream, the default stream waits for that one (an event, no
+    // host blocking). -1 asked for no synchronisation at all.
+    void *own_stream = buffer_stream(h.device.device_type);
+    void *given = reinterpret_cast<void *>(static_cast<intptr_t>(caller_stream_value));
+    if (caller_stream_used && caller_stream_value != -1 &&
+        (cuda_family(h.device.device_type) || rocm_family(h.device.device_type)) &&
+        given != own_stream) {
+      const int32_t st = hurray_stream_wait(h.device, given, own_stream);
+      if (st != HURRAY_OK) {
+        raise_status(st, "hurray.from_dlpack (stream wait)");
+        release_handle(&h);
+        return nullptr;
+      }
+    }
   }
 
   // copy / device the producer did not (or could not be asked to) honour.

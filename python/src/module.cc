@@ -90,13 +90,16 @@ PyMethodDef module_methods[] = {
     {"from_dlpack",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_from_dlpack)),
      METH_FASTCALL | METH_KEYWORDS,
-     "from_dlpack(obj, /, *, copy=None, device=None)\n--\n\n"
+     "from_dlpack(obj, /, *, copy=None, device=None, stream=None)\n--\n\n"
      "Take a tensor from any DLPack producer (an object with __dlpack__, or a raw\n"
      "'dltensor'/'dltensor_versioned' capsule) as a hurray.Buffer, zero-copy unless\n"
      "copy=True or device names another device. A producer that cannot export to\n"
      "device (NumPy for anything but the CPU) is taken on its own device, and\n"
      "libhurray makes the copy; copy=False then raises BufferError. The Buffer is\n"
-     "read-only when the producer says so, or gives a legacy capsule (as NumPy)."},
+     "read-only when the producer says so, or gives a legacy capsule (as NumPy).\n"
+     "A GPU producer is passed stream= explicitly: the caller's, else 1 (CUDA's\n"
+     "legacy default stream) or 0 (ROCm's default stream); the Buffer is then\n"
+     "ordered on that default stream."},
     {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_empty)),
      METH_VARARGS | METH_KEYWORDS,
      "empty(shape, dtype='float32', *, device='cpu', shared=False)\n--\n\n"

@@ -151,7 +151,9 @@ def test_from_dlpack_device_copies_what_the_producer_cannot_move() -> None:
         fake.fake_cuda_reset()
         h = hurray.from_dlpack(p, device="cpu")
         assert h.device == (1, 0) and h.is_copied, h
-        assert p.asked == [["dl_device", "max_version"], ["max_version"]], p.asked
+        # The second call, on the producer's own CUDA device, names the
+        # legacy default stream; the first (for the CPU) names none.
+        assert p.asked == [["dl_device", "max_version"], ["max_version", "stream"]], p.asked
         assert fake.fake_cuda_call_count(b"cuMemcpyAsync") >= 1  # hurray_copy, device to host
         np.testing.assert_array_equal(np.from_dlpack(h), a)
         assert fake.fake_cuda_live_allocations() == 1  # only g's
@@ -191,6 +193,102 @@ def test_stream_rules_and_waits() -> None:
             assert "CPU" in str(e)
         else:
             raise AssertionError("stream accepted for a CPU consumer")
+        """
+    )
+
+
+def test_from_dlpack_passes_the_stream_to_a_gpu_producer() -> None:
+    # The array API's __dlpack__ (docs/impl/python.md §4): a consumer names
+    # its stream; None leaves the producer to assume the legacy default
+    # stream, which producers that no longer synchronise for None do not.
+    run(
+        """
+        g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float32)))
+
+        class Producer:
+            # Records the stream each __dlpack__ call was given ("absent":
+            # none), then exports g (or raises `fail`).
+            def __init__(self, device, fail=None, old=False):
+                self.device, self.fail, self.old, self.asked = device, fail, old, []
+            def __dlpack_device__(self):
+                return self.device
+            def __dlpack__(self, **kw):
+                if self.old and "max_version" in kw:
+                    raise TypeError("unexpected keyword argument 'max_version'")
+                self.asked.append(kw.get("stream", "absent"))
+                if self.fail is not None:
+                    raise self.fail
+                return g.__dlpack__(max_version=(1, 3))
+
+        class Stop(Exception):
+            pass
+
+        # CUDA: the legacy default stream (1), where the Buffer is ordered:
+        # no wait issued.
+        fake.fake_cuda_reset()
+        p = Producer((2, 0))
+        b = hurray.from_dlpack(p)
+        assert p.asked == [1], p.asked
+        assert b.device == (2, 0) and b.data_ptr == g.data_ptr
+        assert fake.fake_cuda_call_count(b"cuStreamWaitEvent") == 0
+        b.release()
+        # CUDA managed memory too; ROCm gets 0 (its default stream).
+        for device, want in (((13, 0), 1), ((10, 0), 0)):
+            p = Producer(device, fail=Stop())
+            try:
+                hurray.from_dlpack(p)
+            except Stop:
+                pass
+            assert p.asked == [want], (device, p.asked)
+        # The caller's stream is passed on, and the Buffer's default stream
+        # then waits for it (an event, no host wait); -1 waits for nothing.
+        fake.fake_cuda_reset()
+        p = Producer((2, 0))
+        b = hurray.from_dlpack(p, stream=0x5000)
+        c = hurray.from_dlpack(p, stream=-1)
+        d = hurray.from_dlpack(p, stream=1)
+        assert p.asked == [0x5000, -1, 1], p.asked
+        waits = calls("cuStreamWaitEvent")
+        assert [(w.stream, w.other) for w in waits] == [(1, 0x5000)], \
+            [(w.stream, w.other) for w in waits]
+        assert fake.fake_cuda_call_count(b"cuCtxSynchronize") == 0
+        assert fake.fake_cuda_call_count(b"cuStreamSynchronize") == 0
+        for x in (b, c, d):
+            x.release()
+        # Streams the device's rules refuse, before the producer is asked.
+        refused = (((2, 0), 0, "CUDA"), ((10, 0), 2, "ROCm"), ((1, 0), 3, "no streams"))
+        for device, bad, what in refused:
+            p = Producer(device)
+            try:
+                hurray.from_dlpack(p, stream=bad)
+            except ValueError as e:
+                assert what in str(e), str(e)
+            else:
+                raise AssertionError(f"stream={bad} accepted for {device}")
+            assert p.asked == [], p.asked
+        try:
+            hurray.from_dlpack(Producer((2, 0)), stream="1")
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("a str stream accepted")
+        # A CPU producer is passed no stream (NumPy refuses any).
+        a = np.arange(4, dtype=np.float32)
+        p = Producer((1, 0), fail=Stop())
+        try:
+            hurray.from_dlpack(p)
+        except Stop:
+            pass
+        assert p.asked == ["absent"], p.asked
+        assert hurray.from_dlpack(a).device == (1, 0)
+        # A producer older than DLPack 1.0 (no max_version) is asked with
+        # the stream alone.
+        p = Producer((2, 0), old=True)
+        b = hurray.from_dlpack(p)
+        assert p.asked == [1], p.asked
+        b.release()
+        g.release()
+        assert fake.fake_cuda_live_allocations() == 0
         """
     )
 

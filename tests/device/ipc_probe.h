@@ -133,6 +133,8 @@ inline void put64(uint8_t *p, uint64_t v) {
 
 // The VMM commands (ipc_vmm_probe.cc): `cmd` without "ipc-vmm-"; 64 when unknown.
 int run_vmm_command(const std::string &cmd);
+// ipc_vmm_range_probe.cc (CUDA builds): `cmd` without "ipc-vmm-range-".
+int run_vmm_range_command(const std::string &cmd);
 
 }  // namespace ipc_probe
 

@@ -88,5 +88,16 @@ TEST_F(CudaVmmIpc, MalformedMessagesAreRefused) { run("vmm-malformed"); }
 // HURRAY_ERR_UNSUPPORTED_DEVICE, nothing consumed, nothing retained.
 TEST_F(CudaVmmIpc, AllocationWithoutTheFdTypeIsRefused) { run("vmm-refusals"); }
 
+// Two allocations mapped back to back in one reservation (PyTorch's
+// expandable segments): the second one's data is sent, and the child reads
+// the second allocation's bytes (cuMemGetAddressRange reports the one
+// mapping; the export checks that it maps its whole allocation).
+TEST_F(CudaVmmIpc, SecondAllocationOfAReservationCarriesItsBytes) { run("vmm-range-back-to-back"); }
+
+// A mapping of a later part of an allocation (cuMemMap offset > 0), and one
+// of only its first part: refused with HURRAY_ERR_UNSUPPORTED_DEVICE and the
+// reason, nothing exported, never the wrong bytes at the receiver.
+TEST_F(CudaVmmIpc, MappingOfPartOfAnAllocationIsRefused) { run("vmm-range-offset"); }
+
 }  // namespace
 }  // namespace gpu_test

@@ -13,6 +13,8 @@
 //   probe ipc-vmm-malformed 2   kind-2 messages with wrong fds / size / bytes,
 //                               and driver failures during the import
 //   probe ipc-vmm-refusals 2    a VMM allocation without the POSIX-fd type
+//   probe ipc-vmm-range-* 2     several mappings in one reservation, a
+//                               mapping at an offset: ipc_vmm_range_probe.cc
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -276,13 +278,15 @@ int cmd_malformed() {
     malformed_case(fn, HURRAY_ERR_DEVICE,
                    [&](hurray_ipc_message *) { inject(fn, 999 /* CUDA_ERROR_UNKNOWN */, 1); });
     // After the reset: the producer's create, reserve, map, set access and
-    // release, the export's retain and release, the import's steps up to
-    // the failure and their undoing, the producer's unmap and address free.
+    // release, the export's retain, its whole-allocation check (a scratch
+    // reservation, one scratch mapping unmapped) and release, the import's
+    // steps up to the failure and their undoing, the producer's unmap and
+    // address free.
     const bool reserved = std::strcmp(fn, "cuMemAddressReserve") != 0;
     const bool mapped = std::strcmp(fn, "cuMemSetAccess") == 0;
     check(call_count("cuMemImportFromShareableHandle") == 1 &&
-              call_count("cuMemUnmap") == 1 + (mapped ? 1 : 0) &&
-              call_count("cuMemAddressFree") == 1 + (reserved ? 1 : 0) &&
+              call_count("cuMemUnmap") == 2 + (mapped ? 1 : 0) &&
+              call_count("cuMemAddressFree") == 2 + (reserved ? 1 : 0) &&
               call_count("cuMemRelease") == 3,
           "unwound", "%s: unmaps %d frees %d releases %d", fn, call_count("cuMemUnmap"),
           call_count("cuMemAddressFree"), call_count("cuMemRelease"));
@@ -328,6 +332,9 @@ int run_vmm_command(const std::string &cmd) {
   if (cmd == "kill") return cmd_kill();
   if (cmd == "malformed") return cmd_malformed();
   if (cmd == "refusals") return cmd_refusals();
+#if defined(HURRAY_PROBE_VMM_RANGE)
+  if (cmd.rfind("range-", 0) == 0) return run_vmm_range_command(cmd.substr(6));
+#endif
   std::fprintf(stderr, "unknown command 'ipc-vmm-%s'\n", cmd.c_str());
   return 64;
 }

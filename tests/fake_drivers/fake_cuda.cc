@@ -820,6 +820,20 @@ CUresult f_mem_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemA
   return vmm_done("cuMemCreate", r, id, size);
 }
 
+// Granularity of a device allocation: fake::Vmm::granularity(), for either
+// option (CUmemAllocationGranularity_flags).
+CUresult f_mem_get_allocation_granularity(size_t *g, const CUmemAllocationProp *prop,
+                                          CUmemAllocationGranularity_flags option) {
+  FAKE_ENTER("cuMemGetAllocationGranularity");
+  const bool ok = g != nullptr && prop != nullptr &&
+                  prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
+                  prop->location.id < config().device_count &&
+                  (option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ||
+                   option == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  if (ok) *g = static_cast<size_t>(fake::Vmm::granularity());
+  return vmm_done("cuMemGetAllocationGranularity", ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+}
+
 CUresult f_mem_release(CUmemGenericAllocationHandle h) {
   FAKE_ENTER("cuMemRelease");
   return vmm_done("cuMemRelease", fake::Vmm::get().release(h), h);
@@ -971,6 +985,8 @@ const Entry kEntries[] = {
     {"cuMemAddressReserve", 10020, reinterpret_cast<void *>(&f_mem_address_reserve)},
     {"cuMemAddressFree", 10020, reinterpret_cast<void *>(&f_mem_address_free)},
     {"cuMemMap", 10020, reinterpret_cast<void *>(&f_mem_map)},
+    {"cuMemGetAllocationGranularity", 10020,
+     reinterpret_cast<void *>(&f_mem_get_allocation_granularity)},
     {"cuMemUnmap", 10020, reinterpret_cast<void *>(&f_mem_unmap)},
     {"cuMemSetAccess", 10020, reinterpret_cast<void *>(&f_mem_set_access)},
     {"cuMemRetainAllocationHandle", 11000,

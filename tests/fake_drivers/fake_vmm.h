@@ -100,21 +100,31 @@ class Vmm {
     reserved_.erase(it);
     return kOk;
   }
-  // Offset 0 only (what CUDA 11's documentation required).
+  // cuMemMap as the CUDA Driver API reference (Virtual Memory Management,
+  // cuMemMap) describes it today: `size` bytes of the allocation from byte
+  // `offset` (CUDA 11.0's reference required 0; the current one allows any
+  // offset with `offset + size` within the allocation), `va`, `size` and
+  // `offset` multiples of the granularity (granularity()), on an unmapped
+  // part of a reservation. Several mappings may share one reservation, back
+  // to back (PyTorch's expandable segments).
   int map(uintptr_t va, uint64_t size, uint64_t offset, uint64_t handle) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = allocs_.find(handle);
-    if (it == allocs_.end() || offset != 0 || size == 0 || size > it->second.bytes ||
+    if (it == allocs_.end() || size == 0 || va % page() != 0 || size % page() != 0 ||
+        offset % page() != 0 || offset > it->second.bytes || size > it->second.bytes - offset ||
         !inside_reservation(va, size) || mapped_within(va, size)) {
       return kInvalidValue;
     }
     void *p = mmap(reinterpret_cast<void *>(va), static_cast<size_t>(size), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_FIXED, it->second.memfd, 0);
+                   MAP_SHARED | MAP_FIXED, it->second.memfd, static_cast<off_t>(offset));
     if (p == MAP_FAILED) return kOutOfMemory;
     ++it->second.mappings;
     maps_[va] = Mapping{size, handle, false};
     return kOk;
   }
+  // cuMemGetAllocationGranularity (minimum and recommended alike): the
+  // fake's allocations and mappings are in host pages.
+  static uint64_t granularity() { return page(); }
   int set_access(uintptr_t va, uint64_t size) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = maps_.find(va);
@@ -146,7 +156,11 @@ class Vmm {
     *handle = it->second.handle;
     return kOk;
   }
-  // The mapping holding `addr` (what cuMemGetAddressRange answers).
+  // The one mapping holding `addr`, never the whole reservation nor the
+  // allocation behind it: what cuMemGetAddressRange answers for VMM memory
+  // (the reference documents the base and size "of the allocation"; for a
+  // VMM range the driver reports the cuMemMap segment, which libfabric's and
+  // UCX's maintainers observed: ofiwg/libfabric#12473, openucx/ucx#11461).
   bool range(uintptr_t addr, uintptr_t *base, uint64_t *size) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = mapping_at(addr);

@@ -384,6 +384,83 @@ hurray_buffer round_trip_through_child(hurray_buffer *g) {
   return two[1];
 }
 
+// Several VMM mappings in one reservation (docs/impl/ipc.md §6, the
+// whole-allocation check): `n` mappings of `size` bytes each, back to back
+// from va; mapping i maps `size` bytes of a new allocation of `alloc[i]`
+// bytes from its byte `offset[i]`, read-write on device 0. Freed by the
+// destructor (each mapping unmapped, the range freed; the mappings hold the
+// allocations).
+struct VmmRegion {
+  CUdeviceptr va = 0;
+  size_t size = 0;
+  int n = 0, mapped = 0;
+  VmmRegion(size_t each, int count) : size(each), n(count) {
+    CU(cuMemAddressReserve(&va, size * static_cast<size_t>(n), 0, 0, 0));
+  }
+  VmmRegion(const VmmRegion &) = delete;
+  VmmRegion &operator=(const VmmRegion &) = delete;
+  ~VmmRegion() {
+    for (int i = 0; i < mapped; ++i) (void)cuMemUnmap(at(i), size);
+    (void)cuMemAddressFree(va, size * static_cast<size_t>(n));
+  }
+  CUdeviceptr at(int i) const { return va + size * static_cast<size_t>(i); }
+  // CUDA_SUCCESS, or the CUresult of the failing step (nothing left mapped
+  // by it).
+  CUresult map_next(size_t alloc, size_t offset) {
+    CUmemAllocationProp prop;
+    std::memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = cuMemCreate(&h, alloc, &prop, 0);
+    if (r != CUDA_SUCCESS) return r;
+    r = cuMemMap(at(mapped), size, offset, h, 0);
+    (void)cuMemRelease(h);
+    if (r != CUDA_SUCCESS) return r;
+    CUmemAccessDesc access;
+    std::memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = cuMemSetAccess(at(mapped), size, &access, 1);
+    if (r != CUDA_SUCCESS) {
+      (void)cuMemUnmap(at(mapped), size);
+      return r;
+    }
+    ++mapped;
+    return CUDA_SUCCESS;
+  }
+};
+
+// A handle of kIpcN floats at `p` (memory the caller frees) whose release
+// counts in *releases.
+struct Counted {
+  int64_t shape[1] = {kIpcN};
+  int64_t strides[1] = {1};
+  std::atomic<int> *releases;
+};
+void counted_release(void *user_data) {
+  auto *c = static_cast<Counted *>(user_data);
+  c->releases->fetch_add(1);
+  delete c;
+}
+hurray_buffer counted_view(CUdeviceptr p, std::atomic<int> *releases) {
+  auto *c = new Counted{{kIpcN}, {1}, releases};
+  hurray_buffer h;
+  std::memset(&h, 0, sizeof h);
+  h.version = HURRAY_BUFFER_VERSION;
+  h.release_fn = &counted_release;
+  h.user_data = c;
+  h.data = reinterpret_cast<void *>(static_cast<uintptr_t>(p));
+  h.device = {HURRAY_DEVICE_CUDA, 0};
+  h.dtype = kF32;
+  h.ndim = 1;
+  h.shape = c->shape;
+  h.strides = c->strides;
+  return h;
+}
+
 // --- non-contiguous copies (docs/impl/gpu.md §4) ---------------------------
 
 void noop_delete(DLManagedTensor *t) {
@@ -984,6 +1061,82 @@ int main(int argc, char **argv) {
     hurray_buffer other = round_trip_through_child(&g);
     CHECK(releases.load() == 1, "released early (%d)", releases.load());
     hurray_buffer_release(&other);
+    CHECK(releases.load() == 2, "the producer's release ran %d times", releases.load() - 1);
+  });
+
+  // Two VMM allocations mapped back to back in one reservation (PyTorch's
+  // expandable segments): the second one's data must reach the child with
+  // its own bytes (round_trip_through_child checks them; the first
+  // allocation holds -5 everywhere), or be refused with the reason, never
+  // carry the first's. Then a mapping of the second half of an allocation
+  // (cuMemMap offset > 0, where the driver allows it): refused, since the
+  // receiver would map the first half.
+  run("VMM allocations back to back in one reservation", [&] {
+    int supported = 0;
+    CUdevice dev0;
+    CU(cuDeviceGet(&dev0, 0));
+    CU(cuDeviceGetAttribute(&supported,
+                            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev0));
+    if (supported == 0) {
+      std::printf("note: device 0 cannot export VMM allocations as POSIX fds; case skipped\n");
+      return;
+    }
+    CUmemAllocationProp prop;
+    std::memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t gran = 0;
+    CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    const size_t size = (kIpcN * 4 + gran - 1) / gran * gran;
+    std::atomic<int> releases{0};
+    {
+      VmmRegion two(size, 2);
+      CU(two.map_next(size, 0));
+      CU(two.map_next(size, 0));
+      {
+        CurrentContext in0(0);
+        CU(cuMemsetD32(two.at(0), 0xc0a00000u /* -5.0f */, size / 4));
+      }
+      hurray_buffer g = counted_view(two.at(1), &releases);
+      hurray_buffer probe[2];
+      CHECK_OK(hurray_share(&g, 2, probe));
+      hurray_ipc_message m;
+      const uint64_t returns = diagnostics().ipc_returns;
+      const int32_t st = hurray_ipc_export(&probe[0], HURRAY_IPC_DEFAULT, &m);
+      if (st != HURRAY_OK) {
+        CHECK(st == HURRAY_ERR_UNSUPPORTED_DEVICE && probe[0].release_fn != nullptr,
+              "the second allocation: %s %s", hurray_status_name(st), hurray_last_error());
+        std::printf("note: the second allocation of a reservation was refused: %s\n",
+                    hurray_last_error());
+        hurray_buffer_release(&probe[0]);
+        hurray_buffer_release(&probe[1]);
+      } else {
+        // The exported share's reference comes back (on the watcher
+        // thread) before the round trip counts its own.
+        CHECK_OK(hurray_ipc_message_discard(&m));
+        for (int i = 0; i < 500 && diagnostics().ipc_returns != returns + 1; ++i) usleep(10000);
+        CHECK(diagnostics().ipc_returns == returns + 1, "the discarded export did not come back");
+        hurray_buffer other = round_trip_through_child(&probe[1]);
+        hurray_buffer_release(&other);
+      }
+      CHECK(releases.load() == 1, "the producer's release ran %d times", releases.load());
+    }
+    VmmRegion part(size, 1);
+    const CUresult mapped = part.map_next(2 * size, size);
+    if (mapped != CUDA_SUCCESS) {
+      std::printf("note: cuMemMap at an offset > 0 failed (CUresult %d); that part skipped\n",
+                  static_cast<int>(mapped));
+      return;
+    }
+    hurray_buffer h = counted_view(part.at(0), &releases);
+    hurray_ipc_message m;
+    const int32_t st = hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m);
+    if (st == HURRAY_OK) CHECK_OK(hurray_ipc_message_discard(&m));
+    CHECK(st == HURRAY_ERR_UNSUPPORTED_DEVICE && h.release_fn != nullptr,
+          "a mapping at an offset: %s %s", hurray_status_name(st), hurray_last_error());
+    hurray_buffer_release(&h);
     CHECK(releases.load() == 2, "the producer's release ran %d times", releases.load() - 1);
   });
 

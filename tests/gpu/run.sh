@@ -3,9 +3,11 @@
 # Real-GPU suite for libhurray's CUDA back end: builds libhurray (Release)
 # and tests/gpu/gpu_suite.cc, then runs it on the NVIDIA GPU(s) of this
 # machine and prints a summary. Needs the CUDA toolkit (>= 12, for cuda.h and
-# the stub libcuda.so) and g++; no network. With CMake >= 3.25 the library is
-# built by CMake; without it (or with HURRAY_GPU_NO_CMAKE=1) by plain g++
-# command lines over the sources CMakeLists.txt lists (the fallback).
+# the stub libcuda.so) and g++; no network. With CMake >= 3.25 and a build
+# tool for it (Ninja when `ninja` is there or `make` is not: the lent GPU
+# machines may have cmake and ninja only; else make) the library is built by
+# CMake; without them (or with HURRAY_GPU_NO_CMAKE=1) by plain g++ command
+# lines over the sources CMakeLists.txt lists (the fallback).
 #
 #   bash tests/gpu/run.sh               build and run
 #   bash tests/gpu/run.sh --build-only  build only (works without a GPU: the
@@ -16,7 +18,8 @@
 # nproc), HURRAY_GPU_NO_CMAKE=1
 # (force the fallback). Every log (build steps, nvidia-smi, the suite's
 # output, a summary) lands in $HURRAY_GPU_BUILD_DIR/logs. Time limits: 180 s
-# per build step, 300 s for the suite (under 8 minutes in all).
+# per build step and 300 s for the suite, each cut to what is left of 8
+# minutes from the start, so the whole run ends within 8 minutes.
 # Exit status: 0 all passed, 1 a check failed, 2 build error, 77 no usable
 # GPU or no driver (the reason is printed), 124 time limit hit.
 set -uo pipefail
@@ -28,6 +31,14 @@ CXX=${CXX:-g++}
 JOBS=${HURRAY_GPU_JOBS:-$(nproc 2>/dev/null || echo 2)}
 LOGS=$BUILD/logs
 start=$(date +%s)
+DEADLINE=$((start + 480))  # 8 minutes in all
+# Seconds a step may take: its own limit $1, or what is left before the
+# deadline if that is less (at least 1, so timeout still runs it and fails).
+limit() {
+  local left=$((DEADLINE - $(date +%s)))
+  [ "$left" -lt 1 ] && left=1
+  if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
 mkdir -p "$LOGS" && rm -f "$LOGS"/* || exit 2
 : >"$LOGS/summary.txt"
 
@@ -37,9 +48,12 @@ note() { echo "$*" | tee -a "$LOGS/summary.txt"; }
 step() {
   local name=$1
   shift
-  if ! timeout 180 "$@" >"$LOGS/$name.log" 2>&1; then
+  timeout "$(limit 180)" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  if [ "$rc" -ne 0 ]; then
     tail -n 60 "$LOGS/$name.log" >&2
-    note "build step '$name' failed (log: $LOGS/$name.log)"
+    note "build step '$name' failed (exit $rc; log: $LOGS/$name.log)"
+    [ "$rc" -eq 124 ] && exit 124
     exit 2
   fi
 }
@@ -72,12 +86,26 @@ if [ "${HURRAY_GPU_NO_CMAKE:-0}" != 1 ] && command -v cmake >/dev/null 2>&1; the
     use_cmake=1
   fi
 fi
+# The generator: Ninja when ninja is there or make is not; neither: the
+# fallback.
+generator=()
+if [ "$use_cmake" = 1 ]; then
+  if command -v ninja >/dev/null 2>&1; then
+    generator=(-G Ninja)
+  elif command -v make >/dev/null 2>&1 || command -v gmake >/dev/null 2>&1; then
+    generator=(-G "Unix Makefiles")
+  else
+    note "run.sh: neither ninja nor make is installed; building without CMake"
+    use_cmake=0
+  fi
+fi
 
 if [ "$use_cmake" = 1 ]; then
-  LIBDIR=$BUILD/cmake
+  # One build directory per generator: CMake refuses to switch one.
+  case ${generator[1]} in Ninja) LIBDIR=$BUILD/cmake-ninja ;; *) LIBDIR=$BUILD/cmake ;; esac
   GEN_INCLUDE=$LIBDIR/include
-  note "== building libhurray with CMake in $LIBDIR"
-  step configure cmake -S "$ROOT" -B "$LIBDIR" -DCMAKE_BUILD_TYPE=Release -DHURRAY_BUILD_TESTS=OFF \
+  note "== building libhurray with CMake (${generator[1]}) in $LIBDIR"
+  step configure cmake -S "$ROOT" -B "$LIBDIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DHURRAY_BUILD_TESTS=OFF \
     -DHURRAY_BUILD_BENCHMARKS=OFF -DHURRAY_WITH_CUDA=ON -DHURRAY_WITH_HIP=OFF \
     -DHURRAY_CUDA_INCLUDE_DIR="$CUDA_HOME/include"
   step build cmake --build "$LIBDIR" -j "$JOBS" --target hurray
@@ -125,7 +153,7 @@ else
       case $s in /*) ;; *) s=$ROOT/$s ;; esac
       o=$LIBDIR/obj/$(echo "${s#"$ROOT"/}" | tr '/' '_').o
       echo "$CXX ${flags[*]} -c $s -o $o"
-      timeout 180 "$CXX" "${flags[@]}" -c "$s" -o "$o" &
+      timeout "$(limit 180)" "$CXX" "${flags[@]}" -c "$s" -o "$o" &
       while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
     done
     wait
@@ -172,13 +200,14 @@ if [[ $deps == *"libcuda.so.1 => not found"* ]]; then
   exit 77
 fi
 
-note "== running (limit 300 s)"
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi >"$LOGS/nvidia-smi.txt" 2>&1
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
+  timeout 30 nvidia-smi >"$LOGS/nvidia-smi.txt" 2>&1
+  timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
     tee -a "$LOGS/summary.txt"
 fi
-timeout 300 "$BUILD/gpu_suite" 2>&1 | tee "$LOGS/suite.log"
+suite_limit=$(limit 300)
+note "== running (limit $suite_limit s)"
+timeout "$suite_limit" "$BUILD/gpu_suite" 2>&1 | tee "$LOGS/suite.log"
 rc=${PIPESTATUS[0]}
 note "== summary: exit $rc after $(( $(date +%s) - start )) s in all (build included); logs in $LOGS"
 grep -E '^FAIL|passed, [0-9]+ failed|^SKIP' "$LOGS/suite.log" >>"$LOGS/summary.txt"

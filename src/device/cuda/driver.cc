@@ -152,6 +152,7 @@ void optional(Loader &l, const char *symbol, int version, Fn *fn) {
 void resolve_vmm(Loader &l, CudaDriver &d) {
   optional(l, "cuMemRetainAllocationHandle", 11000, &d.mem_retain_allocation_handle);
   optional(l, "cuMemGetAllocationPropertiesFromHandle", 10020, &d.mem_get_allocation_properties);
+  optional(l, "cuMemGetAllocationGranularity", 10020, &d.mem_get_allocation_granularity);
   optional(l, "cuMemExportToShareableHandle", 10020, &d.mem_export_to_shareable_handle);
   optional(l, "cuMemImportFromShareableHandle", 10020, &d.mem_import_from_shareable_handle);
   optional(l, "cuMemAddressReserve", 10020, &d.mem_address_reserve);

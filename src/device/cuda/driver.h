@@ -88,6 +88,7 @@ struct CudaDriver {
   // legacy IPC.
   PFN_cuMemRetainAllocationHandle_v11000 mem_retain_allocation_handle;
   PFN_cuMemGetAllocationPropertiesFromHandle_v10020 mem_get_allocation_properties;
+  PFN_cuMemGetAllocationGranularity_v10020 mem_get_allocation_granularity;
   PFN_cuMemExportToShareableHandle_v10020 mem_export_to_shareable_handle;
   PFN_cuMemImportFromShareableHandle_v10020 mem_import_from_shareable_handle;
   PFN_cuMemAddressReserve_v10020 mem_address_reserve;
@@ -99,7 +100,7 @@ struct CudaDriver {
 
   bool vmm_ipc() const {
     return mem_retain_allocation_handle != nullptr && mem_get_allocation_properties != nullptr &&
-           mem_export_to_shareable_handle != nullptr &&
+           mem_get_allocation_granularity != nullptr && mem_export_to_shareable_handle != nullptr &&
            mem_import_from_shareable_handle != nullptr && mem_address_reserve != nullptr &&
            mem_address_free != nullptr && mem_map != nullptr && mem_unmap != nullptr &&
            mem_set_access != nullptr && mem_release != nullptr && mem_get_address_range != nullptr;

@@ -87,6 +87,9 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
                 "CUmemAllocationProp::requestedHandleTypes to send it to another process",
                 data, device.device_id);
   }
+  if (st == HURRAY_OK && vmm == VmmFound::kNotWholeAllocation) {
+    return vmm_refuse_partial_mapping(device, data);
+  }
   if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY && vmm_failed) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%p on CUDA device %" PRId32

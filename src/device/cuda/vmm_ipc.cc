@@ -11,11 +11,71 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
 
 namespace hurray::detail {
+
+namespace {
+
+// Whether the mapping [base, base + size) holding the data, a mapping of the
+// allocation `h` (cuMemRetainAllocationHandle returns "the same handle value
+// used to map the memory"), maps the whole of that allocation from its
+// offset 0: what the receiver maps (cuMemMap at offset 0, region_length
+// bytes). The driver has no query for an allocation's size or a mapping's
+// offset, but cuMemMap refuses `offset + size` beyond the allocation (CUDA
+// Driver API reference, Virtual Memory Management, cuMemMap), and every size
+// is a multiple of the minimum granularity (cuMemGetAllocationGranularity).
+// So, in a scratch reservation of size + granularity: a mapping of
+// size + granularity bytes from offset 0 must be refused (the allocation is
+// no larger than the mapping) and one of size bytes accepted (it is no
+// smaller): then the allocation is exactly `size` bytes, and a mapping of
+// that many of its bytes can only start at its offset 0. Neither scratch
+// mapping is given access; both are undone at once. *whole answers; a
+// driver failure returns its CUresult with *call naming the entry point.
+CUresult maps_whole_allocation(const CudaDriver &d, CUmemGenericAllocationHandle h,
+                               const CUmemAllocationProp &prop, size_t size, bool *whole,
+                               const char **call) {
+  *whole = false;
+  size_t g = 0;
+  *call = "cuMemGetAllocationGranularity";
+  CUresult r = d.mem_get_allocation_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS) return r;
+  // Not a mapping's size at all: not what the driver documents.
+  if (g == 0 || size == 0 || size % g != 0 || size > SIZE_MAX - g) return CUDA_SUCCESS;
+  CUdeviceptr va = 0;
+  *call = "cuMemAddressReserve";
+  r = d.mem_address_reserve(&va, size + g, 0, 0, 0);
+  if (r != CUDA_SUCCESS) return r;
+  *call = "cuMemMap";
+  r = d.mem_map(va, size + g, 0, h, 0);
+  if (r == CUDA_SUCCESS) {
+    // The allocation is larger than the mapping.
+    *call = "cuMemUnmap";
+    r = d.mem_unmap(va, size + g);
+  } else if (r == CUDA_ERROR_INVALID_VALUE) {
+    r = d.mem_map(va, size, 0, h, 0);
+    if (r == CUDA_SUCCESS) {
+      *whole = true;
+      *call = "cuMemUnmap";
+      r = d.mem_unmap(va, size);
+    } else if (r == CUDA_ERROR_INVALID_VALUE) {
+      r = CUDA_SUCCESS;  // smaller than the range reported: not one mapping of it
+    }
+  }
+  const CUresult freed = d.mem_address_free(va, size + g);
+  if (r == CUDA_SUCCESS && freed != CUDA_SUCCESS) {
+    *call = "cuMemAddressFree";
+    r = freed;
+  }
+  if (r != CUDA_SUCCESS) *whole = false;
+  return r;
+}
+
+}  // namespace
 
 CUresult vmm_export(const CudaDriver &d, const void *data, GpuIpcExport *out, const char **call,
                     VmmFound *found) {
@@ -40,7 +100,11 @@ CUresult vmm_export(const CudaDriver &d, const void *data, GpuIpcExport *out, co
     CUdeviceptr base = 0;
     size_t size = 0;
     r = d.mem_get_address_range(&base, &size, dptr(data));
-    if (r == CUDA_SUCCESS) {
+    bool whole = false;
+    if (r == CUDA_SUCCESS) r = maps_whole_allocation(d, h, prop, size, &whole, call);
+    if (r == CUDA_SUCCESS && !whole) {
+      *found = VmmFound::kNotWholeAllocation;
+    } else if (r == CUDA_SUCCESS) {
       *call = "cuMemExportToShareableHandle";
       r = d.mem_export_to_shareable_handle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     }
@@ -60,7 +124,7 @@ CUresult vmm_export(const CudaDriver &d, const void *data, GpuIpcExport *out, co
     *found = VmmFound::kNotVmm;
     return r;
   }
-  if (*found != VmmFound::kNoFdType) {
+  if (*found == VmmFound::kNotVmm) {  // exported (not a refusal)
     // Close-on-exec like every other fd libhurray makes: the driver's fd
     // may lack it, and an exec'd program that inherited it would hold the
     // allocation (and could map it) past every release.
@@ -73,6 +137,18 @@ CUresult vmm_export(const CudaDriver &d, const void *data, GpuIpcExport *out, co
     *found = VmmFound::kExported;
   }
   return CUDA_SUCCESS;
+}
+
+int32_t vmm_refuse_partial_mapping(hurray_device device, const void *data) {
+  return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+              "%p on CUDA device %" PRId32
+              " lies in a CUDA VMM mapping (cuMemMap) that does not map its whole allocation "
+              "from offset 0 (a part of a larger cuMemCreate allocation, or a mapping at an "
+              "offset into it): the receiver maps one whole allocation from offset 0, and the "
+              "descriptor has no field for an offset into the allocation, so it would see other "
+              "bytes; map each allocation whole, with one cuMemMap at offset 0, to send it to "
+              "another process",
+              data, device.device_id);
 }
 
 int32_t vmm_open(hurray_device device, int fd, uint64_t size, GpuVmmMapping *out) {

@@ -22,16 +22,25 @@ enum class VmmFound {
   kNotVmm,    // no VMM mapping (or a driver without the entry points): legacy IPC
   kExported,  // out->vmm_fd, alloc_size and data_offset are set
   kNoFdType,  // a VMM mapping created without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+  // A mapping of part of its allocation, or from an offset into it
+  // (vmm_refuse_partial_mapping says why it is refused); nothing exported.
+  kNotWholeAllocation,
 };
 
 // With the device's context current (after its cuCtxSynchronize):
 // cuMemRetainAllocationHandle(data); when that succeeds, the allocation's
-// properties, its mapping's range (cuMemGetAddressRange) and, if it was
-// created with the POSIX-fd handle type, cuMemExportToShareableHandle. The
-// retained handle is released on every path. A failure returns its
-// CUresult with *call naming the entry point (no fd left open).
+// properties, its mapping's range (cuMemGetAddressRange), whether that
+// mapping maps the whole allocation from offset 0 (cuMemGetAllocationGranularity
+// and two scratch cuMemMap attempts in a scratch reservation, undone at once;
+// docs/impl/ipc.md §6) and, if it was created with the POSIX-fd handle type
+// and mapped whole, cuMemExportToShareableHandle. The retained handle is
+// released on every path. A failure returns its CUresult with *call naming
+// the entry point (no fd left open).
 CUresult vmm_export(const CudaDriver &d, const void *data, GpuIpcExport *out, const char **call,
                     VmmFound *found);
+
+// HURRAY_ERR_UNSUPPORTED_DEVICE with the message for kNotWholeAllocation.
+int32_t vmm_refuse_partial_mapping(hurray_device device, const void *data);
 
 // GpuIpc::open_vmm and close_vmm for CUDA.
 int32_t vmm_open(hurray_device device, int fd, uint64_t size, GpuVmmMapping *out);
