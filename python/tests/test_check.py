@@ -54,8 +54,8 @@ def test_environment_turns_it_on_at_import() -> None:
 
 def test_a_live_buffer_is_listed_with_its_python_line(checking: None) -> None:
     mark = hurray.check_mark()
+    line = sys._getframe().f_lineno + 1  # the line of the next statement
     buf = hurray.empty((2, 3))
-    line = sys._getframe().f_lineno  # noqa: E702
     leaks = hurray.check_leaks(mark)
     assert [h.made_by for h in leaks] == ["hurray_alloc"]
     assert leaks[0].id == mark
@@ -70,8 +70,8 @@ def test_a_live_buffer_is_listed_with_its_python_line(checking: None) -> None:
 def test_imported_and_shared_buffers_are_tracked_until_released(checking: None) -> None:
     mark = hurray.check_mark()
     a = np.arange(6, dtype=np.float32)
+    src_line = sys._getframe().f_lineno + 1  # the line of the next statement
     src = hurray.from_dlpack(a)
-    src_line = sys._getframe().f_lineno  # noqa: E702
     b1, b2 = src.share(2)
     live = hurray.check_leaks(mark)
     # The share consumed the import; src keeps one of three shares (with the
@@ -89,8 +89,8 @@ def test_imported_and_shared_buffers_are_tracked_until_released(checking: None) 
 
 def test_a_buffer_keeps_its_python_line_after_an_export(checking: None) -> None:
     mark = hurray.check_mark()
+    line = sys._getframe().f_lineno + 1  # the line of the next statement
     b = hurray.empty(5)
-    line = sys._getframe().f_lineno  # noqa: E702
     view = np.from_dlpack(b)
     leaks = hurray.check_leaks(mark)
     assert len(leaks) == 1 and leaks[0].made_by == "hurray_share"  # b's kept share
