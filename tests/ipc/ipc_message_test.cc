@@ -455,6 +455,34 @@ TEST(IpcImport, EveryFieldIsChecked) {
   EXPECT_STATUS(hurray_ipc_import(nullptr, &r), HURRAY_ERR_INVALID_ARGUMENT);
 }
 
+// A GPU descriptor of wire version 1 (an older libhurray: the device named
+// by the sender's ordinal, the 64-byte handle right after the strides) is
+// refused as a version, not read as version 2's GPU part (ipc.md §3.1,
+// §6.1); every fd closed.
+TEST(IpcImport, GpuDescriptorOfWireVersion1IsRefused) {
+  hurray_ipc_message m = export_floats(256);
+  ASSERT_EQ(m.size, 96u);
+  ASSERT_EQ(hurray_ipc_message_discard(&m), HURRAY_OK);
+  put32(m.bytes + 4, 1);
+  put32(m.bytes + 12, 96 + 64);
+  put32(m.bytes + 16, 3);  // CUDA legacy IPC
+  put32(m.bytes + 20, 1);
+  put32(m.bytes + 32, HURRAY_DEVICE_CUDA);
+  put64(m.bytes + 72, 8192);
+  for (int i = 0; i < 64; ++i) m.bytes[96 + i] = static_cast<uint8_t>(i);
+  m.size = 96 + 64;
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  close(p[0]);
+  m.fds[0] = p[1];
+  m.nfds = 1;
+  hurray_buffer r;
+  EXPECT_STATUS(hurray_ipc_import(&m, &r), HURRAY_ERR_UNSUPPORTED_VERSION);
+  EXPECT_NE(std::strstr(hurray_last_error(), "older libhurray"), nullptr) << hurray_last_error();
+  EXPECT_EQ(m.nfds, 0u);
+  EXPECT_FALSE(fd_open(p[1]));
+}
+
 TEST(IpcImport, OutNullClosesTheFds) {
   const uint64_t returns = ipc_returns();
   hurray_ipc_message m = export_floats(4);
