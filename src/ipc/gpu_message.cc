@@ -181,10 +181,10 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Prepa
 }
 
 // The received kind-3/4 handle behind `src` (itself or an unchanged share
-// of it), or nullptr.
+// of it, or of such a share), or nullptr.
 const GpuImportBlock *received_block(const hurray_buffer &src) {
   const hurray_buffer *h = &src;
-  if (is_unchanged_share(src)) h = &static_cast<const ShareBlock *>(src.user_data)->source;
+  while (is_unchanged_share(*h)) h = &static_cast<const ShareBlock *>(h->user_data)->source;
   if (h->release_fn != &gpu_import_release) return nullptr;
   const auto *b = static_cast<const GpuImportBlock *>(h->user_data);
   return b->vmm.base == nullptr ? b : nullptr;  // kind 2 is exported again as any VMM mapping
