@@ -1017,7 +1017,12 @@ typedef struct hurray_ipc_message {
  * dropped again) goes as kind 2: the allocation exported as a POSIX fd
  * (cuMemExportToShareableHandle), which it must have been created for
  * (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in requestedHandleTypes), and
- * the lifetime fd. Synchronisation: the export first waits on the host for all
+ * the lifetime fd. Every GPU message names its device by UUID
+ * (cuDeviceGetUuid_v2 / hipDeviceGetUuid) and its sending process
+ * (ipc §6.1). A kDLCUDA / kDLROCM buffer received by hurray_ipc_import from a
+ * legacy IPC handle (kinds 3, 4), or a share of it, is forwarded: the
+ * message is its original sender's, with a duplicate of the lifetime fd.
+ * Synchronisation: the export first waits on the host for all
  * work queued in the device's primary context (cuCtxSynchronize /
  * hipDeviceSynchronize), so the receiver may use the memory at once; work
  * the caller queued in other contexts must be finished by the caller.
@@ -1039,7 +1044,8 @@ typedef struct hurray_ipc_message {
  *                                  not export; a VMM allocation created
  *                                  without the POSIX-fd handle type; a GPU tensor without
  *                                  elements; the vendor not in this build
- *                                  or its driver missing or lacking IPC;
+ *                                  or its driver missing or lacking IPC
+ *                                  or the device UUID entry point;
  *                                  HURRAY_IPC_ZERO_COPY_ONLY and the CPU
  *                                  memory is not shareable (the message
  *                                  says which); not Linux
