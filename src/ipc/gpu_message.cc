@@ -83,19 +83,35 @@ bool describes(const WireDesc &d, const hurray_buffer &held) {
   return true;
 }
 
+// What import_local learns of the export, under the watcher's lock.
+struct LocalMatch {
+  const WireDesc *d;
+  bool same;          // the descriptor describes the exported handle
+  void *data;         // its data
+  int32_t held_type;  // its device type
+};
+
 // The import of a message this process sent (sender identity and lifetime
 // pipe both its own): HURRAY_OK with *out set, or *found false when the
 // pipe is no export of this process (then the caller opens it as any other).
 int32_t import_local(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out, bool *found) {
-  hurray_buffer held;
-  *found = find_export(m->fds[0], &held);
+  LocalMatch match{&d, false, nullptr, 0};
+  *found = find_export(
+      m->fds[0],
+      [](const hurray_buffer &held, void *ctx) {
+        auto *x = static_cast<LocalMatch *>(ctx);
+        x->same = describes(*x->d, held);
+        x->data = held.data;
+        x->held_type = held.device.device_type;
+      },
+      &match);
   if (!*found) return HURRAY_OK;
-  if (!describes(d, held)) {
+  if (!match.same) {
     return fail(HURRAY_ERR_IPC,
                 "the descriptor comes from this process's own export (its lifetime pipe) but "
                 "does not describe the %s tensor that was exported (device, dtype, shape, "
                 "strides, byte_offset or flags differ)",
-                device_type_name(held.device.device_type));
+                device_type_name(match.held_type));
   }
   const size_t meta = sizeof(GpuLocalBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
   auto *b = static_cast<GpuLocalBlock *>(std::malloc(meta));
@@ -103,7 +119,7 @@ int32_t import_local(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *ou
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
   b->lifetime_fd = m->fds[0];
-  *out = received_handle(d, &gpu_local_release, b, held.data, b->dims);
+  *out = received_handle(d, &gpu_local_release, b, match.data, b->dims);
   m->fds[0] = -1;  // the block owns it now
   if (d.kind == kKindCudaVmmFd) {
     close(m->fds[1]);  // not mapped again: the memory is already here

@@ -233,7 +233,7 @@ Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status) {
   return w;
 }
 
-bool find_export(int write_fd, hurray_buffer *held) {
+bool find_export(int write_fd, void (*use)(const hurray_buffer &held, void *ctx), void *ctx) {
   struct stat want;
   if (fstat(write_fd, &want) != 0 || !S_ISFIFO(want.st_mode)) return false;
   State &s = state();
@@ -243,7 +243,7 @@ bool find_export(int write_fd, hurray_buffer *held) {
   for (Watch *w = s.live.next; w != &s.live; w = w->next) {
     struct stat st;
     if (fstat(w->fd, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino) {
-      *held = w->held;
+      use(w->held, ctx);
       return true;
     }
   }

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -218,11 +219,15 @@ int cmd_vmm() {
   check(r == 0, "vmm_alloc", "%d", r);
   if (r != 0) return 1;
   static int64_t shape[1] = {16}, strides[1] = {1};
-  static int released = 0;
+  static std::atomic<int> released{0};  // written by the watcher thread
   hurray_buffer h;
   std::memset(&h, 0, sizeof h);
   h.version = HURRAY_BUFFER_VERSION;
-  h.release_fn = [](void *) { ++released; };
+  h.release_fn = [](void *p) {
+    (void)reinterpret_cast<int (*)(void *, uint64_t)>(control("vmm_free"))(p, 1 << 16);
+    released.fetch_add(1);
+  };
+  h.user_data = base;
   h.data = base;
   h.device = hurray_device{HURRAY_DEVICE_CUDA, 0};
   h.dtype = kF32;
@@ -234,7 +239,8 @@ int cmd_vmm() {
         hurray_last_error());
   close(sv[0]);  // a child still waiting for a message ends
   check(wait_child(pid) == 0, "child_ok", "");
-  check(wait_until([&] { return released == 1; }), "producer_released_once", "%d", released);
+  check(wait_until([&] { return released.load() == 1; }), "producer_released_once", "%d",
+        released.load());
   return g_failures == 0 ? 0 : 1;
 }
 
