@@ -75,6 +75,9 @@ PRELUDE = textwrap.dedent(
 
 def run(body: str) -> str:
     env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
+    # The fake numbers its GPUs by this, as the driver does: a value meant
+    # for a real GPU of this machine is not for it.
+    env.pop("CUDA_VISIBLE_DEVICES", None)
     r = subprocess.run(
         [sys.executable, "-c", PRELUDE + textwrap.dedent(body) + "\nprint('DONE')\n"],
         capture_output=True,
@@ -297,6 +300,9 @@ def test_cuda_buffer_sent_to_a_worker_and_back(tmp_path: pathlib.Path) -> None:
         )
     )
     env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
+    # The fake numbers its GPUs by this, as the driver does: a value meant
+    # for a real GPU of this machine is not for it.
+    env.pop("CUDA_VISIBLE_DEVICES", None)
     r = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
     )
