@@ -976,11 +976,11 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
 
 /* Version of the descriptor's wire format this library writes and reads
  * (ipc §3). */
-#define HURRAY_IPC_WIRE_VERSION 1u
+#define HURRAY_IPC_WIRE_VERSION 2u
 /* Most file descriptors one message carries. */
 #define HURRAY_IPC_MAX_FDS 4
 /* Bytes of the largest descriptor (one of ndim 64 takes 1104 for CPU
- * memory, 1168 for GPU memory). */
+ * memory, 1272 for GPU memory). */
 #define HURRAY_IPC_DESCRIPTOR_MAX 1280
 
 /* One message: the descriptor and the fds it needs. A plain value; whoever
@@ -1021,7 +1021,12 @@ typedef struct hurray_ipc_message {
  * dropped again) goes as kind 2: the allocation exported as a POSIX fd
  * (cuMemExportToShareableHandle), which it must have been created for
  * (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in requestedHandleTypes), and
- * the lifetime fd. Synchronisation: the export first waits on the host for all
+ * the lifetime fd. Every GPU message names its device by UUID
+ * (cuDeviceGetUuid_v2 / hipDeviceGetUuid) and its sending process
+ * (ipc §6.1). A kDLCUDA / kDLROCM buffer received by hurray_ipc_import from a
+ * legacy IPC handle (kinds 3, 4), or a share of it, is forwarded: the
+ * message is its original sender's, with a duplicate of the lifetime fd.
+ * Synchronisation: the export first waits on the host for all
  * work queued in the device's primary context (cuCtxSynchronize /
  * hipDeviceSynchronize), so the receiver may use the memory at once; work
  * the caller queued in other contexts must be finished by the caller.
@@ -1043,7 +1048,8 @@ typedef struct hurray_ipc_message {
  *                                  not export; a VMM allocation created
  *                                  without the POSIX-fd handle type; a GPU tensor without
  *                                  elements; the vendor not in this build
- *                                  or its driver missing or lacking IPC;
+ *                                  or its driver missing or lacking IPC
+ *                                  or the device UUID entry point;
  *                                  HURRAY_IPC_ZERO_COPY_ONLY and the CPU
  *                                  memory is not shareable (the message
  *                                  says which); not Linux
@@ -1090,7 +1096,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
 /* Makes a live handle of a message hurray_ipc_export made (in this or
  * another process): the memfd is mapped MAP_SHARED (read-only when the
  * descriptor has HURRAY_FLAG_READ_ONLY), so writes are seen by every process
- * that maps it. GPU memory (kinds 3 and 4, ipc §6) is opened with
+ * that maps it. GPU memory (kinds 2, 3 and 4, ipc §6) names its device by
+ * UUID: the importer uses its own ordinal of that GPU (the processes may
+ * number their GPUs differently, CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES),
+ * and the handle's device_id is that ordinal. Kinds 3 and 4 are opened with
  * cuIpcOpenMemHandle (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) in the device's
  * primary context / hipIpcOpenMemHandle with the device current; the
  * handle's release closes it (cuIpcCloseMemHandle / hipIpcCloseMemHandle)
@@ -1099,12 +1108,18 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  * mapped at a new reservation (cuMemAddressReserve, cuMemMap) and made
  * read-write for the device (cuMemSetAccess), in its primary context; the
  * release undoes that (cuMemUnmap, cuMemAddressFree, cuMemRelease) and
- * then closes the lifetime fd. The drivers refuse a handle of the importing
- * process itself (HURRAY_ERR_DEVICE), and a child forked after the driver
- * was loaded cannot open one (HURRAY_ERR_UNSUPPORTED_DEVICE). A received
- * GPU handle may be shared; sending it on is not promised (the drivers do
- * not export memory opened with legacy IPC; a kind-2 import is a VMM
- * mapping of its own, which the driver may export again). Kind 2 maps the
+ * then closes the lifetime fd. A GPU message that comes back to the process
+ * that exported it (its sender identity, ipc §6.1, and its lifetime fd
+ * name one of this process's live exports) is not opened (the drivers
+ * refuse one's own handle): the handle shares the exported memory, holds
+ * the lifetime fd, and its release closes that fd, which gives the
+ * export's reference back once. A child forked after the driver was loaded
+ * cannot open GPU memory (HURRAY_ERR_UNSUPPORTED_DEVICE). A received
+ * GPU handle may be shared and sent on: a kind-3/4 one (or an unchanged
+ * share of it) is forwarded as its original sender's message with a dup of
+ * the lifetime fd (the drivers do not export memory opened with legacy
+ * IPC; ipc §6); a kind-2 import is a VMM mapping of its own, which the
+ * driver may export again. Kind 2 maps the
  * allocation from its offset 0: the sender's mapping must start there
  * (ipc §6). Every field is checked before any is used (ipc §3.2): magic,
  * wire version, sizes, kind, nfds against the descriptor, dtype, ndim,
@@ -1122,14 +1137,14 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *   out  [out]  the new handle, owned by the caller; written only on
  *        success. Its release unmaps, closes, and so gives the reference
  *        back to the sender. It may be shared, exported and sent on (CPU
- *        memory; GPU memory: shared and exported; sent on only where the
- *        driver exports it, see above).
+ *        memory; GPU memory: shared, exported and sent on, see above).
  * Returns: HURRAY_OK, or, with a message naming the field at fault:
  *   HURRAY_ERR_INVALID_ARGUMENT     m or out NULL; a bad ndim, shape or
  *                                   strides; m->size or m->nfds beyond
  *                                   their arrays
  *   HURRAY_ERR_UNSUPPORTED_VERSION  the wire version is not
- *                                   HURRAY_IPC_WIRE_VERSION
+ *                                   HURRAY_IPC_WIRE_VERSION (an older
+ *                                   sender's version-1 descriptor too)
  *   HURRAY_ERR_UNSUPPORTED_DTYPE    the dtype is not valid for DLPack 1.3
  *   HURRAY_ERR_UNSUPPORTED_DEVICE   kind 1 on a device other than kDLCPU
  *                                   0; kinds 2 / 3 / 4: the vendor not in
@@ -1137,10 +1152,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *                                   lacking IPC (kind 2: the VMM entry
  *                                   points), a forked
  *                                   child of a process that loaded it, no
- *                                   such device ordinal; not Linux
+ *                                   device of this process has the
+ *                                   descriptor's GPU UUID (the message
+ *                                   names it); not Linux
  *   HURRAY_ERR_DEVICE               kinds 3 / 4: the driver refused to open
- *                                   the handle (a bad handle, the
- *                                   importer's own memory); kind 2: a step
+ *                                   the handle (a bad handle); kind 2: a step
  *                                   of the import failed (call and error
  *                                   in the message)
  *   HURRAY_ERR_OVERFLOW             element count or extent beyond 64 bits

@@ -75,6 +75,9 @@ PRELUDE = textwrap.dedent(
 
 def run(body: str) -> str:
     env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
+    # The fake numbers its GPUs by this, as the driver does: a value meant
+    # for a real GPU of this machine is not for it.
+    env.pop("CUDA_VISIBLE_DEVICES", None)
     r = subprocess.run(
         [sys.executable, "-c", PRELUDE + textwrap.dedent(body) + "\nprint('DONE')\n"],
         capture_output=True,
@@ -346,3 +349,59 @@ def test_buffer_protocol_refuses_gpu_memory_and_read_only_survives_the_copy() ->
             raise AssertionError("stream=-1 accepted for a CPU consumer")
         """
     )
+
+
+def test_cuda_buffer_sent_to_a_worker_and_back(tmp_path: pathlib.Path) -> None:
+    # A spawned worker (a forked one could not use the driver its parent
+    # loaded) receives a CUDA Buffer through multiprocessing and returns it.
+    # The worker cannot export memory it opened from another process, so
+    # libhurray forwards the sender's message (docs/impl/ipc.md §6); the
+    # sender, which cannot open its own IPC handle (the fake refuses as the
+    # driver does), gets a share of its own memory back: no driver open in
+    # the parent, the same values, and one cuMemFree once both are released.
+    script = tmp_path / "worker_and_back.py"
+    script.write_text(
+        PRELUDE
+        + textwrap.dedent(
+            """
+            import multiprocessing as mp
+
+            def echo(buf):
+                return buf
+
+            if __name__ == "__main__":
+                src = to_cuda(hurray.from_dlpack(np.arange(16, dtype=np.float32)))
+                assert src.device == (2, 0), src.device
+                ctx = mp.get_context("spawn")
+                with ctx.Pool(1) as pool:
+                    back = pool.apply(echo, (src,))
+                assert back.device == (2, 0), back.device
+                assert back.data_ptr == src.data_ptr, (back.data_ptr, src.data_ptr)
+                assert fake.fake_cuda_call_count(b"cuIpcOpenMemHandle") == 0
+                host = np.from_dlpack(back, device="cpu")
+                assert host.tolist() == list(range(16)), host
+                assert fake.fake_cuda_call_count(b"cuMemFree") == 0
+                del back, host
+                import gc, time
+                gc.collect()
+                assert fake.fake_cuda_call_count(b"cuMemFree") == 0  # src still holds it
+                del src
+                gc.collect()
+                for _ in range(500):
+                    if fake.fake_cuda_call_count(b"cuMemFree") == 1:
+                        break
+                    time.sleep(0.01)
+                assert fake.fake_cuda_call_count(b"cuMemFree") == 1
+                assert fake.fake_cuda_live_allocations() == 0
+                print("DONE")
+            """
+        )
+    )
+    env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
+    # The fake numbers its GPUs by this, as the driver does: a value meant
+    # for a real GPU of this machine is not for it.
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    r = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert r.returncode == 0 and "DONE" in r.stdout, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"

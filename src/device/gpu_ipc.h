@@ -15,15 +15,17 @@
 namespace hurray::detail {
 
 constexpr uint32_t kGpuIpcHandleBytes = 64;  // CUipcMemHandle, hipIpcMemHandle_t
+constexpr uint32_t kGpuUuidBytes = 16;       // CUuuid, hipUUID
 
 // What an export of device memory found: the opaque handle of the whole
 // allocation (legacy IPC) or an fd of it (a CUDA VMM allocation), and where
 // the handle's data lies in it.
 struct GpuIpcExport {
   uint8_t handle[kGpuIpcHandleBytes];
-  uint64_t alloc_size;   // bytes of the allocation (cuMemGetAddressRange)
-  uint64_t data_offset;  // the handle's data address minus the allocation's base
-  int vmm_fd;            // >= 0: a VMM allocation's POSIX fd (kind 2, the caller's to close)
+  uint64_t alloc_size;          // bytes of the allocation (cuMemGetAddressRange)
+  uint64_t data_offset;         // the handle's data address minus the allocation's base
+  int vmm_fd;                   // >= 0: a VMM allocation's POSIX fd (kind 2, the caller's to close)
+  uint8_t uuid[kGpuUuidBytes];  // the device's (device_uuid), filled by the caller
 };
 
 // A VMM allocation mapped in this process by open_vmm.
@@ -61,7 +63,25 @@ struct GpuIpc {
   // Whether hurray_alloc memory `mem` of this vendor came from a
   // stream-ordered pool (cuMemAllocAsync / hipMallocAsync).
   bool (*is_stream_ordered)(const DeviceMemory &mem);
+  // The devices this process sees (cuDeviceGetCount / hipGetDeviceCount at
+  // load) and the 16-byte UUID of ordinal `ordinal` (cuDeviceGetUuid_v2 /
+  // hipDeviceGetUuid): what names a GPU across processes, whose ordinals
+  // differ (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES; ipc.md §6.1).
+  // HURRAY_ERR_UNSUPPORTED_DEVICE when the driver lacks the entry point or
+  // the ordinal is not a device; HURRAY_ERR_DEVICE when the driver fails.
+  int32_t (*device_count)(int32_t *count);
+  int32_t (*device_uuid)(int32_t ordinal, uint8_t *uuid);
 };
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (the drivers' spelling); `out`
+// holds at least 41 bytes.
+void format_gpu_uuid(const uint8_t *uuid, char *out);
+
+// This process's ordinal of the GPU with `uuid` (loops over the devices'
+// UUIDs); HURRAY_ERR_UNSUPPORTED_DEVICE with a message naming the UUID when
+// no device of this process has it.
+int32_t gpu_ordinal_of(const GpuIpc &ipc, int32_t device_type, const uint8_t *uuid,
+                       int32_t *ordinal);
 
 // The vendor for kDLCUDA or kDLROCM memory; nullptr with
 // HURRAY_ERR_UNSUPPORTED_DEVICE set for any other type or a vendor left out

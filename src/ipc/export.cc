@@ -191,11 +191,14 @@ int32_t prepare_export(const hurray_buffer &src, uint32_t options, PreparedExpor
   p->watch = w;
   p->held = held;
   p->copied = copied;
+  p->forwarded = false;
   return HURRAY_OK;
 }
 
 void commit_export(PreparedExport *p, hurray_buffer *src) {
-  if (p->copied) {
+  if (p->forwarded) {
+    hurray_buffer_release(src);  // the message holds the original sender's reference
+  } else if (p->copied) {
     count_ipc_copy();
     hurray_buffer_release(src);  // the copy went; the original is done
   } else {
@@ -206,7 +209,7 @@ void commit_export(PreparedExport *p, hurray_buffer *src) {
 void abort_export(PreparedExport *p) {
   // The write end is still in msg, so the watcher cannot have seen end of
   // file: take the watch back first, then close.
-  unwatch_export(p->watch);
+  if (p->watch != nullptr) unwatch_export(p->watch);
   close_message_fds(&p->msg);
   if (p->copied) hurray_buffer_release(&p->held);
 }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // GPU device memory across processes (docs/impl/ipc.md §6): the export of a
 // kDLCUDA / kDLROCM handle as a descriptor of kind 3 / 4 carrying the
-// vendor's 64-byte legacy IPC handle and one fd (the lifetime pipe's write
-// end), or of a CUDA VMM allocation as kind 2 with a second fd (the
-// allocation's), and its import: the memory mapped in the receiver's
-// process (device/gpu_ipc.h), unmapped again by the received handle's
-// release.
+// device's UUID, the sender's identity, the vendor's 64-byte legacy IPC
+// handle and one fd (the lifetime pipe's write end), or of a CUDA VMM
+// allocation as kind 2 with a second fd (the allocation's), and its import:
+// the memory mapped in the receiver's process on the receiver's ordinal of
+// that GPU (device/gpu_ipc.h), unmapped again by the received handle's
+// release; or, back in the process that sent it, a share of the exported
+// memory that holds the lifetime fd.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +20,10 @@
 #include "api/alloc.h"
 #include "common/error.h"
 #include "device/gpu_ipc.h"
+#include "handle/share_block.h"
 #include "ipc/message.h"
+#include "ipc/sender.h"
+#include "ipc/watcher.h"
 #include "ipc/wire.h"
 
 namespace hurray::detail {
@@ -31,6 +36,7 @@ struct GpuImportBlock {
   void *base;         // what the vendor's open mapped (kinds 3, 4)
   GpuVmmMapping vmm;  // kind 2: what open_vmm mapped (vmm.base non-NULL)
   int lifetime_fd;    // the write end of the sender's pipe
+  WireDesc desc;      // as received (the sender's device, identity and handle)
   int64_t dims[1];    // shape then strides (flexible tail)
 };
 
@@ -45,6 +51,82 @@ void gpu_import_release(void *block) {
   // memory) runs only once this process no longer uses it.
   close(b->lifetime_fd);
   std::free(b);
+}
+
+// A GPU message back in the process that exported it (ipc.md §6): the
+// handle shares the export's memory, which the export's watch keeps alive
+// while this block holds a write end of its lifetime pipe.
+struct GpuLocalBlock {
+  int lifetime_fd;  // a write end of this process's own export's pipe
+  int64_t dims[1];  // shape then strides (flexible tail)
+};
+
+// Closing the fd lets the watch see end of file once every other write end
+// is gone: the export's reference is released then, once.
+void gpu_local_release(void *block) {
+  auto *b = static_cast<GpuLocalBlock *>(block);
+  close(b->lifetime_fd);
+  std::free(b);
+}
+
+// Whether `d` describes exactly the handle `held` the export was made of.
+bool describes(const WireDesc &d, const hurray_buffer &held) {
+  if (d.device.device_type != held.device.device_type ||
+      d.device.device_id != held.device.device_id || d.dtype.code != held.dtype.code ||
+      d.dtype.bits != held.dtype.bits || d.dtype.lanes != held.dtype.lanes || d.ndim != held.ndim ||
+      d.byte_offset != held.byte_offset || d.flags != held.flags) {
+    return false;
+  }
+  for (int32_t i = 0; i < d.ndim; ++i) {
+    if (d.shape[i] != held.shape[i] || d.strides[i] != held.strides[i]) return false;
+  }
+  return true;
+}
+
+// What import_local learns of the export, under the watcher's lock.
+struct LocalMatch {
+  const WireDesc *d;
+  bool same;          // the descriptor describes the exported handle
+  void *data;         // its data
+  int32_t held_type;  // its device type
+};
+
+// The import of a message this process sent (sender identity and lifetime
+// pipe both its own): HURRAY_OK with *out set, or *found false when the
+// pipe is no export of this process (then the caller opens it as any other).
+int32_t import_local(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out, bool *found) {
+  LocalMatch match{&d, false, nullptr, 0};
+  *found = find_export(
+      m->fds[0],
+      [](const hurray_buffer &held, void *ctx) {
+        auto *x = static_cast<LocalMatch *>(ctx);
+        x->same = describes(*x->d, held);
+        x->data = held.data;
+        x->held_type = held.device.device_type;
+      },
+      &match);
+  if (!*found) return HURRAY_OK;
+  if (!match.same) {
+    return fail(HURRAY_ERR_IPC,
+                "the descriptor comes from this process's own export (its lifetime pipe) but "
+                "does not describe the %s tensor that was exported (device, dtype, shape, "
+                "strides, byte_offset or flags differ)",
+                device_type_name(match.held_type));
+  }
+  const size_t meta = sizeof(GpuLocalBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
+  auto *b = static_cast<GpuLocalBlock *>(std::malloc(meta));
+  if (b == nullptr) {
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
+  }
+  b->lifetime_fd = m->fds[0];
+  *out = received_handle(d, &gpu_local_release, b, match.data, b->dims);
+  m->fds[0] = -1;  // the block owns it now
+  if (d.kind == kKindCudaVmmFd) {
+    close(m->fds[1]);  // not mapped again: the memory is already here
+    m->fds[1] = -1;
+  }
+  m->nfds = 0;
+  return HURRAY_OK;
 }
 
 // Kind 2's fds[1]: an open fd (what it refers to is the driver's to judge).
@@ -78,8 +160,10 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Prepa
     d.shape[i] = src.shape[i];
     d.strides[i] = src.strides[i];
   }
-  // Kind 2's area stays zero.
+  // Kind 2's handle stays zero, as does the event part (no event yet).
   if (d.kind != kKindCudaVmmFd) std::memcpy(d.gpu_handle, x.handle, kWireGpuHandleSize);
+  std::memcpy(d.gpu_uuid, x.uuid, kWireGpuUuidSize);
+  d.sender = this_sender();
   std::memset(&p->msg, 0, sizeof p->msg);
   p->msg.size = encode_descriptor(d, p->msg.bytes);
   // What the receiver will check, checked here first: every byte the
@@ -108,6 +192,64 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Prepa
   p->watch = w;
   p->held = src;
   p->copied = false;
+  p->forwarded = false;
+  return HURRAY_OK;
+}
+
+// The received kind-3/4 handle behind `src` (itself or an unchanged share
+// of it, or of such a share), or nullptr.
+const GpuImportBlock *received_block(const hurray_buffer &src) {
+  const hurray_buffer *h = &src;
+  while (is_unchanged_share(*h)) h = &static_cast<const ShareBlock *>(h->user_data)->source;
+  if (h->release_fn != &gpu_import_release) return nullptr;
+  const auto *b = static_cast<const GpuImportBlock *>(h->user_data);
+  return b->vmm.base == nullptr ? b : nullptr;  // kind 2 is exported again as any VMM mapping
+}
+
+// Sends on memory this process opened from another's legacy IPC handle,
+// which the drivers do not export again (ipc.md §6): the original
+// sender's descriptor with src's layout, and a dup of the lifetime fd, so
+// the original export's reference is held by the new message. Back in the
+// original sender, the message is imported as its own (import_local).
+int32_t forward_import(const hurray_buffer &src, const GpuImportBlock &b, PreparedExport *p) {
+  WireDesc d = b.desc;
+  d.flags = src.flags;
+  d.dtype = src.dtype;
+  d.ndim = src.ndim;
+  d.byte_offset = src.byte_offset;
+  for (int32_t i = 0; i < src.ndim; ++i) {
+    d.shape[i] = src.shape[i];
+    d.strides[i] = src.strides[i];
+  }
+  const uintptr_t data = reinterpret_cast<uintptr_t>(src.data);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(b.base);
+  if (data < base || data - base > d.region_length) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this received %s tensor's data lies outside the memory it was received in",
+                device_type_name(src.device.device_type));
+  }
+  d.data_offset = data - base;
+  std::memset(&p->msg, 0, sizeof p->msg);
+  p->msg.size = encode_descriptor(d, p->msg.bytes);
+  WireDesc back;
+  int32_t st = decode_descriptor(p->msg.bytes, p->msg.size, d.nfds, &back);
+  if (st != HURRAY_OK) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "this received %s tensor cannot be sent on: %s",
+                device_type_name(src.device.device_type), hurray_last_error());
+  }
+  const int fd = fcntl(b.lifetime_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    const int err = errno;
+    return fail(HURRAY_ERR_IPC, "duplicating a received message's lifetime fd failed: %s",
+                std::strerror(err));
+  }
+  p->msg.nfds = d.nfds;
+  p->msg.fds[0] = fd;
+  p->msg.fds[1] = p->msg.fds[2] = p->msg.fds[3] = -1;
+  p->watch = nullptr;
+  p->held = src;
+  p->copied = false;
+  p->forwarded = true;
   return HURRAY_OK;
 }
 
@@ -122,6 +264,7 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, Pre
                 "process",
                 device_type_name(src.device.device_type));
   }
+  if (const GpuImportBlock *b = received_block(src)) return forward_import(src, *b, p);
   const DeviceMemory *mem = device_memory_of(src);
   GpuIpcExport x;
   std::memset(&x, 0, sizeof x);
@@ -130,7 +273,8 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, Pre
       ipc->export_memory(src.device, src.data, mem != nullptr && ipc->is_stream_ordered(*mem), &x);
   if (st != HURRAY_OK) return st;
   // From here on every failure closes the allocation's fd.
-  st = finish_gpu_export(src, x, p);
+  st = ipc->device_uuid(src.device.device_id, x.uuid);
+  if (st == HURRAY_OK) st = finish_gpu_export(src, x, p);
   if (st != HURRAY_OK && x.vmm_fd >= 0) close(x.vmm_fd);
   return st;
 }
@@ -138,8 +282,22 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, Pre
 int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out) {
   int32_t st = check_lifetime_fd(m->fds[0], 0);
   if (st != HURRAY_OK) return st;
+  if (d.kind == kKindCudaVmmFd) {
+    st = check_allocation_fd(m->fds[1]);
+    if (st != HURRAY_OK) return st;
+  }
+  if (is_this_process(d.sender)) {
+    bool local = false;
+    st = import_local(d, m, out, &local);
+    if (st != HURRAY_OK || local) return st;
+  }
   const GpuIpc *ipc = gpu_ipc_for(d.device.device_type);
   if (ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  // The GPU as this process numbers it (the sender's ordinal means nothing
+  // here); the handle carries this ordinal.
+  hurray_device device{d.device.device_type, 0};
+  st = gpu_ordinal_of(*ipc, d.device.device_type, d.gpu_uuid, &device.device_id);
+  if (st != HURRAY_OK) return st;
   const size_t meta = sizeof(GpuImportBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
   auto *b = static_cast<GpuImportBlock *>(std::malloc(meta));
   if (b == nullptr) {
@@ -152,22 +310,24 @@ int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out)
     st = fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "%s memory cannot come as a CUDA VMM fd (kind 2)",
               device_type_name(d.device.device_type));
   } else if (vmm) {
-    st = check_allocation_fd(m->fds[1]);
-    if (st == HURRAY_OK) st = ipc->open_vmm(d.device, m->fds[1], d.region_length, &mapped);
+    st = ipc->open_vmm(device, m->fds[1], d.region_length, &mapped);
     base = mapped.base;
   } else {
-    st = ipc->open(d.device, d.gpu_handle, &base);
+    st = ipc->open(device, d.gpu_handle, &base);
   }
   if (st != HURRAY_OK) {
     std::free(b);
     return st;
   }
   b->ipc = ipc;
-  b->device = d.device;
+  b->device = device;
   b->base = base;
   b->vmm = mapped;
   b->lifetime_fd = m->fds[0];
-  *out = received_handle(d, &gpu_import_release, b, static_cast<char *>(base) + d.data_offset,
+  b->desc = d;
+  WireDesc here = d;
+  here.device = device;
+  *out = received_handle(here, &gpu_import_release, b, static_cast<char *>(base) + d.data_offset,
                          b->dims);
   m->fds[0] = -1;  // the block owns it now
   if (vmm) {

@@ -17,6 +17,10 @@ struct PreparedExport {
   Watch *watch;
   hurray_buffer held;  // what the watch releases (src itself, or the copy)
   bool copied;         // the watch holds a copy; the caller's handle is released at commit
+  // A received GPU handle sent on (gpu_message.cc): the message is the
+  // original sender's, with a dup of its lifetime fd; no watch (watch
+  // NULL), the caller's handle is released at commit.
+  bool forwarded;
 };
 
 // Everything of an export except consuming *src: checks it, picks the

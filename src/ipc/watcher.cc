@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -230,6 +231,23 @@ Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status) {
   ring_link(&s.live, w);
   *status = HURRAY_OK;
   return w;
+}
+
+bool find_export(int write_fd, void (*use)(const hurray_buffer &held, void *ctx), void *ctx) {
+  struct stat want;
+  if (fstat(write_fd, &want) != 0 || !S_ISFIFO(want.st_mode)) return false;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  // Only this process's own exports: the stale ring of a forked child holds
+  // the parent's.
+  for (Watch *w = s.live.next; w != &s.live; w = w->next) {
+    struct stat st;
+    if (fstat(w->fd, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino) {
+      use(w->held, ctx);
+      return true;
+    }
+  }
+  return false;
 }
 
 void unwatch_export(Watch *w) {

@@ -29,6 +29,17 @@ Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status);
 // file). Closes read_fd and forgets `held` without releasing it.
 void unwatch_export(Watch *w);
 
+// Whether `write_fd` is a write end of the lifetime pipe of one of this
+// process's live exports (same pipe: the read end's st_dev and st_ino).
+// When it is, `use(held, ctx)` runs on the reference that export holds,
+// with the watcher's lock held: what it reads of `held` then happens
+// before the watch's release as a thread checker sees it (the kernel's
+// ordering, end of file only after the caller closes `write_fd`, is
+// invisible to one). The memory stays valid while the caller keeps
+// `write_fd` open. A GPU message coming back to its sender (docs/impl/ipc.md
+// §6) becomes a share of that memory this way.
+bool find_export(int write_fd, void (*use)(const hurray_buffer &held, void *ctx), void *ctx);
+
 // The counters behind hurray_diagnostics.ipc_copies and ipc_returns live in
 // src/common/diagnostics.h (count_ipc_copy, count_ipc_return).
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Descriptor encoder and decoder, wire version 1 (docs/impl/ipc.md §3).
+// Descriptor encoder and decoder, wire version 2 (docs/impl/ipc.md §3).
 // Every integer is little-endian at a fixed offset; the decoder reads bytes,
 // never casts the buffer to a struct, so alignment and host order do not
 // matter.
@@ -34,7 +34,7 @@ enum : size_t {
   kOffRegionOffset = 64,
   kOffRegionLength = 72,
 };
-static_assert(kOffRegionLength + 8 == kWireHeaderSize, "fixed part of wire version 1");
+static_assert(kOffRegionLength + 8 == kWireHeaderSize, "fixed part of wire version 2");
 
 void put_u16(uint8_t *p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);
@@ -56,6 +56,59 @@ uint64_t get_u64(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
+}
+
+// The GPU part `g` (at byte `at` of the descriptor) into d, every field
+// checked (ipc.md §6.1).
+int32_t decode_gpu_part(const uint8_t *g, uint32_t at, WireDesc *d) {
+  std::memcpy(d->gpu_uuid, g + kGpuOffUuid, kWireGpuUuidSize);
+  d->sender.pid = get_u32(g + kGpuOffSender);
+  const uint32_t reserved = get_u32(g + kGpuOffSender + 4);
+  d->sender.start_time = get_u64(g + kGpuOffSender + 8);
+  d->gpu_flags = get_u64(g + kGpuOffFlags);
+  std::memcpy(d->gpu_handle, g + kGpuOffHandle, kWireGpuHandleSize);
+  std::memcpy(d->gpu_event, g + kGpuOffEvent, kWireGpuEventSize);
+  bool uuid_set = false;
+  for (uint32_t i = 0; i < kWireGpuUuidSize; ++i) uuid_set = uuid_set || d->gpu_uuid[i] != 0;
+  if (!uuid_set) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor bytes %" PRIu32 "..%" PRIu32
+                " (the device's UUID) are all zero: no device is named",
+                at + kGpuOffUuid, at + kGpuOffUuid + kWireGpuUuidSize - 1);
+  }
+  if (d->sender.pid == 0 || d->sender.pid > static_cast<uint32_t>(INT32_MAX) || reserved != 0) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor sender is pid %" PRIu32 " with reserved word %" PRIu32
+                " (a pid in 1..2^31-1 and 0 expected, bytes %" PRIu32 "..%" PRIu32 ")",
+                d->sender.pid, reserved, at + kGpuOffSender, at + kGpuOffSender + 7);
+  }
+  if ((d->gpu_flags & ~kGpuFlagEvent) != 0) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor GPU flags are 0x%" PRIx64 ": bits other than 0x%" PRIx64
+                " are reserved (0)",
+                d->gpu_flags, kGpuFlagEvent);
+  }
+  if ((d->gpu_flags & kGpuFlagEvent) != 0) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor carries an IPC event handle (GPU flag 0x%" PRIx64
+                "), which this libhurray cannot wait on yet",
+                kGpuFlagEvent);
+  }
+  auto zero = [&](const uint8_t *p, uint32_t n, uint32_t off, const char *what) {
+    for (uint32_t i = 0; i < n; ++i) {
+      if (p[i] != 0) {
+        return fail(HURRAY_ERR_IPC, "descriptor byte %" PRIu32 " (%s) is %u (must be 0)",
+                    at + off + i, what, static_cast<unsigned>(p[i]));
+      }
+    }
+    return static_cast<int32_t>(HURRAY_OK);
+  };
+  int32_t st = zero(d->gpu_event, kWireGpuEventSize, kGpuOffEvent,
+                    "the IPC event handle, with no event flagged");
+  if (st == HURRAY_OK && d->kind == kKindCudaVmmFd) {
+    st = zero(d->gpu_handle, kWireGpuHandleSize, kGpuOffHandle, "kind 2's unused IPC handle");
+  }
+  return st;
 }
 
 }  // namespace
@@ -85,8 +138,16 @@ uint32_t encode_descriptor(const WireDesc &d, uint8_t *out) {
     put_u64(out + kWireHeaderSize + 8 * static_cast<size_t>(d.ndim + i),
             static_cast<uint64_t>(d.strides[i]));
   }
-  if (is_gpu_ipc_kind(d.kind))
-    std::memcpy(out + wire_size(d.ndim), d.gpu_handle, kWireGpuHandleSize);
+  if (is_gpu_ipc_kind(d.kind)) {
+    uint8_t *g = out + wire_size(d.ndim);
+    std::memset(g, 0, kWireGpuPartSize);
+    std::memcpy(g + kGpuOffUuid, d.gpu_uuid, kWireGpuUuidSize);
+    put_u32(g + kGpuOffSender, d.sender.pid);
+    put_u64(g + kGpuOffSender + 8, d.sender.start_time);
+    put_u64(g + kGpuOffFlags, d.gpu_flags);
+    std::memcpy(g + kGpuOffHandle, d.gpu_handle, kWireGpuHandleSize);
+    std::memcpy(g + kGpuOffEvent, d.gpu_event, kWireGpuEventSize);
+  }
   return size;
 }
 
@@ -104,13 +165,17 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   const uint32_t version = get_u32(bytes + kOffVersion);
   if (version != HURRAY_IPC_WIRE_VERSION) {
     return fail(HURRAY_ERR_UNSUPPORTED_VERSION,
-                "descriptor wire version is %" PRIu32 "; this libhurray reads version %u", version,
-                HURRAY_IPC_WIRE_VERSION);
+                "descriptor wire version is %" PRIu32 "; this libhurray reads version %u only%s",
+                version, HURRAY_IPC_WIRE_VERSION,
+                version < HURRAY_IPC_WIRE_VERSION
+                    ? " (the sender runs an older libhurray: both processes need the same wire "
+                      "version; version 2 names GPUs by UUID, docs/impl/ipc.md §3)"
+                    : " (the sender runs a newer libhurray)");
   }
   const uint32_t header_size = get_u32(bytes + kOffHeaderSize);
   const uint32_t total_size = get_u32(bytes + kOffTotalSize);
   if (header_size != kWireHeaderSize) {
-    return fail(HURRAY_ERR_IPC, "descriptor header_size is %" PRIu32 " (version 1: %" PRIu32 ")",
+    return fail(HURRAY_ERR_IPC, "descriptor header_size is %" PRIu32 " (version 2: %" PRIu32 ")",
                 header_size, kWireHeaderSize);
   }
   if (total_size != size) {
@@ -137,6 +202,7 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   d.region_offset = get_u64(bytes + kOffRegionOffset);
   d.region_length = get_u64(bytes + kOffRegionLength);
 
+  int32_t st = HURRAY_OK;
   const bool gpu = is_gpu_ipc_kind(d.kind);
   if (d.kind != kKindCpuMemfd && !gpu) {
     return fail(HURRAY_ERR_IPC, "descriptor kind %" PRIu32 " is unknown", d.kind);
@@ -178,16 +244,8 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                   " maps a whole allocation (0)",
                   d.region_offset, d.kind);
     }
-    std::memcpy(d.gpu_handle, bytes + wire_size(d.ndim), kWireGpuHandleSize);
-    if (d.kind == kKindCudaVmmFd) {
-      for (uint32_t i = 0; i < kWireGpuHandleSize; ++i) {
-        if (d.gpu_handle[i] != 0) {
-          return fail(HURRAY_ERR_IPC,
-                      "descriptor byte %" PRIu32 " of kind 2's reserved area is %u (must be 0)",
-                      wire_size(d.ndim) + i, static_cast<unsigned>(d.gpu_handle[i]));
-        }
-      }
-    }
+    st = decode_gpu_part(bytes + wire_size(d.ndim), wire_size(d.ndim), &d);
+    if (st != HURRAY_OK) return st;
   }
   for (int32_t i = 0; i < d.ndim; ++i) {
     d.shape[i] =
@@ -208,7 +266,7 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                   d.strides,
                   d.flags};
   hurray_extent e;
-  int32_t st = check_desc_exact(desc, "descriptor", true, &e);
+  st = check_desc_exact(desc, "descriptor", true, &e);
   if (st != HURRAY_OK) return st;
 
   if (d.region_length == 0) return fail(HURRAY_ERR_IPC, "descriptor region_length is 0");

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The descriptor of a cross-process message, wire version 1
+// The descriptor of a cross-process message, wire version 2
 // (docs/impl/ipc.md §3): what it holds, how it is written, and the decoder
 // that checks every field before anything is used (fuzzed by
 // tests/fuzz/ipc_descriptor_fuzz.cc). Pure functions: no fd is touched.
@@ -20,16 +20,36 @@ constexpr uint32_t kWirePrefixSize = 16;      // magic, version, header size, to
 // Kinds of memory (the `kind` field), docs/impl/ipc.md §3.1 and §6.1.
 enum WireKind : uint32_t {
   kKindCpuMemfd = 1,       // fds: [memfd, lifetime]
-  kKindCudaVmmFd = 2,      // fds: [lifetime, allocation fd]; 64 zero bytes after the strides
-  kKindCudaLegacyIpc = 3,  // fds: [lifetime]; cuIpcGetMemHandle's 64 bytes after the strides
-  kKindHipIpc = 4,         // fds: [lifetime]; hipIpcGetMemHandle's 64 bytes after the strides
+  kKindCudaVmmFd = 2,      // fds: [lifetime, allocation fd]; the GPU part, handle zero
+  kKindCudaLegacyIpc = 3,  // fds: [lifetime]; the GPU part with cuIpcGetMemHandle's 64 bytes
+  kKindHipIpc = 4,         // fds: [lifetime]; the GPU part with hipIpcGetMemHandle's 64 bytes
 };
 constexpr uint32_t kCpuMemfdFds = 2;
 constexpr uint32_t kGpuIpcFds = 1;
 constexpr uint32_t kCudaVmmFds = 2;
-constexpr uint32_t kWireGpuHandleSize = 64;  // kind-specific data of kinds 2, 3 and 4
 
-// The GPU kinds: device memory, a lifetime fd first, 64 kind-specific bytes.
+// The GPU part of kinds 2, 3 and 4, after the strides (ipc.md §6.1): the
+// device's UUID, the sending process, a flags word, the vendor's IPC handle
+// and room for an IPC event handle.
+constexpr uint32_t kWireGpuUuidSize = 16;    // cuDeviceGetUuid_v2 / hipDeviceGetUuid
+constexpr uint32_t kWireSenderSize = 16;     // pid, reserved 0, start time
+constexpr uint32_t kWireGpuHandleSize = 64;  // CUipcMemHandle / hipIpcMemHandle_t; kind 2: zero
+constexpr uint32_t kWireGpuEventSize = 64;   // CUipcEventHandle; zero unless flagged
+enum : uint32_t {
+  kGpuOffUuid = 0,
+  kGpuOffSender = 16,
+  kGpuOffFlags = 32,
+  kGpuOffHandle = 40,
+  kGpuOffEvent = 104,
+  kWireGpuPartSize = 168,
+};
+static_assert(kGpuOffHandle + kWireGpuHandleSize == kGpuOffEvent &&
+                  kGpuOffEvent + kWireGpuEventSize == kWireGpuPartSize,
+              "GPU part of wire version 2");
+// Bits of the GPU part's flags word.
+constexpr uint64_t kGpuFlagEvent = 1;  // the event handle is set (not read yet: refused)
+
+// The GPU kinds: device memory, a lifetime fd first, the GPU part.
 constexpr bool is_gpu_ipc_kind(uint32_t kind) {
   return kind == kKindCudaVmmFd || kind == kKindCudaLegacyIpc || kind == kKindHipIpc;
 }
@@ -38,6 +58,14 @@ constexpr uint32_t wire_fds(uint32_t kind) {
          : kind == kKindCudaVmmFd                          ? kCudaVmmFds
                                                            : kCpuMemfdFds;
 }
+
+// The process that made an export (ipc.md §6.1): its pid and its start
+// time in clock ticks since boot (field 22 of /proc/PID/stat). A reused pid
+// comes with a later start time, a forked child has a pid of its own.
+struct WireSender {
+  uint32_t pid;         // > 0
+  uint64_t start_time;  // 0 where /proc could not be read
+};
 
 // A decoded (or to-be-encoded) descriptor.
 struct WireDesc {
@@ -52,8 +80,13 @@ struct WireDesc {
   uint64_t region_offset;  // byte range of the memfd to map (GPU: 0)
   uint64_t region_length;  // (GPU: the allocation's size)
   int64_t shape[HURRAY_MAX_NDIM];
-  int64_t strides[HURRAY_MAX_NDIM];        // in elements
+  int64_t strides[HURRAY_MAX_NDIM];  // in elements
+  // The GPU part (kinds 2, 3, 4), ipc.md §6.1.
+  uint8_t gpu_uuid[kWireGpuUuidSize];      // the device, as every process names it
+  WireSender sender;                       // the exporting process
+  uint64_t gpu_flags;                      // kGpuFlag*
   uint8_t gpu_handle[kWireGpuHandleSize];  // kinds 3 and 4: the vendor's IPC handle; 2: zero
+  uint8_t gpu_event[kWireGpuEventSize];    // zero unless kGpuFlagEvent
 };
 
 // Bytes a descriptor of `ndim` dimensions takes (kind 1).
@@ -62,7 +95,7 @@ constexpr uint32_t wire_size(int32_t ndim) {
 }
 // Bytes a descriptor of `kind` with `ndim` dimensions takes.
 constexpr uint32_t wire_size(uint32_t kind, int32_t ndim) {
-  return wire_size(ndim) + (is_gpu_ipc_kind(kind) ? kWireGpuHandleSize : 0u);
+  return wire_size(ndim) + (is_gpu_ipc_kind(kind) ? kWireGpuPartSize : 0u);
 }
 static_assert(wire_size(kKindCudaLegacyIpc, HURRAY_MAX_NDIM) <= HURRAY_IPC_DESCRIPTOR_MAX,
               "the largest descriptor fits in hurray_ipc_message::bytes");
@@ -70,11 +103,13 @@ static_assert(wire_size(kKindCudaLegacyIpc, HURRAY_MAX_NDIM) <= HURRAY_IPC_DESCR
 // Writes `d` (already valid) into out[0..wire_size(d.kind, d.ndim)); returns the size.
 uint32_t encode_descriptor(const WireDesc &d, uint8_t *out);
 
-// Reads and checks bytes[0..size) against wire version 1, and that the
+// Reads and checks bytes[0..size) against wire version 2, and that the
 // message carries `nfds` fds: every field, the dtype/shape/strides as a
 // handle would be checked, and that the elements lie within the region
 // (data_offset + lowest >= region_offset, data_offset + highest <=
-// region_offset + region_length, without overflow). The memfd itself is
+// region_offset + region_length, without overflow), and the GPU part
+// (a UUID not all zero, a sender pid > 0, reserved and unflagged bytes
+// zero, no event: not read yet). The memfd itself is
 // not looked at (import does that). Status and message as
 // hurray_ipc_import documents; *out written only on success.
 int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, WireDesc *out);

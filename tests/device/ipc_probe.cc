@@ -11,8 +11,10 @@
 //                              runs once, after the parent's own share too
 //   probe ipc-kill TYPE        the child imports and is SIGKILLed holding it
 //   probe ipc-malformed TYPE   kind-3/4 descriptors with one field wrong
-//   probe ipc-refusals TYPE    own-process import, stream-ordered and pinned
-//                              memory
+//   probe ipc-refusals TYPE    the driver's refusal of one's own handle,
+//                              stream-ordered and pinned memory
+//   probe ipc-identity-*, ipc-local-*  device UUIDs and same-process
+//                              return, ipc_identity_probe.cc
 //   probe ipc-vmm-* 2          CUDA VMM allocations as POSIX fds (kind 2),
 //                              ipc_vmm_probe.cc
 #include <dlfcn.h>
@@ -152,8 +154,21 @@ int cmd_malformed() {
        [](hurray_ipc_message *m) { put32(m->bytes + 16, m->bytes[16] == 3 ? 4 : 3); }},
       {"negative ordinal", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { put32(m->bytes + 36, 0xffffffffu); }},
-      {"missing ordinal", HURRAY_ERR_UNSUPPORTED_DEVICE,
-       [](hurray_ipc_message *m) { put32(m->bytes + 36, 7); }},
+      {"unknown GPU UUID", HURRAY_ERR_UNSUPPORTED_DEVICE,
+       [](hurray_ipc_message *m) { gpu_part(m)[3] ^= 0xff; }},
+      {"no GPU UUID", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) { std::memset(gpu_part(m), 0, 16); }},
+      {"sender pid 0", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(gpu_part(m) + 16, 0); }},
+      {"sender reserved word", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) { put32(gpu_part(m) + 20, 1); }},
+      {"event flagged (not built yet)", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) { put64(gpu_part(m) + 32, 1); }},
+      {"reserved GPU flag", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) { put64(gpu_part(m) + 32, 4); }},
+      {"event bytes without the flag", HURRAY_ERR_IPC,
+       [](hurray_ipc_message *m) { gpu_part(m)[104 + 63] = 1; }},
+      {"wire version 1", HURRAY_ERR_UNSUPPORTED_VERSION,
+       [](hurray_ipc_message *m) { put32(m->bytes + 4, 1); }},
       {"region offset", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put64(m->bytes + 64, 256); }},
       {"elements beyond the allocation", HURRAY_ERR_IPC,
        [](hurray_ipc_message *m) { put64(m->bytes + 80, 1u << 20); }},
@@ -165,7 +180,8 @@ int cmd_malformed() {
          m->fds[0] = open("/dev/null", O_WRONLY | O_CLOEXEC);
        }},
       {"handle garbage", HURRAY_ERR_DEVICE,
-       [](hurray_ipc_message *m) { std::memset(m->bytes + m->size - 64, 0x11, 64); }},
+       [](hurray_ipc_message *m) { std::memset(gpu_part(m) + 40, 0x11, 64); }},
+      {"own handle from another sender", HURRAY_ERR_DEVICE, [](hurray_ipc_message *) {}},
   };
   for (const Case &c : cases) {
     hurray_buffer h{};
@@ -177,6 +193,9 @@ int cmd_malformed() {
       return 1;
     }
     const uint64_t returns = ipc_returns();
+    // Named as another process's message, so that the import goes to the
+    // driver (this process's own would come back as a share, ipc §6).
+    put32(gpu_part(&m) + 16, 1);
     c.edit(&m);
     int fds[HURRAY_IPC_MAX_FDS];
     const uint32_t n = m.nfds;
@@ -196,19 +215,21 @@ int cmd_malformed() {
 }
 
 int cmd_refusals() {
-  // A handle of this very process: the driver refuses to open it.
+  // A handle of this very process, named as another's (so the import does
+  // not recognise it as its own, ipc §6): the driver refuses to open it.
   hurray_buffer h{};
   if (alloc(&h) != HURRAY_OK) return 1;
   hurray_ipc_message m;
   check(hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m) == HURRAY_OK, "export", "%s",
         hurray_last_error());
+  put32(gpu_part(&m) + 16, 1);
   const uint64_t returns = ipc_returns();
   const int lifetime = m.fds[0];
   hurray_buffer r{};
   int32_t st = hurray_ipc_import(&m, &r);
   check(st == HURRAY_ERR_DEVICE && std::strstr(hurray_last_error(), open_call()) != nullptr &&
             !fd_open(lifetime),
-        "own_process_import_refused", "%s %s", hurray_status_name(st), hurray_last_error());
+        "driver_refuses_own_handle", "%s %s", hurray_status_name(st), hurray_last_error());
   check(wait_until([&] { return ipc_returns() == returns + 1; }) &&
             wait_until([&] { return call_count(free_call()) == 1; }),
         "own_process_returned", "");
@@ -258,6 +279,10 @@ int run_ipc_command(const std::string &cmd, int type) {
   if (cmd == "malformed") return cmd_malformed();
   if (cmd == "refusals") return cmd_refusals();
   if (cmd.rfind("vmm-", 0) == 0 && is_cuda()) return run_vmm_command(cmd.substr(4));
+  if (cmd.rfind("identity-", 0) == 0 || cmd.rfind("local-", 0) == 0) {
+    const int rc = run_identity_command(cmd);
+    if (rc != 64) return rc;
+  }
   std::fprintf(stderr, "unknown command 'ipc-%s'\n", cmd.c_str());
   return 64;
 }

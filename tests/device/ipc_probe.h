@@ -131,10 +131,17 @@ inline void put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
+// The GPU part of a kind-2/3/4 descriptor (ipc.md §6.1): its last 168
+// bytes (UUID 0, sender 16, flags 32, handle 40, event 104).
+inline uint8_t *gpu_part(hurray_ipc_message *m) { return m->bytes + m->size - 168; }
+
 // The VMM commands (ipc_vmm_probe.cc): `cmd` without "ipc-vmm-"; 64 when unknown.
 int run_vmm_command(const std::string &cmd);
 // ipc_vmm_range_probe.cc (CUDA builds): `cmd` without "ipc-vmm-range-".
 int run_vmm_range_command(const std::string &cmd);
+// The device identity and same-process commands (ipc_identity_probe.cc):
+// `cmd` without "ipc-"; 64 when unknown.
+int run_identity_command(const std::string &cmd);
 
 }  // namespace ipc_probe
 

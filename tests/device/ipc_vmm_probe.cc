@@ -208,6 +208,9 @@ void malformed_case(const char *what, int32_t want, Edit edit) {
   }
   const uint64_t returns = ipc_returns();
   const int releases = g_producer_releases.load();
+  // Named as another process's message, so that the import goes to the
+  // driver (this process's own would come back as a share, ipc §6).
+  put32(gpu_part(&m) + 16, 1);
   edit(&m);
   int fds[HURRAY_IPC_MAX_FDS];
   const uint32_t n = m.nfds < HURRAY_IPC_MAX_FDS ? m.nfds : HURRAY_IPC_MAX_FDS;
@@ -244,8 +247,8 @@ int cmd_malformed() {
   });
   malformed_case("descriptor nfds 1", HURRAY_ERR_IPC,
                  [](hurray_ipc_message *m) { put32(m->bytes + 20, 1); });
-  malformed_case("size without the 64 bytes", HURRAY_ERR_IPC, [](hurray_ipc_message *m) {
-    m->size -= 64;
+  malformed_case("size without the GPU part", HURRAY_ERR_IPC, [](hurray_ipc_message *m) {
+    m->size -= 168;
     put32(m->bytes + 12, m->size);
   });
   malformed_case("size one byte short", HURRAY_ERR_IPC, [](hurray_ipc_message *m) {
@@ -254,6 +257,8 @@ int cmd_malformed() {
   });
   malformed_case("reserved byte set", HURRAY_ERR_IPC,
                  [](hurray_ipc_message *m) { m->bytes[m->size - 1] = 1; });
+  malformed_case("kind 2's IPC handle set", HURRAY_ERR_IPC,
+                 [](hurray_ipc_message *m) { gpu_part(m)[40] = 1; });
   malformed_case("kind 3 with two fds", HURRAY_ERR_IPC,
                  [](hurray_ipc_message *m) { put32(m->bytes + 16, 3); });
   malformed_case("HIP device", HURRAY_ERR_IPC,

@@ -158,6 +158,11 @@ ProbeResult run_probe(const std::vector<std::string> &args,
 
 int main(int argc, char **argv) {
   fake_use_built_fakes();
+  // The fakes number their GPUs by these, as the drivers do
+  // (tests/fake_drivers/fake_devices.h): a value meant for a real GPU of the
+  // machine running the tests is not for them (the probes inherit this).
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  unsetenv("HIP_VISIBLE_DEVICES");
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -25,6 +25,7 @@
 
 #include "fake_common.h"
 #include "fake_capture.h"
+#include "fake_devices.h"
 #include "fake_vmm.h"
 #include "kernel_params.h"
 
@@ -34,7 +35,11 @@ constexpr int kMaxDevices = 8;
 
 struct Config {
   int driver_version = fake::env_int("FAKE_CUDA_DRIVER_VERSION", 12080);
-  int device_count = fake::env_int("FAKE_CUDA_DEVICE_COUNT", 2);
+  // FAKE_CUDA_DEVICE_COUNT GPUs installed, of which CUDA_VISIBLE_DEVICES
+  // picks and orders what this process sees (fake_devices.h).
+  fake::Visibility vis = fake::visible_devices("CUDA_VISIBLE_DEVICES",
+                                               fake::env_int("FAKE_CUDA_DEVICE_COUNT", 2), false);
+  int device_count = vis.count;
   int init_delay_ms = fake::env_int("FAKE_CUDA_INIT_DELAY_MS", 0);  // cuInit takes this long
 };
 const Config &config() {
@@ -284,6 +289,17 @@ CUresult f_device_get(CUdevice *d, int ordinal) {
   }
   *d = ordinal;
   return done("cuDeviceGet", CUDA_SUCCESS);
+}
+
+// cuDeviceGetUuid / cuDeviceGetUuid_v2 (same signature): the 16 bytes of
+// the physical GPU behind this process's ordinal (fake_devices.h).
+CUresult f_device_get_uuid(CUuuid *uuid, CUdevice d) {
+  FAKE_ENTER("cuDeviceGetUuid");
+  if (uuid == nullptr) return done("cuDeviceGetUuid", CUDA_ERROR_INVALID_VALUE);
+  if (d < 0 || d >= config().device_count)
+    return done("cuDeviceGetUuid", CUDA_ERROR_INVALID_DEVICE);
+  fake::physical_uuid(config().vis.physical[d], false, reinterpret_cast<uint8_t *>(uuid->bytes));
+  return done("cuDeviceGetUuid", CUDA_SUCCESS);
 }
 
 CUresult f_primary_ctx_retain(CUcontext *ctx, CUdevice d) {
@@ -943,6 +959,7 @@ const Entry kEntries[] = {
     {"cuDriverGetVersion", 2020, reinterpret_cast<void *>(&f_driver_get_version)},
     {"cuDeviceGetCount", 2000, reinterpret_cast<void *>(&f_device_get_count)},
     {"cuDeviceGet", 2000, reinterpret_cast<void *>(&f_device_get)},
+    {"cuDeviceGetUuid", 9020, reinterpret_cast<void *>(&f_device_get_uuid)},
     {"cuDevicePrimaryCtxRetain", 7000, reinterpret_cast<void *>(&f_primary_ctx_retain)},
     {"cuCtxGetCurrent", 4000, reinterpret_cast<void *>(&f_ctx_get_current)},
     {"cuCtxPushCurrent", 4000, reinterpret_cast<void *>(&f_ctx_push_current)},

@@ -19,6 +19,7 @@
 
 #include "fake_common.h"
 #include "fake_capture.h"
+#include "fake_devices.h"
 
 namespace {
 
@@ -49,7 +50,11 @@ struct PointerAttributes {
 
 struct Config {
   int runtime_version = fake::env_int("FAKE_HIP_RUNTIME_VERSION", 60200000);
-  int device_count = fake::env_int("FAKE_HIP_DEVICE_COUNT", 2);
+  // FAKE_HIP_DEVICE_COUNT GPUs installed, of which HIP_VISIBLE_DEVICES
+  // picks and orders what this process sees (fake_devices.h).
+  fake::Visibility vis =
+      fake::visible_devices("HIP_VISIBLE_DEVICES", fake::env_int("FAKE_HIP_DEVICE_COUNT", 2), true);
+  int device_count = vis.count;
   bool static_teardown = fake::env_int("FAKE_HIP_STATIC_TEARDOWN", 0) != 0;
 };
 const Config &config() {
@@ -217,6 +222,25 @@ FAKE_EXPORT hipError_t hipSetDevice(int d) {
   if (d < 0 || d >= config().device_count) return done("hipSetDevice", kInvalidDevice);
   t_device = d;
   return done("hipSetDevice", kSuccess);
+}
+
+// hipDeviceGet: the device of an ordinal (hipDevice_t is the ordinal, as
+// in ROCm); hipDeviceGetUuid: the 16 bytes of the physical GPU behind it
+// (fake_devices.h).
+FAKE_EXPORT hipError_t hipDeviceGet(int *dev, int ordinal) {
+  FAKE_ENTER("hipDeviceGet");
+  if (dev == nullptr || ordinal < 0 || ordinal >= config().device_count)
+    return done("hipDeviceGet", kInvalidDevice);
+  *dev = ordinal;
+  return done("hipDeviceGet", kSuccess);
+}
+
+FAKE_EXPORT hipError_t hipDeviceGetUuid(uint8_t (*uuid)[16], int dev) {
+  FAKE_ENTER("hipDeviceGetUuid");
+  if (uuid == nullptr || dev < 0 || dev >= config().device_count)
+    return done("hipDeviceGetUuid", uuid == nullptr ? kInvalidValue : kInvalidDevice);
+  fake::physical_uuid(config().vis.physical[dev], true, *uuid);
+  return done("hipDeviceGetUuid", kSuccess);
 }
 
 FAKE_EXPORT hipError_t hipMalloc(void **p, size_t bytes) {

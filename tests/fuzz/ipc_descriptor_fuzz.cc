@@ -10,13 +10,17 @@
 //  - the decoder never reads past the input (ASan: the bytes are copied into
 //    a heap block of exactly their size);
 //  - an accepted descriptor re-encodes to exactly the input (every byte of
-//    wire version 1 has one meaning) and its elements lie inside its region,
+//    wire version 2 has one meaning) and its elements lie inside its region,
 //    recomputed here in 128-bit arithmetic;
 //  - hurray_ipc_import of a refused descriptor, or of an accepted one whose
 //    memfd is too short, fails, closes every fd and maps nothing; of an
 //    accepted one with a memfd that fits, succeeds and the handle validates;
 //    its release closes everything again;
-//  - GPU kinds (2, 3, 4: ipc §6.1) decode like the others; their import
+//  - an accepted GPU descriptor (kinds 2, 3, 4: ipc §6.1) has a UUID not
+//    all zero, a sender pid in 1..2^31-1, no GPU flag, an all-zero event
+//    room and, for kind 2, an all-zero handle: the decoder's checks of the
+//    GPU part, restated;
+//  - GPU kinds decode like the others; their import
 //    (fds[0] a pipe's write end, as the kind wants; kind 2's fds[1] another
 //    one) is refused with every fd closed: no GPU memory can be opened (no
 //    driver in the fuzz stage, so the driver steps of the import are not
@@ -85,6 +89,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                      rend = static_cast<__int128>(d.region_offset) + d.region_length;
       FUZZ_CHECK(empty || (start + lo >= rbeg && start + hi <= rend),
                  "accepted elements outside the region");
+    }
+    if (hurray::detail::is_gpu_ipc_kind(d.kind)) {
+      bool uuid = false, event = false, handle = false;
+      for (uint8_t b : d.gpu_uuid) uuid = uuid || b != 0;
+      for (uint8_t b : d.gpu_event) event = event || b != 0;
+      for (uint8_t b : d.gpu_handle) handle = handle || b != 0;
+      FUZZ_CHECK(uuid && d.sender.pid > 0 && d.sender.pid <= 0x7fffffffu && d.gpu_flags == 0 &&
+                     !event && !(d.kind == hurray::detail::kKindCudaVmmFd && handle),
+                 "an accepted GPU part breaks ipc.md 6.1");
     }
   }
 

@@ -5,14 +5,16 @@
  *   cc -std=c11 -Iinclude -Ibuild/dev/include tests/fuzz/make_ipc_seeds.c \
  *      -Lbuild/dev -lhurray -Wl,-rpath,$PWD/build/dev -o /tmp/seeds
  *   /tmp/seeds tests/fuzz/ipc_corpus
- * The GPU seeds (cuda_ipc_f32_1024, hip_ipc_f32_1024: kinds 3 and 4, byte 0
- * the fd count 1, ipc.md §6.1) need a driver to export, so they were derived
- * from f32_1024 by hand: kind, nfds 1, device 2 / 10, data_offset 256,
- * region [0, +8192), total_size + 64, and the handle bytes 00..3f. The
- * kind-2 seed (cuda_vmm_f32_1024: a CUDA VMM allocation as a POSIX fd, byte
- * 0 the fd count 2) is cuda_ipc_f32_1024 with kind 2, nfds 2 and the 64
- * kind-specific bytes zero. */
+ * The GPU seeds (kinds 2, 3 and 4, ipc.md §6.1) need a driver to export, so
+ * gpu_seed() derives them from f32_1024's bytes, as an export would write
+ * them: kind, nfds (byte 0 and the descriptor: 1 for kinds 3 and 4, 2 for
+ * kind 2), device 2 / 10, data_offset 256, region [0, +8192), total_size
+ * + 168, then the GPU part: UUID c7 11 .. e1, sender pid 4242 and start
+ * time 123456, flags 0, handle bytes 00..3f (kind 2: zero), event zero.
+ * v1_cuda_ipc_f32_1024 is a wire-version-1 descriptor of kind 3 (64 handle
+ * bytes after the strides), which version 2 refuses. */
 #include <hurray/hurray.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,10 +32,76 @@ static int write_seed(const char *dir, const char *name, hurray_buffer *h) {
   return hurray_ipc_message_discard(&m) == HURRAY_OK ? 0 : 1;
 }
 
+static int shareable_f32(const int64_t *shape, hurray_buffer *out);
+
+static void put32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* f32_1024's descriptor `cpu` (96 bytes: ndim 1) as GPU kind `kind`. */
+static int gpu_seed(const char *dir, const char *name, const unsigned char *cpu, uint32_t kind,
+                    uint32_t version) {
+  unsigned char d[96 + 168];
+  memset(d, 0, sizeof d);
+  memcpy(d, cpu, 96);
+  const uint32_t part = version == 1 ? 64 : 168;
+  const uint32_t nfds = kind == 2 ? 2 : 1;
+  put32(d + 4, version);
+  put32(d + 12, 96 + part);
+  put32(d + 16, kind);
+  put32(d + 20, nfds);
+  put32(d + 32, kind == 4 ? 10 : 2);
+  put32(d + 36, 0);
+  put64(d + 56, 256);
+  put64(d + 64, 0);
+  put64(d + 72, 8192);
+  unsigned char *g = d + 96;
+  if (version == 1) {
+    for (int i = 0; i < 64; ++i) g[i] = (unsigned char)i;
+  } else {
+    for (int i = 0; i < 16; ++i) g[i] = (unsigned char)(0x10 * i + i);
+    g[0] = 0xc7;
+    g[15] = 0xe1;
+    put32(g + 16, 4242);
+    put64(g + 24, 123456);
+    if (kind != 2) {
+      for (int i = 0; i < 64; ++i) g[40 + i] = (unsigned char)i;
+    }
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) return 1;
+  const unsigned char n = (unsigned char)nfds;
+  fwrite(&n, 1, 1, f);
+  fwrite(d, 1, 96 + part, f);
+  return fclose(f) != 0;
+}
+
+static int gpu_seeds(const char *dir) {
+  hurray_buffer h;
+  const int64_t s1[1] = {1024};
+  if (shareable_f32(s1, &h)) return 1;
+  hurray_ipc_message m;
+  if (hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m) != HURRAY_OK || m.size != 96) return 1;
+  int bad = gpu_seed(dir, "cuda_ipc_f32_1024", m.bytes, 3, 2);
+  bad |= gpu_seed(dir, "hip_ipc_f32_1024", m.bytes, 4, 2);
+  bad |= gpu_seed(dir, "cuda_vmm_f32_1024", m.bytes, 2, 2);
+  bad |= gpu_seed(dir, "v1_cuda_ipc_f32_1024", m.bytes, 3, 1);
+  return bad | (hurray_ipc_message_discard(&m) != HURRAY_OK);
+}
+
 static int shareable(hurray_dtype dt, int32_t ndim, const int64_t *shape, uint64_t flags,
                      hurray_buffer *out) {
   return hurray_alloc((hurray_device){HURRAY_DEVICE_CPU, 0}, dt, ndim, shape,
                       flags | HURRAY_ALLOC_SHAREABLE, out) != HURRAY_OK;
+}
+
+static int shareable_f32(const int64_t *shape, hurray_buffer *out) {
+  return shareable((hurray_dtype){kDLFloat, 32, 1}, 1, shape, 0, out);
 }
 
 int main(int argc, char **argv) {
@@ -63,5 +131,6 @@ int main(int argc, char **argv) {
     h.byte_offset = 10 * 4;
     bad |= write_seed(dir, "f32_reversed_view", &h);
   }
+  bad |= gpu_seeds(dir);
   return bad;
 }

@@ -351,8 +351,10 @@ TEST(IpcImport, EveryFieldIsChecked) {
       {"size beyond the array", HURRAY_ERR_INVALID_ARGUMENT,
        [](hurray_ipc_message *m) { m->size = HURRAY_IPC_DESCRIPTOR_MAX + 1; }},
       {"magic", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { m->bytes[0] ^= 1; }},
-      {"wire version 2", HURRAY_ERR_UNSUPPORTED_VERSION,
-       [](hurray_ipc_message *m) { put32(m->bytes + 4, 2); }},
+      {"wire version 1 (an older sender)", HURRAY_ERR_UNSUPPORTED_VERSION,
+       [](hurray_ipc_message *m) { put32(m->bytes + 4, 1); }},
+      {"wire version 3", HURRAY_ERR_UNSUPPORTED_VERSION,
+       [](hurray_ipc_message *m) { put32(m->bytes + 4, 3); }},
       {"header size", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 8, 88); }},
       {"total size", HURRAY_ERR_IPC, [](hurray_ipc_message *m) { put32(m->bytes + 12, 80); }},
       {"kind 2 with kind 1's size", HURRAY_ERR_IPC,
@@ -451,6 +453,34 @@ TEST(IpcImport, EveryFieldIsChecked) {
   }
   hurray_buffer r;
   EXPECT_STATUS(hurray_ipc_import(nullptr, &r), HURRAY_ERR_INVALID_ARGUMENT);
+}
+
+// A GPU descriptor of wire version 1 (an older libhurray: the device named
+// by the sender's ordinal, the 64-byte handle right after the strides) is
+// refused as a version, not read as version 2's GPU part (ipc.md §3.1,
+// §6.1); every fd closed.
+TEST(IpcImport, GpuDescriptorOfWireVersion1IsRefused) {
+  hurray_ipc_message m = export_floats(256);
+  ASSERT_EQ(m.size, 96u);
+  ASSERT_EQ(hurray_ipc_message_discard(&m), HURRAY_OK);
+  put32(m.bytes + 4, 1);
+  put32(m.bytes + 12, 96 + 64);
+  put32(m.bytes + 16, 3);  // CUDA legacy IPC
+  put32(m.bytes + 20, 1);
+  put32(m.bytes + 32, HURRAY_DEVICE_CUDA);
+  put64(m.bytes + 72, 8192);
+  for (int i = 0; i < 64; ++i) m.bytes[96 + i] = static_cast<uint8_t>(i);
+  m.size = 96 + 64;
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  close(p[0]);
+  m.fds[0] = p[1];
+  m.nfds = 1;
+  hurray_buffer r;
+  EXPECT_STATUS(hurray_ipc_import(&m, &r), HURRAY_ERR_UNSUPPORTED_VERSION);
+  EXPECT_NE(std::strstr(hurray_last_error(), "older libhurray"), nullptr) << hurray_last_error();
+  EXPECT_EQ(m.nfds, 0u);
+  EXPECT_FALSE(fd_open(p[1]));
 }
 
 TEST(IpcImport, OutNullClosesTheFds) {

@@ -141,6 +141,12 @@ void resolve_ipc(Loader &l, CudaDriver &d) {
   if (!l.get("cuMemGetAddressRange", 3020, &d.mem_get_address_range)) {
     d.mem_get_address_range = nullptr;
   }
+  // The device's UUID, which names it across processes (ipc.md §6.1):
+  // the _v2 form (MIG-aware) where the driver has it.
+  if (!l.get("cuDeviceGetUuid", 11040, &d.device_get_uuid) &&
+      !l.get("cuDeviceGetUuid", 9020, &d.device_get_uuid)) {
+    d.device_get_uuid = nullptr;
+  }
   g_error[0] = '\0';  // a missing optional entry point is no load error
 }
 

@@ -82,6 +82,9 @@ struct CudaDriver {
   PFN_cuIpcOpenMemHandle_v11000 ipc_open_mem_handle;
   PFN_cuIpcCloseMemHandle_v4010 ipc_close_mem_handle;
   PFN_cuMemGetAddressRange_v3020 mem_get_address_range;
+  // cuDeviceGetUuid_v2 (cuDeviceGetUuid before driver 11.4): the UUID a
+  // descriptor names the device by (ipc.md §6.1); optional like the above.
+  PFN_cuDeviceGetUuid_v11040 device_get_uuid;
   // Virtual memory management (device/cuda/vmm_ipc.cc, docs/impl/ipc.md §6,
   // kind 2); optional like the legacy IPC ones: vmm_ipc() says whether all
   // are there, else VMM memory is not recognised and export falls back to

@@ -145,11 +145,44 @@ void close_mapping(hurray_device device, void *base) {
 
 bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == kFreeOnStream; }
 
+int32_t device_count(int32_t *count) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  *count = d->device_count;
+  return HURRAY_OK;
+}
+
+// cuDeviceGet + cuDeviceGetUuid_v2; no context needed.
+int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (d->device_get_uuid == nullptr) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this CUDA driver lacks cuDeviceGetUuid, by which GPU memory names its device "
+                "to another process");
+  }
+  CUdevice dev = 0;
+  const char *call = "cuDeviceGet";
+  CUresult r = d->device_get(&dev, ordinal);
+  CUuuid u;
+  if (r == CUDA_SUCCESS) {
+    call = "cuDeviceGetUuid";
+    r = d->device_get_uuid(&u, dev);
+  }
+  if (r == CUDA_SUCCESS) {
+    std::memcpy(uuid, u.bytes, kGpuUuidBytes);
+    return HURRAY_OK;
+  }
+  return fail(r == CUDA_ERROR_INVALID_DEVICE ? HURRAY_ERR_UNSUPPORTED_DEVICE : HURRAY_ERR_DEVICE,
+              "%s for CUDA device %" PRId32 " failed with %s (%d)", call, ordinal,
+              cuda_error_name(r), static_cast<int>(r));
+}
+
 }  // namespace
 
 extern const GpuIpc kCudaIpc;
-const GpuIpc kCudaIpc = {&export_memory, &open_mapping, &close_mapping,
-                         &vmm_open,      &vmm_close,    &is_stream_ordered};
+const GpuIpc kCudaIpc = {&export_memory, &open_mapping,      &close_mapping, &vmm_open,
+                         &vmm_close,     &is_stream_ordered, &device_count,  &device_uuid};
 
 }  // namespace hurray::detail
 

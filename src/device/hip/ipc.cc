@@ -124,11 +124,45 @@ void close_mapping(hurray_device device, void *base) {
 // hip.cc's DeviceMemory for hipMallocAsync memory: order 0 with a stream.
 bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == 0 && mem.stream != nullptr; }
 
+int32_t device_count(int32_t *count) {
+  const HipRuntime *rt = hip_runtime();
+  if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  *count = rt->device_count;
+  return HURRAY_OK;
+}
+
+// hipDeviceGet + hipDeviceGetUuid; no device made current.
+int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
+  const HipRuntime *rt = hip_runtime();
+  if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (rt->device_get == nullptr || rt->device_get_uuid == nullptr) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%s lacks hipDeviceGet / hipDeviceGetUuid, by which GPU memory names its device "
+                "to another process",
+                rt->path);
+  }
+  hipDevice_t dev = 0;
+  const char *call = "hipDeviceGet";
+  hipError_t e = rt->device_get(&dev, ordinal);
+  hipUUID u;
+  if (e == hipSuccess) {
+    call = "hipDeviceGetUuid";
+    e = rt->device_get_uuid(&u, dev);
+  }
+  if (e == hipSuccess) {
+    std::memcpy(uuid, u.bytes, kGpuUuidBytes);
+    return HURRAY_OK;
+  }
+  return fail(e == hipErrorInvalidDevice ? HURRAY_ERR_UNSUPPORTED_DEVICE : HURRAY_ERR_DEVICE,
+              "%s for HIP device %" PRId32 " failed with %s (%d)", call, ordinal, hip_error_name(e),
+              static_cast<int>(e));
+}
+
 }  // namespace
 
 extern const GpuIpc kHipIpc;
-const GpuIpc kHipIpc = {&export_memory, &open_mapping, &close_mapping,
-                        nullptr,        nullptr,       &is_stream_ordered};
+const GpuIpc kHipIpc = {&export_memory, &open_mapping,      &close_mapping, nullptr,
+                        nullptr,        &is_stream_ordered, &device_count,  &device_uuid};
 
 }  // namespace hurray::detail
 

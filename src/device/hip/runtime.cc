@@ -83,7 +83,9 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipIpcGetMemHandle", &r.ipc_get_mem_handle, false) &&
          get(lib, "hipIpcOpenMemHandle", &r.ipc_open_mem_handle, false) &&
          get(lib, "hipIpcCloseMemHandle", &r.ipc_close_mem_handle, false) &&
-         get(lib, "hipMemGetAddressRange", &r.mem_get_address_range, false);
+         get(lib, "hipMemGetAddressRange", &r.mem_get_address_range, false) &&
+         get(lib, "hipDeviceGet", &r.device_get, false) &&
+         get(lib, "hipDeviceGetUuid", &r.device_get_uuid, false);
 }
 
 void *open_library() {

@@ -80,6 +80,10 @@ struct HipRuntime {
   hipError_t (*ipc_open_mem_handle)(void **, hipIpcMemHandle_t, unsigned int);
   hipError_t (*ipc_close_mem_handle)(void *);
   hipError_t (*mem_get_address_range)(hipDeviceptr_t *, size_t *, hipDeviceptr_t);
+  // The device's UUID, which names it across processes (ipc.md §6.1);
+  // optional like the above.
+  hipError_t (*device_get)(hipDevice_t *, int);
+  hipError_t (*device_get_uuid)(hipUUID *, hipDevice_t);
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns
