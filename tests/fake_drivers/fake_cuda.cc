@@ -15,6 +15,12 @@
 // mode, an unsafe call from a thread in global mode fails with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates that capture), and
 // streams that belong to a device and can be destroyed.
+//
+// This file holds the core: devices, contexts, allocations, streams,
+// events, stream capture, the cuGetProcAddress lookup table and the control
+// API. The rest is in fake_cuda_strided.cc (2-D / 3-D copies and the strided
+// kernel), fake_cuda_ipc.cc (legacy IPC) and fake_cuda_vmm.cc (virtual memory
+// management); fake_cuda_internal.h declares what they share.
 #include <cuda.h>
 #include <unistd.h>
 
@@ -25,49 +31,13 @@
 
 #include "fake_common.h"
 #include "fake_capture.h"
-#include "fake_devices.h"
-#include "fake_vmm.h"
-#include "kernel_params.h"
+#include "fake_cuda_internal.h"
 
-namespace {
-
-constexpr int kMaxDevices = 8;
-
-struct Config {
-  int driver_version = fake::env_int("FAKE_CUDA_DRIVER_VERSION", 12080);
-  // FAKE_CUDA_DEVICE_COUNT GPUs installed, of which CUDA_VISIBLE_DEVICES
-  // picks and orders what this process sees (fake_devices.h).
-  fake::Visibility vis = fake::visible_devices("CUDA_VISIBLE_DEVICES",
-                                               fake::env_int("FAKE_CUDA_DEVICE_COUNT", 2), false);
-  int device_count = vis.count;
-  int init_delay_ms = fake::env_int("FAKE_CUDA_INIT_DELAY_MS", 0);  // cuInit takes this long
-};
-const Config &config() {
-  static const Config c;
-  return c;
-}
-
-}  // namespace
-
-struct CUctx_st {
-  int device;
-  std::atomic<bool> active;            // initialised (retained, not reset since)
-  std::atomic<unsigned long long> id;  // cuCtxGetId of the current incarnation
-};
 struct CUevent_st {
   CUstream recorded_on;
 };
-// A loaded module and its one function: they belong to the context (device
-// and context id) current at cuModuleLoadData.
-struct CUmod_st {
-  int device;
-  unsigned long long ctx_id;
-};
-struct CUfunc_st {
-  CUmod_st *module;
-};
 
-namespace {
+namespace fake_cuda {
 
 CUctx_st g_primary[kMaxDevices] = {{0, {false}, {0}}, {1, {false}, {0}}, {2, {false}, {0}},
                                    {3, {false}, {0}}, {4, {false}, {0}}, {5, {false}, {0}},
@@ -126,8 +96,6 @@ thread_local int t_depth = 0;
 
 CUcontext current() { return t_depth > 0 ? t_stack[t_depth - 1] : nullptr; }
 int current_device() { return t_depth > 0 ? t_stack[t_depth - 1]->device : -1; }
-
-fake::Recorder &rec() { return fake::Recorder::get(); }
 
 bool named(const char *fn, std::initializer_list<const char *> names) {
   for (const char *n : names) {
@@ -207,8 +175,7 @@ CUresult unsafe_during_stream_capture(const char *fn, const char *const *unsafe,
 
 // Common prologue: teardown and injected failures, logged. Returns the
 // result to give back, or CUDA_SUCCESS to go on.
-CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = nullptr,
-               uint64_t bytes = 0) {
+CUresult enter(const char *fn, const void *ptr, const void *stream, uint64_t bytes) {
   if (rec().deinitialized.load()) {
     return static_cast<CUresult>(
         rec().record(fn, -1, CUDA_ERROR_DEINITIALIZED, ptr, stream, bytes));
@@ -250,18 +217,12 @@ CUresult context_error() {
   return CUDA_SUCCESS;
 }
 
-CUresult done(const char *fn, CUresult r, const void *ptr = nullptr, const void *stream = nullptr,
-              uint64_t bytes = 0, const void *other = nullptr) {
+CUresult done(const char *fn, CUresult r, const void *ptr, const void *stream, uint64_t bytes,
+              const void *other) {
   return static_cast<CUresult>(rec().record(fn, current_device(), r, ptr, stream, bytes, other));
 }
 
 void teardown_at_exit() { rec().deinitialized.store(true); }
-
-#define FAKE_ENTER(...)                        \
-  do {                                         \
-    CUresult early_ = enter(__VA_ARGS__);      \
-    if (early_ != CUDA_SUCCESS) return early_; \
-  } while (0)
 
 CUresult f_init(unsigned int) {
   FAKE_ENTER("cuInit");
@@ -353,9 +314,6 @@ CUresult alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kind,
   *out = p;
   return done(fn, CUDA_SUCCESS, p, stream, bytes);
 }
-
-CUdeviceptr as_dptr(void *p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
-void *as_ptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
 
 CUresult f_mem_alloc(CUdeviceptr *dp, size_t bytes) {
   void *p = nullptr;
@@ -483,173 +441,6 @@ CUresult f_pointer_get_attributes(unsigned int n, CUpointer_attribute *attrs, vo
   return done("cuPointerGetAttributes", CUDA_SUCCESS, as_ptr(p));
 }
 
-// --- strided copies: 2-D / 3-D memcpy and the kernel -------------------------
-
-// Where one side of a 2-D / 3-D copy lives. HOST must not name fake device
-// memory and DEVICE must name it, as the real driver would misbehave
-// otherwise.
-bool side_ok(CUmemorytype t, const void *host, CUdeviceptr dev, const void **out) {
-  fake::Allocation a{};
-  switch (t) {
-    case CU_MEMORYTYPE_HOST:
-      *out = host;
-      return host != nullptr && !(rec().find(host, &a) && a.kind != fake::Kind::kPinned);
-    case CU_MEMORYTYPE_DEVICE:
-      *out = as_ptr(dev);
-      return rec().find(*out, &a) && a.kind != fake::Kind::kPinned;
-    case CU_MEMORYTYPE_UNIFIED: *out = as_ptr(dev); return *out != nullptr;
-    default: return false;
-  }
-}
-
-constexpr size_t kFakeMaxPitch = (size_t{1} << 31) - 1;
-
-CUresult f_memcpy_2d_async(const CUDA_MEMCPY2D *m, CUstream s) {
-  const char *fn = "cuMemcpy2DAsync";
-  FAKE_ENTER(fn, m != nullptr ? as_ptr(m->dstDevice) : nullptr, s);
-  if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
-  const void *src = nullptr, *dst = nullptr;
-  if (!side_ok(m->srcMemoryType, m->srcHost, m->srcDevice, &src) ||
-      !side_ok(m->dstMemoryType, m->dstHost, m->dstDevice, &dst) || m->srcPitch < m->WidthInBytes ||
-      m->dstPitch < m->WidthInBytes || m->srcPitch > kFakeMaxPitch || m->dstPitch > kFakeMaxPitch) {
-    return done(fn, CUDA_ERROR_INVALID_VALUE, dst, s, m->WidthInBytes * m->Height, src);
-  }
-  const char *sp = static_cast<const char *>(src) + m->srcXInBytes + m->srcY * m->srcPitch;
-  char *dp = static_cast<char *>(const_cast<void *>(dst)) + m->dstXInBytes + m->dstY * m->dstPitch;
-  for (size_t r = 0; r < m->Height; ++r) {
-    std::memcpy(dp + r * m->dstPitch, sp + r * m->srcPitch, m->WidthInBytes);
-  }
-  rec().queue_work(dst, src, current_device(), s);
-  return done(fn, CUDA_SUCCESS, dst, s, m->WidthInBytes * m->Height, src);
-}
-
-CUresult f_memcpy_3d_async(const CUDA_MEMCPY3D *m, CUstream s) {
-  const char *fn = "cuMemcpy3DAsync";
-  FAKE_ENTER(fn, m != nullptr ? as_ptr(m->dstDevice) : nullptr, s);
-  if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
-  const void *src = nullptr, *dst = nullptr;
-  const uint64_t bytes = uint64_t{m->WidthInBytes} * m->Height * m->Depth;
-  if (!side_ok(m->srcMemoryType, m->srcHost, m->srcDevice, &src) ||
-      !side_ok(m->dstMemoryType, m->dstHost, m->dstDevice, &dst) || m->srcPitch < m->WidthInBytes ||
-      m->dstPitch < m->WidthInBytes || m->srcHeight < m->Height || m->dstHeight < m->Height ||
-      m->srcArray != nullptr || m->dstArray != nullptr || m->srcLOD != 0 || m->dstLOD != 0 ||
-      m->reserved0 != nullptr || m->reserved1 != nullptr) {
-    return done(fn, CUDA_ERROR_INVALID_VALUE, dst, s, bytes, src);
-  }
-  const char *sp = static_cast<const char *>(src) + m->srcXInBytes +
-                   (m->srcZ * m->srcHeight + m->srcY) * m->srcPitch;
-  char *dp = static_cast<char *>(const_cast<void *>(dst)) + m->dstXInBytes +
-             (m->dstZ * m->dstHeight + m->dstY) * m->dstPitch;
-  for (size_t z = 0; z < m->Depth; ++z) {
-    for (size_t r = 0; r < m->Height; ++r) {
-      std::memcpy(dp + (z * m->dstHeight + r) * m->dstPitch,
-                  sp + (z * m->srcHeight + r) * m->srcPitch, m->WidthInBytes);
-    }
-  }
-  rec().queue_work(dst, src, current_device(), s);
-  return done(fn, CUDA_SUCCESS, dst, s, bytes, src);
-}
-
-// Every module and function the fake made stays reachable here: like the
-// real driver's, they are never freed by their users (libhurray forgets the
-// ones of a reset context), and leak checkers must not count them.
-std::mutex g_modules_mu;
-std::vector<const void *> &g_modules = *new std::vector<const void *>;
-template <typename T>
-T *keep(T *p) {
-  std::lock_guard<std::mutex> lock(g_modules_mu);
-  g_modules.push_back(p);
-  return p;
-}
-
-CUresult f_module_load_data(CUmodule *mod, const void *image) {
-  FAKE_ENTER("cuModuleLoadData", image);
-  if (current() == nullptr) return done("cuModuleLoadData", CUDA_ERROR_INVALID_CONTEXT, image);
-  // libhurray's image is PTX text defining its one entry point.
-  const char *text = static_cast<const char *>(image);
-  if (text == nullptr || std::strstr(text, ".version") == nullptr ||
-      std::strstr(text, ".entry " HURRAY_STRIDED_KERNEL_NAME "(") == nullptr) {
-    return done("cuModuleLoadData", CUDA_ERROR_INVALID_IMAGE, image);
-  }
-  *mod = keep(new CUmod_st{current_device(), g_primary[current_device()].id.load()});
-  return done("cuModuleLoadData", CUDA_SUCCESS, *mod, nullptr, std::strlen(text));
-}
-
-CUresult f_module_get_function(CUfunction *f, CUmodule mod, const char *name) {
-  FAKE_ENTER("cuModuleGetFunction", mod);
-  if (mod == nullptr || std::strcmp(name, HURRAY_STRIDED_KERNEL_NAME) != 0) {
-    return done("cuModuleGetFunction", CUDA_ERROR_NOT_FOUND, mod);
-  }
-  *f = keep(new CUfunc_st{mod});
-  return done("cuModuleGetFunction", CUDA_SUCCESS, *f);
-}
-
-// May the kernel, running on `device`, touch [p, p + n)? Device memory of
-// that device, managed memory and pinned (mapped) host memory: yes.
-// Pageable host memory or another device's memory (no peer access): no.
-bool device_can_touch(int device, uint64_t p, uint64_t n) {
-  fake::Allocation a{};
-  if (!rec().find(reinterpret_cast<void *>(static_cast<uintptr_t>(p)), &a)) return false;
-  if (!rec().find(reinterpret_cast<void *>(static_cast<uintptr_t>(p + n - 1)), &a)) return false;
-  return a.kind != fake::Kind::kDevice || a.device == device;
-}
-
-// The CPU reference of src/device/cuda/strided_kernel.ptx, run on the launch's
-// parameters. First checks every access like the GPU would fault on it.
-CUresult run_strided_kernel(const hurray_strided_kernel_params &p, int device) {
-  if (p.unit != 1 && p.unit != 2 && p.unit != 4 && p.unit != 8) return CUDA_ERROR_INVALID_VALUE;
-  if (p.ndim > HURRAY_STRIDED_KERNEL_MAX_NDIM) return CUDA_ERROR_INVALID_VALUE;
-  const uint64_t elem = p.units * p.unit;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (uint64_t i = 0; i < p.numel; ++i) {
-      uint64_t rem = i, s = p.src, d = p.dst;
-      for (uint32_t k = p.ndim; k-- > 0;) {
-        const uint64_t n = static_cast<uint64_t>(p.shape[k]);
-        const uint64_t idx = rem % n;
-        rem /= n;
-        s += idx * static_cast<uint64_t>(p.src_stride[k]);
-        d += idx * static_cast<uint64_t>(p.dst_stride[k]);
-      }
-      if (pass == 0) {
-        if (s % p.unit != 0 || d % p.unit != 0) return CUDA_ERROR_MISALIGNED_ADDRESS;
-        if (!device_can_touch(device, s, elem) || !device_can_touch(device, d, elem)) {
-          return CUDA_ERROR_ILLEGAL_ADDRESS;
-        }
-      } else {
-        std::memcpy(reinterpret_cast<void *>(static_cast<uintptr_t>(d)),
-                    reinterpret_cast<const void *>(static_cast<uintptr_t>(s)), elem);
-      }
-    }
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult f_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                         CUstream s, void **params, void **extra) {
-  const char *fn = "cuLaunchKernel";
-  FAKE_ENTER(fn, nullptr, s);
-  if (current() == nullptr) return done(fn, CUDA_ERROR_INVALID_CONTEXT, nullptr, s);
-  // A function of another context, or of one that was renewed since.
-  if (f == nullptr || f->module->device != current_device() ||
-      f->module->ctx_id != g_primary[current_device()].id.load()) {
-    return done(fn, CUDA_ERROR_INVALID_HANDLE, nullptr, s);
-  }
-  if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 || shared != 0 ||
-      params == nullptr || extra != nullptr) {
-    return done(fn, CUDA_ERROR_INVALID_VALUE, nullptr, s);
-  }
-  hurray_strided_kernel_params p;
-  std::memcpy(&p, params[0], sizeof p);
-  const CUresult r = run_strided_kernel(p, current_device());
-  if (r == CUDA_SUCCESS) {
-    rec().queue_work(reinterpret_cast<void *>(static_cast<uintptr_t>(p.dst)),
-                     reinterpret_cast<void *>(static_cast<uintptr_t>(p.src)), current_device(), s);
-  }
-  return done(fn, r, reinterpret_cast<void *>(static_cast<uintptr_t>(p.dst)), s,
-              p.numel * p.units * p.unit, reinterpret_cast<void *>(static_cast<uintptr_t>(p.src)));
-}
-
 CUresult f_primary_ctx_get_state(CUdevice d, unsigned int *flags, int *active) {
   FAKE_ENTER("cuDevicePrimaryCtxGetState");
   if (d < 0 || d >= config().device_count)
@@ -756,198 +547,6 @@ CUresult f_stream_get_ctx(CUstream s, CUcontext *ctx) {
   }
 }
 
-// Legacy IPC. cuIpcGetMemHandle takes the base of a cuMemAlloc allocation
-// (pool memory: CUDA_ERROR_INVALID_VALUE); cuIpcOpenMemHandle needs a current
-// context and maps another process's allocation (a handle of the calling
-// process itself: CUDA_ERROR_INVALID_CONTEXT, as the driver answers);
-// cuIpcCloseMemHandle unmaps it.
-CUresult f_ipc_get_mem_handle(CUipcMemHandle *h, CUdeviceptr dp) {
-  FAKE_ENTER("cuIpcGetMemHandle", as_ptr(dp));
-  if (CUresult e = context_error()) return done("cuIpcGetMemHandle", e, as_ptr(dp));
-  fake::IpcHandle ih;
-  if (h == nullptr || !rec().ipc_handle(as_ptr(dp), &ih)) {
-    return done("cuIpcGetMemHandle", CUDA_ERROR_INVALID_VALUE, as_ptr(dp));
-  }
-  static_assert(sizeof h->reserved == sizeof ih, "CUipcMemHandle is 64 bytes");
-  std::memcpy(h->reserved, &ih, sizeof ih);
-  return done("cuIpcGetMemHandle", CUDA_SUCCESS, as_ptr(dp));
-}
-
-CUresult f_ipc_open_mem_handle(CUdeviceptr *dp, CUipcMemHandle h, unsigned int flags) {
-  FAKE_ENTER("cuIpcOpenMemHandle", nullptr, nullptr, flags);
-  if (CUresult e = context_error()) return done("cuIpcOpenMemHandle", e, nullptr, nullptr, flags);
-  fake::IpcHandle ih;
-  std::memcpy(&ih, h.reserved, sizeof ih);
-  fake::IpcOpenError why;
-  void *p = rec().ipc_open(ih, &why);
-  if (p == nullptr) {
-    return done("cuIpcOpenMemHandle",
-                why == fake::IpcOpenError::kOwnProcess ? CUDA_ERROR_INVALID_CONTEXT
-                                                       : CUDA_ERROR_INVALID_VALUE,
-                nullptr, nullptr, flags);
-  }
-  *dp = as_dptr(p);
-  return done("cuIpcOpenMemHandle", CUDA_SUCCESS, p, nullptr, flags);
-}
-
-CUresult f_ipc_close_mem_handle(CUdeviceptr dp) {
-  FAKE_ENTER("cuIpcCloseMemHandle", as_ptr(dp));
-  if (CUresult e = context_error()) return done("cuIpcCloseMemHandle", e, as_ptr(dp));
-  return done("cuIpcCloseMemHandle",
-              rec().ipc_close(as_ptr(dp)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE, as_ptr(dp));
-}
-
-CUresult f_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dp) {
-  FAKE_ENTER("cuMemGetAddressRange", as_ptr(dp));
-  if (CUresult e = context_error()) return done("cuMemGetAddressRange", e, as_ptr(dp));
-  uintptr_t b = 0;
-  uint64_t n = 0;
-  if (!rec().address_range(as_ptr(dp), &b, &n) &&
-      !fake::Vmm::get().range(static_cast<uintptr_t>(dp), &b, &n)) {
-    return done("cuMemGetAddressRange", CUDA_ERROR_NOT_FOUND, as_ptr(dp));
-  }
-  if (base != nullptr) *base = static_cast<CUdeviceptr>(b);
-  if (size != nullptr) *size = static_cast<size_t>(n);
-  return done("cuMemGetAddressRange", CUDA_SUCCESS, as_ptr(dp), nullptr, n);
-}
-
-// Virtual memory management (fake_vmm.h). Like the real driver's, these
-// need no current context; each is logged (ptr: the address or the
-// allocation handle's value, bytes: the size, stream: for cuMemSetAccess the
-// device given access, as an integer).
-CUresult vmm_done(const char *fn, int r, uintptr_t ptr = 0, uint64_t bytes = 0,
-                  uintptr_t other = 0) {
-  return done(fn, static_cast<CUresult>(r), reinterpret_cast<void *>(ptr), nullptr, bytes,
-              reinterpret_cast<void *>(other));
-}
-
-CUresult f_mem_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
-                      unsigned long long flags) {
-  FAKE_ENTER("cuMemCreate", nullptr, nullptr, size);
-  if (h == nullptr || prop == nullptr || flags != 0 ||
-      prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
-      prop->location.id >= config().device_count) {
-    return vmm_done("cuMemCreate", CUDA_ERROR_INVALID_VALUE, 0, size);
-  }
-  uint64_t id = 0;
-  const int r = fake::Vmm::get().create(size, prop->requestedHandleTypes, prop->location.id, &id);
-  if (r == 0) *h = id;
-  return vmm_done("cuMemCreate", r, id, size);
-}
-
-// Granularity of a device allocation: fake::Vmm::granularity(), for either
-// option (CUmemAllocationGranularity_flags).
-CUresult f_mem_get_allocation_granularity(size_t *g, const CUmemAllocationProp *prop,
-                                          CUmemAllocationGranularity_flags option) {
-  FAKE_ENTER("cuMemGetAllocationGranularity");
-  const bool ok = g != nullptr && prop != nullptr &&
-                  prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
-                  prop->location.id < config().device_count &&
-                  (option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ||
-                   option == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-  if (ok) *g = static_cast<size_t>(fake::Vmm::granularity());
-  return vmm_done("cuMemGetAllocationGranularity", ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
-}
-
-CUresult f_mem_release(CUmemGenericAllocationHandle h) {
-  FAKE_ENTER("cuMemRelease");
-  return vmm_done("cuMemRelease", fake::Vmm::get().release(h), h);
-}
-
-CUresult f_mem_address_reserve(CUdeviceptr *va, size_t size, size_t, CUdeviceptr addr,
-                               unsigned long long flags) {
-  FAKE_ENTER("cuMemAddressReserve", nullptr, nullptr, size);
-  if (va == nullptr || addr != 0 || flags != 0)
-    return vmm_done("cuMemAddressReserve", CUDA_ERROR_INVALID_VALUE, 0, size);
-  uintptr_t p = 0;
-  const int r = fake::Vmm::get().reserve(size, &p);
-  if (r == 0) *va = static_cast<CUdeviceptr>(p);
-  return vmm_done("cuMemAddressReserve", r, p, size);
-}
-
-CUresult f_mem_address_free(CUdeviceptr va, size_t size) {
-  FAKE_ENTER("cuMemAddressFree", as_ptr(va), nullptr, size);
-  return vmm_done("cuMemAddressFree", fake::Vmm::get().address_free(va, size), va, size);
-}
-
-CUresult f_mem_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-                   unsigned long long flags) {
-  FAKE_ENTER("cuMemMap", as_ptr(va), nullptr, size);
-  const int r = flags != 0 ? CUDA_ERROR_INVALID_VALUE : fake::Vmm::get().map(va, size, offset, h);
-  return vmm_done("cuMemMap", r, va, size, h);
-}
-
-CUresult f_mem_unmap(CUdeviceptr va, size_t size) {
-  FAKE_ENTER("cuMemUnmap", as_ptr(va), nullptr, size);
-  return vmm_done("cuMemUnmap", fake::Vmm::get().unmap(va, size), va, size);
-}
-
-CUresult f_mem_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count) {
-  FAKE_ENTER("cuMemSetAccess", as_ptr(va), nullptr, size);
-  bool ok = desc != nullptr && count > 0;
-  for (size_t i = 0; ok && i < count; ++i) {
-    ok = desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[i].location.id >= 0 &&
-         desc[i].location.id < config().device_count &&
-         (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ ||
-          desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-  }
-  const int r = ok ? fake::Vmm::get().set_access(va, size) : CUDA_ERROR_INVALID_VALUE;
-  return vmm_done("cuMemSetAccess", r, va, size,
-                  ok ? static_cast<uintptr_t>(desc[0].location.id) : 0);
-}
-
-CUresult f_mem_retain_allocation_handle(CUmemGenericAllocationHandle *h, void *addr) {
-  FAKE_ENTER("cuMemRetainAllocationHandle", addr);
-  uint64_t id = 0;
-  const int r = h == nullptr ? CUDA_ERROR_INVALID_VALUE
-                             : fake::Vmm::get().retain(reinterpret_cast<uintptr_t>(addr), &id);
-  if (r == 0) *h = id;
-  return vmm_done("cuMemRetainAllocationHandle", r, reinterpret_cast<uintptr_t>(addr), 0, id);
-}
-
-CUresult f_mem_get_allocation_properties(CUmemAllocationProp *prop,
-                                         CUmemGenericAllocationHandle h) {
-  FAKE_ENTER("cuMemGetAllocationPropertiesFromHandle");
-  unsigned long long types = 0;
-  int device = 0;
-  const int r =
-      prop == nullptr ? CUDA_ERROR_INVALID_VALUE : fake::Vmm::get().properties(h, &types, &device);
-  if (r == 0) {
-    std::memset(prop, 0, sizeof *prop);
-    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop->requestedHandleTypes = static_cast<CUmemAllocationHandleType>(types);
-    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop->location.id = device;
-  }
-  return vmm_done("cuMemGetAllocationPropertiesFromHandle", r, h);
-}
-
-CUresult f_mem_export_to_shareable_handle(void *out, CUmemGenericAllocationHandle h,
-                                          CUmemAllocationHandleType type,
-                                          unsigned long long flags) {
-  FAKE_ENTER("cuMemExportToShareableHandle");
-  int fd = -1;
-  const int r = out == nullptr || flags != 0 ? CUDA_ERROR_INVALID_VALUE
-                                             : fake::Vmm::get().export_fd(h, type, &fd);
-  if (r == 0) *static_cast<int *>(out) = fd;
-  return vmm_done("cuMemExportToShareableHandle", r, h, 0, static_cast<uintptr_t>(fd < 0 ? 0 : fd));
-}
-
-// The fd comes by value in the pointer argument; the fake keeps a dup of
-// its own and leaves the caller's open (the caller closes it).
-CUresult f_mem_import_from_shareable_handle(CUmemGenericAllocationHandle *h, void *os_handle,
-                                            CUmemAllocationHandleType type) {
-  FAKE_ENTER("cuMemImportFromShareableHandle");
-  uint64_t id = 0;
-  const int fd = static_cast<int>(reinterpret_cast<uintptr_t>(os_handle));
-  const int r = h == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-                    ? CUDA_ERROR_INVALID_VALUE
-                    : fake::Vmm::get().import(fd, &id);
-  if (r == 0) *h = id;
-  return vmm_done("cuMemImportFromShareableHandle", r, id, 0, static_cast<uintptr_t>(fd));
-}
-
 struct Entry {
   const char *name;
   int min_version;  // oldest ABI version that has this signature
@@ -1039,7 +638,9 @@ CUresult lookup(const char *symbol, void **pfn, int version, bool v2,
   return CUDA_ERROR_NOT_FOUND;
 }
 
-}  // namespace
+}  // namespace fake_cuda
+
+using namespace fake_cuda;  // NOLINT: the exports below use the core's state
 
 // The two exported lookups, under the driver's own symbol names.
 FAKE_EXPORT CUresult fake_get_proc_address_v1(const char *symbol, void **pfn, int version,
@@ -1159,41 +760,3 @@ FAKE_EXPORT int fake_cuda_stream_end_capture(void *s) {
 }
 FAKE_EXPORT int fake_cuda_prohibited_calls(void) { return g_prohibited.load(); }
 FAKE_EXPORT int fake_cuda_dead_stream_uses(void) { return g_dead_uses.load(); }
-
-// VMM for tests (fake_control.h): an allocation made through the fake's own
-// entry points, as an application makes one, and its undoing.
-FAKE_EXPORT int fake_cuda_vmm_alloc(int device, uint64_t bytes, unsigned long long handle_types,
-                                    void **out) {
-  CUmemAllocationProp prop;
-  std::memset(&prop, 0, sizeof prop);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
-  prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(handle_types);
-  CUmemGenericAllocationHandle h = 0;
-  CUresult r = f_mem_create(&h, bytes, &prop, 0);
-  if (r != CUDA_SUCCESS) return r;
-  CUdeviceptr va = 0;
-  r = f_mem_address_reserve(&va, bytes, 0, 0, 0);
-  if (r == CUDA_SUCCESS) r = f_mem_map(va, bytes, 0, h, 0);
-  CUmemAccessDesc access;
-  std::memset(&access, 0, sizeof access);
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (r == CUDA_SUCCESS) r = f_mem_set_access(va, bytes, &access, 1);
-  (void)f_mem_release(h);  // the mapping holds the memory from here on
-  if (r != CUDA_SUCCESS) return r;
-  *out = as_ptr(va);
-  return CUDA_SUCCESS;
-}
-FAKE_EXPORT int fake_cuda_vmm_free(void *p, uint64_t bytes) {
-  CUresult r = f_mem_unmap(as_dptr(p), bytes);
-  return r != CUDA_SUCCESS ? r : f_mem_address_free(as_dptr(p), bytes);
-}
-FAKE_EXPORT int64_t fake_cuda_vmm_live_allocations(void) {
-  return fake::Vmm::get().live_allocations();
-}
-FAKE_EXPORT int64_t fake_cuda_vmm_live_mappings(void) { return fake::Vmm::get().live_mappings(); }
-FAKE_EXPORT int64_t fake_cuda_vmm_handle_references(void) {
-  return fake::Vmm::get().handle_references();
-}

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fake CUDA driver's virtual memory management (fake_cuda.cc): physical
+// The fake CUDA driver's virtual memory management (fake_cuda_vmm.cc): physical
 // allocations are memfds, an address reservation is a PROT_NONE mapping of
 // the host, and cuMemMap maps the memfd over it with MAP_FIXED | MAP_SHARED,
 // so an allocation exported as an fd and imported by another process really

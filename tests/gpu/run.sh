@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Real-GPU suite for libhurray's CUDA back end: builds libhurray (Release)
-# and tests/gpu/gpu_suite.cc, then runs it on the NVIDIA GPU(s) of this
-# machine and prints a summary. Needs the CUDA toolkit (>= 12, for cuda.h and
+# and the suite (tests/gpu/gpu_suite.cc, gpu_suite_strided.cc and
+# gpu_suite_ipc.cc), then runs it on the NVIDIA GPU(s) of this machine and
+# prints a summary. Needs the CUDA toolkit (>= 12, for cuda.h and
 # the stub libcuda.so) and g++; no network. With CMake >= 3.25 and a build
 # tool for it (Ninja when `ninja` is there or `make` is not: the lent GPU
 # machines may have cmake and ninja only; else make) the library is built by
@@ -183,7 +184,8 @@ note "== building the suite"
 # loader finds the real libcuda.so.1. libhurray itself links no CUDA library.
 step build-suite "$CXX" -O2 -std=c++17 -pthread \
   -I"$ROOT/include" -I"$GEN_INCLUDE" -I"$CUDA_HOME/include" \
-  "$ROOT/tests/gpu/gpu_suite.cc" -o "$BUILD/gpu_suite" \
+  "$ROOT/tests/gpu/gpu_suite.cc" "$ROOT/tests/gpu/gpu_suite_strided.cc" \
+  "$ROOT/tests/gpu/gpu_suite_ipc.cc" -o "$BUILD/gpu_suite" \
   -L"$LIBDIR" -lhurray -Wl,-rpath,"$LIBDIR" -L"$stubs" -lcuda
 
 if [ "${1:-}" = "--build-only" ]; then

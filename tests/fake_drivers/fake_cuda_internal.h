@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the files of the fake CUDA driver (libcuda.so.1) share, in namespace
+// fake_cuda: the configuration, the primary contexts, the calling thread's
+// current context, the prologue and epilogue every entry point runs (enter,
+// done, FAKE_ENTER), and the entry points that fake_cuda.cc's
+// cuGetProcAddress table names but other files define:
+//   fake_cuda.cc          contexts, allocations, streams, events, stream
+//                         capture, the lookup table and the control API
+//   fake_cuda_strided.cc  2-D / 3-D memcpy, modules and the strided kernel
+//   fake_cuda_ipc.cc      legacy IPC handles and cuMemGetAddressRange
+//   fake_cuda_vmm.cc      virtual memory management (fake_vmm.h)
+#ifndef HURRAY_TESTS_FAKES_FAKE_CUDA_INTERNAL_H_
+#define HURRAY_TESTS_FAKES_FAKE_CUDA_INTERNAL_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "fake_common.h"
+#include "fake_devices.h"
+
+// A primary context (one per device, g_primary).
+struct CUctx_st {
+  int device;
+  std::atomic<bool> active;            // initialised (retained, not reset since)
+  std::atomic<unsigned long long> id;  // cuCtxGetId of the current incarnation
+};
+
+namespace fake_cuda {
+
+constexpr int kMaxDevices = 8;
+
+struct Config {
+  int driver_version = fake::env_int("FAKE_CUDA_DRIVER_VERSION", 12080);
+  // FAKE_CUDA_DEVICE_COUNT GPUs installed, of which CUDA_VISIBLE_DEVICES
+  // picks and orders what this process sees (fake_devices.h).
+  fake::Visibility vis = fake::visible_devices("CUDA_VISIBLE_DEVICES",
+                                               fake::env_int("FAKE_CUDA_DEVICE_COUNT", 2), false);
+  int device_count = vis.count;
+  int init_delay_ms = fake::env_int("FAKE_CUDA_INIT_DELAY_MS", 0);  // cuInit takes this long
+};
+inline const Config &config() {
+  static const Config c;
+  return c;
+}
+
+// The primary context of each device (fake_cuda.cc).
+extern CUctx_st g_primary[kMaxDevices];
+
+// The calling thread's current context (nullptr: none) and its device (-1).
+CUcontext current();
+int current_device();
+
+inline fake::Recorder &rec() { return fake::Recorder::get(); }
+
+inline CUdeviceptr as_dptr(void *p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+inline void *as_ptr(CUdeviceptr p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
+
+// Common prologue: teardown and injected failures, logged. Returns the
+// result to give back, or CUDA_SUCCESS to go on.
+CUresult enter(const char *fn, const void *ptr = nullptr, const void *stream = nullptr,
+               uint64_t bytes = 0);
+// The error for a call that needs a live current context, or CUDA_SUCCESS.
+CUresult context_error();
+// Logs the call's result and returns it.
+CUresult done(const char *fn, CUresult r, const void *ptr = nullptr, const void *stream = nullptr,
+              uint64_t bytes = 0, const void *other = nullptr);
+
+#define FAKE_ENTER(...)                              \
+  do {                                               \
+    CUresult early_ = fake_cuda::enter(__VA_ARGS__); \
+    if (early_ != CUDA_SUCCESS) return early_;       \
+  } while (0)
+
+// fake_cuda_strided.cc
+CUresult f_memcpy_2d_async(const CUDA_MEMCPY2D *m, CUstream s);
+CUresult f_memcpy_3d_async(const CUDA_MEMCPY3D *m, CUstream s);
+CUresult f_module_load_data(CUmodule *mod, const void *image);
+CUresult f_module_get_function(CUfunction *f, CUmodule mod, const char *name);
+CUresult f_launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                         CUstream s, void **params, void **extra);
+
+// fake_cuda_ipc.cc
+CUresult f_ipc_get_mem_handle(CUipcMemHandle *h, CUdeviceptr dp);
+CUresult f_ipc_open_mem_handle(CUdeviceptr *dp, CUipcMemHandle h, unsigned int flags);
+CUresult f_ipc_close_mem_handle(CUdeviceptr dp);
+CUresult f_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dp);
+
+// fake_cuda_vmm.cc
+CUresult f_mem_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                      unsigned long long flags);
+CUresult f_mem_get_allocation_granularity(size_t *g, const CUmemAllocationProp *prop,
+                                          CUmemAllocationGranularity_flags option);
+CUresult f_mem_release(CUmemGenericAllocationHandle h);
+CUresult f_mem_address_reserve(CUdeviceptr *va, size_t size, size_t alignment, CUdeviceptr addr,
+                               unsigned long long flags);
+CUresult f_mem_address_free(CUdeviceptr va, size_t size);
+CUresult f_mem_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                   unsigned long long flags);
+CUresult f_mem_unmap(CUdeviceptr va, size_t size);
+CUresult f_mem_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
+CUresult f_mem_retain_allocation_handle(CUmemGenericAllocationHandle *h, void *addr);
+CUresult f_mem_get_allocation_properties(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
+CUresult f_mem_export_to_shareable_handle(void *out, CUmemGenericAllocationHandle h,
+                                          CUmemAllocationHandleType type, unsigned long long flags);
+CUresult f_mem_import_from_shareable_handle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                            CUmemAllocationHandleType type);
+
+}  // namespace fake_cuda
+
+#endif  // HURRAY_TESTS_FAKES_FAKE_CUDA_INTERNAL_H_
