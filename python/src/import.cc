@@ -443,7 +443,15 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
       // tensor where it is, and the copy below moves it.
       hurray_device own{0, 0};
       bool known = false;
-      if (!producer_device(obj, &own, &known)) return nullptr;
+      if (!producer_device(obj, &own, &known)) {
+        // Without device= or stream=, the device only picks the default
+        // stream: a producer whose __dlpack_device__ raises (torch's meta
+        // and mkldnn tensors) is asked with no stream, so that its own
+        // __dlpack__ says why it cannot export.
+        if (device_given || stream != Py_None) return nullptr;
+        PyErr_Clear();
+        known = false;
+      }
       PyObject *dl_device = nullptr;
       if (device_given) {
         if (known && !same_device(own, want) && copy_mode == 0) {
