@@ -230,7 +230,8 @@ int cmd_async() {
   check(get64(g + 32) == 1 && event_set, "descriptor_carries_event", "flags %llu",
         static_cast<unsigned long long>(get64(g + 32)));
   check(send_message(sv[0], m), "sent", "");
-  (void)hurray_ipc_message_discard(&m);  // the child holds its own copies
+  // The child holds its own copies of the fds.
+  check(hurray_ipc_message_discard(&m) == HURRAY_OK, "discard", "");
   check(wait_child(pid) == 0, "child_ok", "");
   check(wait_until([&] { return ipc_returns() == returns + 1; }), "returned", "");
   check(call_count(destroy_call()) == 1 && live_ipc_events() == 0, "event_destroyed", "");
@@ -269,7 +270,7 @@ int cmd_open_fails() {
   check(st == HURRAY_OK, "export", "%s", hurray_last_error());
   if (st != HURRAY_OK) return 1;
   check(send_message(sv[0], m), "sent", "");
-  (void)hurray_ipc_message_discard(&m);
+  check(hurray_ipc_message_discard(&m) == HURRAY_OK, "discard", "");
   check(wait_child(pid) == 0, "child_ok", "");
   check(wait_until([&] { return ipc_returns() == returns + 1; }), "returned", "");
   check(call_count(free_call()) == 1 && live_ipc_events() == 0, "released_once_event_destroyed",
