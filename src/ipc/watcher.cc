@@ -268,6 +268,10 @@ void unwatch_export(Watch *w) {
 }
 
 void watch_when_done(Watch *w, void (*done)(void *), void *arg) {
+  // Under the lock that handle_end_of_file takes before it reads them: the
+  // kernel's ordering (end of file only after the write end left) is
+  // invisible to a thread checker.
+  std::lock_guard<std::mutex> lock(state().mu);
   w->done = done;
   w->done_arg = arg;
 }
