@@ -233,6 +233,40 @@ void BM_Hurray_HipAllocRelease(benchmark::State &state) {
 }
 BENCHMARK(BM_Hurray_HipAllocRelease);
 
+// --- GPU IPC export (docs/impl/ipc.md §6) ------------------------------------
+
+// Host time of one hurray_ipc_export of a 1 KiB allocation (kind 3 / 4),
+// timed alone (manual time): the allocation before it and the discard of
+// the message after it (whose reference the watcher thread releases) are
+// not counted. No driver-only twin: the export is libhurray's work around
+// cuMemGetAddressRange, cuIpcGetMemHandle, cuDeviceGetUuid and the
+// synchronisation (before: cuCtxSynchronize; after: an IPC event).
+void ipc_export_case(benchmark::State &state, int32_t type) {
+  const int64_t n = kElems;
+  for (auto _ : state) {
+    hurray_buffer b;
+    if (hurray_alloc({type, 0}, kF32, 1, &n, 0, &b) != HURRAY_OK) std::abort();
+    hurray_ipc_message m;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (hurray_ipc_export(&b, HURRAY_IPC_DEFAULT, &m) != HURRAY_OK) std::abort();
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    if (hurray_ipc_message_discard(&m) != HURRAY_OK) std::abort();
+  }
+}
+
+void BM_Hurray_CudaIpcExport(benchmark::State &state) {
+  if (!need_cuda(state)) return;
+  ipc_export_case(state, HURRAY_DEVICE_CUDA);
+}
+BENCHMARK(BM_Hurray_CudaIpcExport)->UseManualTime();
+
+void BM_Hurray_HipIpcExport(benchmark::State &state) {
+  if (hip().lib == nullptr) return state.SkipWithError("the fake HIP runtime is not available");
+  ipc_export_case(state, HURRAY_DEVICE_ROCM);
+}
+BENCHMARK(BM_Hurray_HipIpcExport)->UseManualTime();
+
 }  // namespace
 
 int main(int argc, char **argv) {

@@ -1026,10 +1026,19 @@ typedef struct hurray_ipc_message {
  * (ipc §6.1). A kDLCUDA / kDLROCM buffer received by hurray_ipc_import from a
  * legacy IPC handle (kinds 3, 4), or a share of it, is forwarded: the
  * message is its original sender's, with a duplicate of the lifetime fd.
- * Synchronisation: the export first waits on the host for all
- * work queued in the device's primary context (cuCtxSynchronize /
- * hipDeviceSynchronize), so the receiver may use the memory at once; work
- * the caller queued in other contexts must be finished by the caller.
+ * Synchronisation (ipc §6): no host wait. A GPU export creates an
+ * interprocess event (cuEventCreate with CU_EVENT_INTERPROCESS |
+ * CU_EVENT_DISABLE_TIMING / hipEventCreateWithFlags with
+ * hipEventInterprocess | hipEventDisableTiming) in the device's primary
+ * context, records it on the legacy default stream (CU_STREAM_LEGACY /
+ * HIP's null stream) and carries its IPC handle in the message; the
+ * importer's stream waits for it on the device. The legacy default stream
+ * is ordered after all prior work of the blocking streams of that context,
+ * per-thread default streams included; work on non-blocking streams
+ * (CU_STREAM_NON_BLOCKING / hipStreamNonBlocking) is then the caller's to
+ * order: record on that stream with hurray_ipc_export_async. Work in other
+ * contexts (the caller's own cuCtxCreate contexts) is the caller's to
+ * finish. The event lives until every copy of the lifetime fd is closed.
  *
  * Parameters:
  *   src      [in, consumed on success]  a live, valid handle; zeroed on
@@ -1054,8 +1063,8 @@ typedef struct hurray_ipc_message {
  *                                  memory is not shareable (the message
  *                                  says which); not Linux
  *   HURRAY_ERR_DEVICE              GPU memory: a driver call failed
- *                                  (cuCtxSynchronize, ...; call and error in
- *                                  the message)
+ *                                  (cuEventRecord, cuIpcGetEventHandle,
+ *                                  ...; call and error in the message)
  *   HURRAY_ERR_UNSUPPORTED_DTYPE   a copy was needed of a non-contiguous
  *                                  tensor of packed sub-byte elements
  *   HURRAY_ERR_OUT_OF_MEMORY       the bookkeeping or the copy's memory
@@ -1076,6 +1085,27 @@ typedef struct hurray_ipc_message {
  * Spec: docs/impl/ipc.md §4, §5. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_export(hurray_buffer *src, uint32_t options,
                                                       hurray_ipc_message *out);
+
+/* hurray_ipc_export with the GPU export's event recorded on `stream`
+ * instead of the legacy default stream (the DLPack `stream` rule): the
+ * receiver waits for the work queued on `stream` before the call, and for
+ * nothing else. Kind 1 (kDLCPU) ignores `stream`.
+ *
+ * Parameters:
+ *   src      [in, consumed on success]  as for hurray_ipc_export
+ *   options  [in]   as for hurray_ipc_export
+ *   stream   [in]   a CUstream / hipStream_t of the primary context of the
+ *                   memory's device, 2 for the per-thread default stream,
+ *                   or NULL: the legacy default stream (what
+ *                   hurray_ipc_export does)
+ *   out      [out]  as for hurray_ipc_export
+ * Returns: as hurray_ipc_export; HURRAY_ERR_DEVICE also when the event
+ *   cannot be recorded on `stream`.
+ * On failure: as hurray_ipc_export; no event is left.
+ * Threads: as hurray_ipc_export.
+ * Spec: docs/impl/ipc.md §6. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_export_async(hurray_buffer *src, uint32_t options,
+                                                            void *stream, hurray_ipc_message *out);
 
 /* Closes the fds of a message that will not be imported (a sender's
  * undelivered message, a receiver's unwanted one); the sender's reference
@@ -1119,7 +1149,15 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  * share of it) is forwarded as its original sender's message with a dup of
  * the lifetime fd (the drivers do not export memory opened with legacy
  * IPC; ipc §6); a kind-2 import is a VMM mapping of its own, which the
- * driver may export again. Kind 2 maps the
+ * driver may export again. A GPU message carries its sender's IPC event
+ * (ipc §6): the import opens it (cuIpcOpenEventHandle /
+ * hipIpcOpenEventHandle), makes the legacy default stream of the device
+ * (CU_STREAM_LEGACY / HIP's null stream) wait for it on the device
+ * (cuStreamWaitEvent / hipStreamWaitEvent; the host does not wait) and
+ * destroys the opened event; work on blocking streams queued after the
+ * import is then ordered after the sender's, work on non-blocking streams
+ * is the caller's to order (hurray_ipc_import_async). A message back in its
+ * own sender queues no wait. Kind 2 maps the
  * allocation from its offset 0: the sender's mapping must start there
  * (ipc §6). Every field is checked before any is used (ipc §3.2): magic,
  * wire version, sizes, kind, nfds against the descriptor, dtype, ndim,
@@ -1174,12 +1212,35 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *                                   kinds 2 / 3 / 4: a device type not the
  *                                   kind's, a negative ordinal, a nonzero
  *                                   region_offset; kind 2: a nonzero byte
- *                                   in its 64-byte area, fds[1] not open
+ *                                   in its 64-byte area, fds[1] not open;
+ *                                   GPU flag bit 0 set with an all-zero
+ *                                   event handle, or the event handle
+ *                                   cannot be opened
  * On failure: every fd of m closed, nothing mapped; *out untouched.
  * Threads: safe from any thread; the handle may be released from any
  *   thread.
  * Spec: docs/impl/ipc.md §3, §4. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_import(hurray_ipc_message *m, hurray_buffer *out);
+
+/* hurray_ipc_import with `stream` made to wait for the sender's IPC event
+ * instead of the legacy default stream: work the caller queues on `stream`
+ * after the call is ordered after the sender's. Kind 1 (kDLCPU) ignores
+ * `stream`.
+ *
+ * Parameters:
+ *   m       [in, consumed]  as for hurray_ipc_import
+ *   stream  [in]   a CUstream / hipStream_t of the primary context of this
+ *                  process's device the message names, 2 for the
+ *                  per-thread default stream, or NULL: the legacy default
+ *                  stream (what hurray_ipc_import does)
+ *   out     [out]  as for hurray_ipc_import
+ * Returns: as hurray_ipc_import; HURRAY_ERR_DEVICE also when the wait
+ *   cannot be queued on `stream`.
+ * On failure: as hurray_ipc_import (every fd closed, nothing mapped).
+ * Threads: as hurray_ipc_import.
+ * Spec: docs/impl/ipc.md §6. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_import_async(hurray_ipc_message *m, void *stream,
+                                                            hurray_buffer *out);
 
 /* hurray_ipc_export, then sendmsg of the message (descriptor bytes, fds as
  * SCM_RIGHTS) on a connected AF_UNIX SOCK_STREAM or SOCK_SEQPACKET socket;
@@ -1405,7 +1466,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, c
  * are packed as (major << 16) | minor; pass HURRAY_API_VERSION to
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
-#define HURRAY_API_VERSION_MINOR 2u
+#define HURRAY_API_VERSION_MINOR 3u
 #define HURRAY_API_VERSION ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
 /* Oldest minor of this major that hurray_get_api serves: table 1.2 added
  * the pointer `extension_start` after the 16-byte header of 1.0 and 1.1,
@@ -1497,6 +1558,12 @@ typedef struct hurray_api {
   int32_t (*ipc_import)(hurray_ipc_message *m, hurray_buffer *out);
   int32_t (*ipc_send)(int socket_fd, hurray_buffer *src, uint32_t options);
   int32_t (*ipc_recv)(int socket_fd, hurray_buffer *out);
+
+  /* --- Version 1.3 ------------------------------------------------------ */
+  /* Stream-ordered GPU handoff (docs/impl/ipc.md §6) */
+  int32_t (*ipc_export_async)(hurray_buffer *src, uint32_t options, void *stream,
+                              hurray_ipc_message *out);
+  int32_t (*ipc_import_async)(hurray_ipc_message *m, void *stream, hurray_buffer *out);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 

@@ -45,7 +45,9 @@ namespace {
   X(ipc_message_discard)            \
   X(ipc_import)                     \
   X(ipc_send)                       \
-  X(ipc_recv)
+  X(ipc_recv)                       \
+  X(ipc_export_async)               \
+  X(ipc_import_async)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

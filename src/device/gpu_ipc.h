@@ -16,6 +16,7 @@ namespace hurray::detail {
 
 constexpr uint32_t kGpuIpcHandleBytes = 64;  // CUipcMemHandle, hipIpcMemHandle_t
 constexpr uint32_t kGpuUuidBytes = 16;       // CUuuid, hipUUID
+constexpr uint32_t kGpuEventBytes = 64;      // CUipcEventHandle, hipIpcEventHandle_t
 
 // What an export of device memory found: the opaque handle of the whole
 // allocation (legacy IPC) or an fd of it (a CUDA VMM allocation), and where
@@ -26,6 +27,12 @@ struct GpuIpcExport {
   uint64_t data_offset;         // the handle's data address minus the allocation's base
   int vmm_fd;                   // >= 0: a VMM allocation's POSIX fd (kind 2, the caller's to close)
   uint8_t uuid[kGpuUuidBytes];  // the device's (device_uuid), filled by the caller
+  // The interprocess event recorded on the caller's stream after the data's
+  // producer work (ipc.md §6, what the consumer waits for): its IPC handle
+  // for the descriptor, and the event itself, which the export keeps until
+  // the receivers gave the reference back (destroy_event).
+  uint8_t event_handle[kGpuEventBytes];
+  void *event;  // CUevent / hipEvent_t; non-NULL once export_memory succeeded
 };
 
 // A VMM allocation mapped in this process by open_vmm.
@@ -36,16 +43,31 @@ struct GpuVmmMapping {
 };
 
 struct GpuIpc {
-  // For `data` on `device` (kDLCUDA / kDLROCM): synchronises the device's
-  // work (cuCtxSynchronize in its primary context / hipDeviceSynchronize),
-  // finds the allocation holding `data` and makes its IPC handle; for a
+  // For `data` on `device` (kDLCUDA / kDLROCM), in the device's primary
+  // context (CUDA) / with the device set (HIP): finds the allocation holding
+  // `data` and makes its IPC handle, then creates an interprocess event
+  // (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING / hipEventInterprocess |
+  // hipEventDisableTiming), records it on `stream` (NULL: the legacy default
+  // stream, CU_STREAM_LEGACY / HIP's null stream) and takes its IPC handle
+  // (out->event, out->event_handle); no host wait. For a
   // CUDA VMM allocation created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
   // an fd of it instead (out->vmm_fd; -1 otherwise).
   // `stream_ordered`: the memory is known (from hurray_alloc) to come from a
   // stream-ordered pool, which legacy IPC cannot export: refused up front.
   // HURRAY_ERR_UNSUPPORTED_DEVICE when the memory cannot be exported.
+  // On failure nothing is left (no event, no fd).
   int32_t (*export_memory)(hurray_device device, const void *data, bool stream_ordered,
-                           GpuIpcExport *out);
+                           void *stream, GpuIpcExport *out);
+  // Destroys an event export_memory made (cuEventDestroy / hipEventDestroy).
+  // Release path: any thread, never sets the message.
+  void (*destroy_event)(hurray_device device, void *event);
+  // Opens another process's IPC event from its handle
+  // (cuIpcOpenEventHandle / hipIpcOpenEventHandle, `device` current), makes
+  // `stream` (NULL: the legacy default stream) wait for it on the device
+  // (cuStreamWaitEvent / hipStreamWaitEvent: no host wait) and destroys
+  // the opened event. HURRAY_ERR_IPC when the handle cannot be opened,
+  // HURRAY_ERR_DEVICE when the wait cannot be queued.
+  int32_t (*wait_event)(hurray_device device, const uint8_t *handle, void *stream);
   // Maps another process's allocation from its handle, in `device`'s
   // primary context (CUDA, with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) / with
   // `device` current (HIP); *base receives its address here.

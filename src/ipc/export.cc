@@ -100,7 +100,8 @@ void close_message_fds(hurray_ipc_message *m) {
   m->nfds = 0;
 }
 
-int32_t prepare_export(const hurray_buffer &src, uint32_t options, PreparedExport *p) {
+int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream,
+                       PreparedExport *p) {
   if ((options & ~kKnownOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
@@ -109,7 +110,7 @@ int32_t prepare_export(const hurray_buffer &src, uint32_t options, PreparedExpor
   if (st != HURRAY_OK) return st;
   // GPU device memory is always sent zero-copy (never staged through the
   // host): HURRAY_IPC_ZERO_COPY_ONLY changes nothing for it.
-  if (src.device.device_type != HURRAY_DEVICE_CPU) return prepare_gpu_export(src, e, p);
+  if (src.device.device_type != HURRAY_DEVICE_CPU) return prepare_gpu_export(src, e, stream, p);
   const MemfdBlock *b = memfd_block_of(src);
   hurray_buffer held = src;
   bool copied = false;
@@ -222,29 +223,45 @@ int32_t consume_src(hurray_buffer *src, const char *name,
 
 }  // namespace hurray::detail
 
-extern "C" {
+namespace hurray::detail {
+namespace {
 
-HURRAY_API int32_t hurray_ipc_export(hurray_buffer *src, uint32_t options,
-                                     hurray_ipc_message *out) {
-  using namespace hurray::detail;
+int32_t export_impl(hurray_buffer *src, uint32_t options, void *stream, hurray_ipc_message *out,
+                    const char *name) {
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (src == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "src is NULL");
   struct Args {
     uint32_t options;
+    void *stream;
     hurray_ipc_message *out;
-  } args{options, out};
+  } args{options, stream, out};
   return consume_src(
-      src, "hurray_ipc_export",
+      src, name,
       [](hurray_buffer *inner, void *ctx) {
         auto *a = static_cast<Args *>(ctx);
         PreparedExport p;
-        int32_t st = prepare_export(*inner, a->options, &p);
+        int32_t st = prepare_export(*inner, a->options, a->stream, &p);
         if (st != HURRAY_OK) return st;
         commit_export(&p, inner);
         *a->out = p.msg;
         return static_cast<int32_t>(HURRAY_OK);
       },
       &args);
+}
+
+}  // namespace
+}  // namespace hurray::detail
+
+extern "C" {
+
+HURRAY_API int32_t hurray_ipc_export(hurray_buffer *src, uint32_t options,
+                                     hurray_ipc_message *out) {
+  return hurray::detail::export_impl(src, options, nullptr, out, "hurray_ipc_export");
+}
+
+HURRAY_API int32_t hurray_ipc_export_async(hurray_buffer *src, uint32_t options, void *stream,
+                                           hurray_ipc_message *out) {
+  return hurray::detail::export_impl(src, options, stream, out, "hurray_ipc_export_async");
 }
 
 HURRAY_API int32_t hurray_ipc_message_discard(hurray_ipc_message *m) {

@@ -139,9 +139,28 @@ int32_t check_allocation_fd(int fd) {
   return HURRAY_OK;
 }
 
+// The export's IPC event, kept while the receivers may open it: the driver
+// references say operations on an opened event after the exporter
+// destroyed it are undefined (cuIpcOpenEventHandle, hipIpcOpenEventHandle),
+// so it is destroyed only when the watch ends, once every copy of the
+// lifetime fd is closed (ipc.md §6).
+struct ExportEvent {
+  const GpuIpc *ipc;
+  hurray_device device;
+  void *event;
+};
+
+void destroy_export_event(void *arg) {
+  auto *e = static_cast<ExportEvent *>(arg);
+  e->ipc->destroy_event(e->device, e->event);
+  std::free(e);
+}
+
 // prepare_gpu_export once the vendor exported the memory as `x`: the
-// descriptor, checked again, and the lifetime pipe. Closes nothing of `x`.
-int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, PreparedExport *p) {
+// descriptor, checked again, and the lifetime pipe; `event` then belongs to
+// the watch. Closes nothing of `x`.
+int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, ExportEvent *event,
+                          PreparedExport *p) {
   WireDesc d;
   std::memset(&d, 0, sizeof d);
   d.kind = x.vmm_fd >= 0                                  ? kKindCudaVmmFd
@@ -160,8 +179,10 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Prepa
     d.shape[i] = src.shape[i];
     d.strides[i] = src.strides[i];
   }
-  // Kind 2's handle stays zero, as does the event part (no event yet).
+  // Kind 2's handle stays zero.
   if (d.kind != kKindCudaVmmFd) std::memcpy(d.gpu_handle, x.handle, kWireGpuHandleSize);
+  d.gpu_flags = kGpuFlagEvent;
+  std::memcpy(d.gpu_event, x.event_handle, kWireGpuEventSize);
   std::memcpy(d.gpu_uuid, x.uuid, kWireGpuUuidSize);
   d.sender = this_sender();
   std::memset(&p->msg, 0, sizeof p->msg);
@@ -185,6 +206,7 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Prepa
     close(pipe_fds[1]);
     return st;
   }
+  watch_when_done(w, &destroy_export_event, event);
   p->msg.nfds = d.nfds;
   p->msg.fds[0] = pipe_fds[1];
   p->msg.fds[1] = x.vmm_fd;  // -1 for kinds 3 and 4; the message owns it now
@@ -255,7 +277,8 @@ int32_t forward_import(const hurray_buffer &src, const GpuImportBlock &b, Prepar
 
 }  // namespace
 
-int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, PreparedExport *p) {
+int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, void *stream,
+                           PreparedExport *p) {
   const GpuIpc *ipc = gpu_ipc_for(src.device.device_type);
   if (ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   if (e.numel == 0 || src.data == nullptr) {
@@ -269,17 +292,29 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, Pre
   GpuIpcExport x;
   std::memset(&x, 0, sizeof x);
   x.vmm_fd = -1;
-  int32_t st =
-      ipc->export_memory(src.device, src.data, mem != nullptr && ipc->is_stream_ordered(*mem), &x);
+  int32_t st = ipc->export_memory(src.device, src.data,
+                                  mem != nullptr && ipc->is_stream_ordered(*mem), stream, &x);
   if (st != HURRAY_OK) return st;
-  // From here on every failure closes the allocation's fd.
-  st = ipc->device_uuid(src.device.device_id, x.uuid);
-  if (st == HURRAY_OK) st = finish_gpu_export(src, x, p);
-  if (st != HURRAY_OK && x.vmm_fd >= 0) close(x.vmm_fd);
+  // From here on every failure closes the allocation's fd and destroys the
+  // event.
+  auto *event = static_cast<ExportEvent *>(std::malloc(sizeof(ExportEvent)));
+  if (event == nullptr) {
+    st = fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed",
+              sizeof(ExportEvent));
+  } else {
+    *event = ExportEvent{ipc, src.device, x.event};
+    st = ipc->device_uuid(src.device.device_id, x.uuid);
+  }
+  if (st == HURRAY_OK) st = finish_gpu_export(src, x, event, p);
+  if (st != HURRAY_OK) {
+    if (x.vmm_fd >= 0) close(x.vmm_fd);
+    ipc->destroy_event(src.device, x.event);
+    std::free(event);
+  }
   return st;
 }
 
-int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out) {
+int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, hurray_buffer *out) {
   int32_t st = check_lifetime_fd(m->fds[0], 0);
   if (st != HURRAY_OK) return st;
   if (d.kind == kKindCudaVmmFd) {
@@ -314,6 +349,16 @@ int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out)
     base = mapped.base;
   } else {
     st = ipc->open(device, d.gpu_handle, &base);
+  }
+  if (st == HURRAY_OK && (d.gpu_flags & kGpuFlagEvent) != 0) {
+    // The sender's pending work on the memory: `stream` waits for it on
+    // the device (ipc.md §6); a failure undoes the mapping.
+    st = ipc->wait_event(device, d.gpu_event, stream);
+    if (st != HURRAY_OK && vmm) {
+      ipc->close_vmm(device, mapped);
+    } else if (st != HURRAY_OK) {
+      ipc->close(device, base);
+    }
   }
   if (st != HURRAY_OK) {
     std::free(b);

@@ -26,7 +26,9 @@ struct PreparedExport {
 // Everything of an export except consuming *src: checks it, picks the
 // zero-copy or the copy path, makes the pipe and the fds, registers the
 // watch. On failure nothing is left (no fd, no copy) and *src is untouched.
-int32_t prepare_export(const hurray_buffer &src, uint32_t options, PreparedExport *p);
+// `stream`: what a GPU export records its IPC event on (NULL: the legacy
+// default stream; ipc.md §6); ignored for CPU memory.
+int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream, PreparedExport *p);
 // The export happened: *src is consumed (released now when a copy was
 // sent, else its reference lives on in the watch) and cleared.
 void commit_export(PreparedExport *p, hurray_buffer *src);
@@ -39,8 +41,11 @@ void abort_export(PreparedExport *p);
 // on success the handle owns m->fds[0] and m->nfds is 0, on failure the fds
 // are the caller's to close.
 struct WireDesc;
-int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, PreparedExport *p);
-int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *out);
+// `stream`: the export records its event on it, the import makes it wait
+// for the descriptor's event (NULL: the legacy default stream).
+int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, void *stream,
+                           PreparedExport *p);
+int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, hurray_buffer *out);
 // HURRAY_OK when `fd` is the write end of a pipe (the lifetime fd), which
 // the message carries as fds[index]; else HURRAY_ERR_IPC.
 int32_t check_lifetime_fd(int fd, int index);

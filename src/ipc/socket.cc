@@ -236,7 +236,7 @@ HURRAY_API int32_t hurray_ipc_send(int socket_fd, hurray_buffer *src, uint32_t o
       [](hurray_buffer *inner, void *ctx) {
         auto *a = static_cast<Args *>(ctx);
         PreparedExport p;
-        int32_t st = prepare_export(*inner, a->options, &p);
+        int32_t st = prepare_export(*inner, a->options, nullptr, &p);
         if (st != HURRAY_OK) return st;
         st = send_message(a->fd, a->seqpacket, p.msg);
         if (st != HURRAY_OK) {

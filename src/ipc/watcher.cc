@@ -36,6 +36,10 @@ struct Watch {
   hurray_buffer held;  // the reference released at end of file
   Watch *prev;
   Watch *next;
+  // Runs once the watch is done (after the release at end of file, or when
+  // the export is taken back): a GPU export's IPC event (gpu_message.cc).
+  void (*done)(void *);
+  void *done_arg;
 };
 
 namespace {
@@ -114,6 +118,7 @@ void handle_end_of_file(State &s, int epfd, Watch *w) {
   }
   close(w->fd);
   hurray_buffer_release(&w->held);
+  if (w->done != nullptr) w->done(w->done_arg);
   count_ipc_return();
   delete w;
 }
@@ -188,7 +193,7 @@ int32_t start_watcher(State &s) {
 }  // namespace
 
 Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status) {
-  auto *w = new (std::nothrow) Watch{read_fd, held, nullptr, nullptr};
+  auto *w = new (std::nothrow) Watch{read_fd, held, nullptr, nullptr, nullptr, nullptr};
   if (w == nullptr) {
     close(read_fd);
     *status = fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating an IPC watch record failed");
@@ -258,7 +263,17 @@ void unwatch_export(Watch *w) {
     (void)epoll_ctl(s.epfd, EPOLL_CTL_DEL, w->fd, nullptr);
   }
   close(w->fd);
+  if (w->done != nullptr) w->done(w->done_arg);
   delete w;
+}
+
+void watch_when_done(Watch *w, void (*done)(void *), void *arg) {
+  // Under the lock that handle_end_of_file takes before it reads them: the
+  // kernel's ordering (end of file only after the write end left) is
+  // invisible to a thread checker.
+  std::lock_guard<std::mutex> lock(state().mu);
+  w->done = done;
+  w->done_arg = arg;
 }
 
 }  // namespace hurray::detail

@@ -24,6 +24,12 @@ struct Watch;
 // HURRAY_ERR_OUT_OF_MEMORY) and NULL returned.
 Watch *watch_export(int read_fd, const hurray_buffer &held, int32_t *status);
 
+// Makes `done(arg)` run once the watch ends: after `held` is released at
+// end of file (on the thread that saw it), or in unwatch_export. Only
+// before the write end leaves the caller (the watch cannot have ended yet).
+// In a child forked with live watches it never runs (the parent's).
+void watch_when_done(Watch *w, void (*done)(void *), void *arg);
+
 // Takes back an export whose message was never delivered: only while the
 // caller still holds the write end (so the thread cannot have seen end of
 // file). Closes read_fd and forgets `held` without releasing it.

@@ -89,10 +89,15 @@ int32_t decode_gpu_part(const uint8_t *g, uint32_t at, WireDesc *d) {
                 d->gpu_flags, kGpuFlagEvent);
   }
   if ((d->gpu_flags & kGpuFlagEvent) != 0) {
-    return fail(HURRAY_ERR_IPC,
-                "descriptor carries an IPC event handle (GPU flag 0x%" PRIx64
-                "), which this libhurray cannot wait on yet",
-                kGpuFlagEvent);
+    bool event_set = false;
+    for (uint32_t i = 0; i < kWireGpuEventSize; ++i) event_set = event_set || d->gpu_event[i] != 0;
+    if (!event_set) {
+      return fail(HURRAY_ERR_IPC,
+                  "descriptor GPU flag 0x%" PRIx64
+                  " says an IPC event is present, but bytes %" PRIu32 "..%" PRIu32
+                  " (its handle) are all zero",
+                  kGpuFlagEvent, at + kGpuOffEvent, at + kGpuOffEvent + kWireGpuEventSize - 1);
+    }
   }
   auto zero = [&](const uint8_t *p, uint32_t n, uint32_t off, const char *what) {
     for (uint32_t i = 0; i < n; ++i) {
@@ -103,8 +108,11 @@ int32_t decode_gpu_part(const uint8_t *g, uint32_t at, WireDesc *d) {
     }
     return static_cast<int32_t>(HURRAY_OK);
   };
-  int32_t st = zero(d->gpu_event, kWireGpuEventSize, kGpuOffEvent,
-                    "the IPC event handle, with no event flagged");
+  int32_t st = HURRAY_OK;
+  if ((d->gpu_flags & kGpuFlagEvent) == 0) {
+    st = zero(d->gpu_event, kWireGpuEventSize, kGpuOffEvent,
+              "the IPC event handle, with no event flagged");
+  }
   if (st == HURRAY_OK && d->kind == kKindCudaVmmFd) {
     st = zero(d->gpu_handle, kWireGpuHandleSize, kGpuOffHandle, "kind 2's unused IPC handle");
   }

@@ -47,7 +47,7 @@ static_assert(kGpuOffHandle + kWireGpuHandleSize == kGpuOffEvent &&
                   kGpuOffEvent + kWireGpuEventSize == kWireGpuPartSize,
               "GPU part of wire version 2");
 // Bits of the GPU part's flags word.
-constexpr uint64_t kGpuFlagEvent = 1;  // the event handle is set (not read yet: refused)
+constexpr uint64_t kGpuFlagEvent = 1;  // the event handle is set (not all zero)
 
 // The GPU kinds: device memory, a lifetime fd first, the GPU part.
 constexpr bool is_gpu_ipc_kind(uint32_t kind) {
@@ -109,7 +109,7 @@ uint32_t encode_descriptor(const WireDesc &d, uint8_t *out);
 // (data_offset + lowest >= region_offset, data_offset + highest <=
 // region_offset + region_length, without overflow), and the GPU part
 // (a UUID not all zero, a sender pid > 0, reserved and unflagged bytes
-// zero, no event: not read yet). The memfd itself is
+// zero, an event handle not all zero when flagged, all zero when not). The memfd itself is
 // not looked at (import does that). Status and message as
 // hurray_ipc_import documents; *out written only on success.
 int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, WireDesc *out);

@@ -135,6 +135,10 @@ inline void put64(uint8_t *p, uint64_t v) {
 // bytes (UUID 0, sender 16, flags 32, handle 40, event 104).
 inline uint8_t *gpu_part(hurray_ipc_message *m) { return m->bytes + m->size - 168; }
 
+// The stream-ordered handoff (ipc_event_probe.cc): `cmd` without
+// "ipc-event-"; 64 when unknown.
+int run_event_command(const std::string &cmd);
+
 // The VMM commands (ipc_vmm_probe.cc): `cmd` without "ipc-vmm-"; 64 when unknown.
 int run_vmm_command(const std::string &cmd);
 // ipc_vmm_range_probe.cc (CUDA builds): `cmd` without "ipc-vmm-range-".

@@ -82,7 +82,10 @@ typedef struct fake_call {
   int prefix##unordered_frees(void);                                         \
   /* Mappings of other processes' memory opened with cuIpcOpenMemHandle /    \
      hipIpcOpenMemHandle and not closed yet. */                              \
-  int64_t prefix##ipc_open_count(void);
+  int64_t prefix##ipc_open_count(void);                                      \
+  /* Events of this process made with CU_EVENT_INTERPROCESS /                \
+     hipEventInterprocess and not destroyed yet (fake_ipc_event.h). */       \
+  int64_t prefix##live_ipc_events(void);
 
 FAKE_CONTROL_API(fake_cuda_)
 FAKE_CONTROL_API(fake_hip_)

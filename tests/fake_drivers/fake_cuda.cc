@@ -32,10 +32,7 @@
 #include "fake_common.h"
 #include "fake_capture.h"
 #include "fake_cuda_internal.h"
-
-struct CUevent_st {
-  CUstream recorded_on;
-};
+#include "fake_ipc_event.h"
 
 namespace fake_cuda {
 
@@ -392,10 +389,12 @@ CUresult f_stream_synchronize(CUstream s) {
   return done("cuStreamSynchronize", CUDA_SUCCESS, nullptr, s);
 }
 
-CUresult f_event_create(CUevent *ev, unsigned int) {
+CUresult f_event_create(CUevent *ev, unsigned int flags) {
   FAKE_ENTER("cuEventCreate");
   if (CUresult e = context_error()) return done("cuEventCreate", e);
+  if (!fake::ipc_event::valid_flags(flags)) return done("cuEventCreate", CUDA_ERROR_INVALID_VALUE);
   *ev = new CUevent_st{nullptr};
+  fake::ipc_event::Table::get().created(*ev, flags);
   return done("cuEventCreate", CUDA_SUCCESS, *ev);
 }
 
@@ -412,6 +411,7 @@ CUresult f_stream_wait_event(CUstream s, CUevent ev, unsigned int) {
 
 CUresult f_event_destroy(CUevent ev) {
   FAKE_ENTER("cuEventDestroy", ev);
+  fake::ipc_event::Table::get().destroyed(ev);
   delete ev;
   return done("cuEventDestroy", CUDA_SUCCESS, ev);
 }
@@ -595,6 +595,8 @@ const Entry kEntries[] = {
     {"cuIpcGetMemHandle", 4010, reinterpret_cast<void *>(&f_ipc_get_mem_handle)},
     {"cuIpcOpenMemHandle", 11000, reinterpret_cast<void *>(&f_ipc_open_mem_handle)},
     {"cuIpcCloseMemHandle", 4010, reinterpret_cast<void *>(&f_ipc_close_mem_handle)},
+    {"cuIpcGetEventHandle", 4010, reinterpret_cast<void *>(&f_ipc_get_event_handle)},
+    {"cuIpcOpenEventHandle", 4010, reinterpret_cast<void *>(&f_ipc_open_event_handle)},
     {"cuMemGetAddressRange", 3020, reinterpret_cast<void *>(&f_mem_get_address_range)},
     {"cuMemCreate", 10020, reinterpret_cast<void *>(&f_mem_create)},
     {"cuMemRelease", 10020, reinterpret_cast<void *>(&f_mem_release)},
@@ -749,6 +751,7 @@ FAKE_EXPORT void *fake_cuda_stream_create_flags(int device, unsigned int flags) 
   return s;
 }
 FAKE_CAPTURE_EXPORTS(fake_cuda_)
+FAKE_IPC_EVENT_EXPORTS(fake_cuda_)
 FAKE_EXPORT int fake_cuda_stream_end_capture(void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   auto it = g_streams.find(s);

@@ -7,7 +7,7 @@
 //   fake_cuda.cc          contexts, allocations, streams, events, stream
 //                         capture, the lookup table and the control API
 //   fake_cuda_strided.cc  2-D / 3-D memcpy, modules and the strided kernel
-//   fake_cuda_ipc.cc      legacy IPC handles and cuMemGetAddressRange
+//   fake_cuda_ipc.cc      legacy IPC handles, IPC events and cuMemGetAddressRange
 //   fake_cuda_vmm.cc      virtual memory management (fake_vmm.h)
 #ifndef HURRAY_TESTS_FAKES_FAKE_CUDA_INTERNAL_H_
 #define HURRAY_TESTS_FAKES_FAKE_CUDA_INTERNAL_H_
@@ -25,6 +25,11 @@ struct CUctx_st {
   int device;
   std::atomic<bool> active;            // initialised (retained, not reset since)
   std::atomic<unsigned long long> id;  // cuCtxGetId of the current incarnation
+};
+
+// An event (cuEventCreate, or cuIpcOpenEventHandle of another process's).
+struct CUevent_st {
+  CUstream recorded_on;
 };
 
 namespace fake_cuda {
@@ -89,6 +94,8 @@ CUresult f_ipc_get_mem_handle(CUipcMemHandle *h, CUdeviceptr dp);
 CUresult f_ipc_open_mem_handle(CUdeviceptr *dp, CUipcMemHandle h, unsigned int flags);
 CUresult f_ipc_close_mem_handle(CUdeviceptr dp);
 CUresult f_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dp);
+CUresult f_ipc_get_event_handle(CUipcEventHandle *h, CUevent ev);
+CUresult f_ipc_open_event_handle(CUevent *ev, CUipcEventHandle h);
 
 // fake_cuda_vmm.cc
 CUresult f_mem_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "fake_cuda_internal.h"
+#include "fake_ipc_event.h"
 #include "fake_vmm.h"
 
 namespace fake_cuda {
@@ -65,6 +66,39 @@ CUresult f_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dp
   if (base != nullptr) *base = static_cast<CUdeviceptr>(b);
   if (size != nullptr) *size = static_cast<size_t>(n);
   return done("cuMemGetAddressRange", CUDA_SUCCESS, as_ptr(dp), nullptr, n);
+}
+
+// IPC events (fake_ipc_event.h): cuIpcGetEventHandle of an event made with
+// CU_EVENT_INTERPROCESS; cuIpcOpenEventHandle of another process's, with a
+// context current, an event of this process that cuEventDestroy frees.
+// `bytes` logs the event's number in its creating process.
+CUresult f_ipc_get_event_handle(CUipcEventHandle *h, CUevent ev) {
+  FAKE_ENTER("cuIpcGetEventHandle", ev);
+  if (CUresult e = context_error()) return done("cuIpcGetEventHandle", e, ev);
+  fake::ipc_event::Handle eh;
+  if (h == nullptr || !fake::ipc_event::Table::get().handle(ev, &eh)) {
+    return done("cuIpcGetEventHandle", CUDA_ERROR_INVALID_VALUE, ev);
+  }
+  static_assert(sizeof h->reserved == sizeof eh, "CUipcEventHandle is 64 bytes");
+  std::memcpy(h->reserved, &eh, sizeof eh);
+  return done("cuIpcGetEventHandle", CUDA_SUCCESS, ev, nullptr, eh.id);
+}
+
+CUresult f_ipc_open_event_handle(CUevent *ev, CUipcEventHandle h) {
+  FAKE_ENTER("cuIpcOpenEventHandle");
+  if (CUresult e = context_error()) return done("cuIpcOpenEventHandle", e);
+  fake::ipc_event::Handle eh;
+  std::memcpy(&eh, h.reserved, sizeof eh);
+  const fake::ipc_event::OpenError why = fake::ipc_event::Table::get().check_open(eh);
+  if (ev == nullptr || why != fake::ipc_event::OpenError::kNone) {
+    return done("cuIpcOpenEventHandle",
+                why == fake::ipc_event::OpenError::kOwnProcess ? CUDA_ERROR_INVALID_CONTEXT
+                                                               : CUDA_ERROR_INVALID_VALUE,
+                nullptr, nullptr, eh.id);
+  }
+  *ev = new CUevent_st{nullptr};
+  fake::ipc_event::Table::get().created(*ev, fake::ipc_event::kDisableTiming);
+  return done("cuIpcOpenEventHandle", CUDA_SUCCESS, *ev, nullptr, eh.id);
 }
 
 }  // namespace fake_cuda

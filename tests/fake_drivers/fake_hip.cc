@@ -20,6 +20,7 @@
 #include "fake_common.h"
 #include "fake_capture.h"
 #include "fake_devices.h"
+#include "fake_ipc_event.h"
 
 namespace {
 
@@ -417,9 +418,11 @@ FAKE_EXPORT hipError_t hipStreamQuery(hipStream_t s) {
   return done("hipStreamQuery", stream_error(s), nullptr, s);
 }
 
-FAKE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *ev, unsigned) {
+FAKE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *ev, unsigned flags) {
   FAKE_ENTER("hipEventCreateWithFlags");
+  if (!fake::ipc_event::valid_flags(flags)) return done("hipEventCreateWithFlags", kInvalidValue);
   *ev = new Event{nullptr};
+  fake::ipc_event::Table::get().created(*ev, flags);
   return done("hipEventCreateWithFlags", kSuccess, *ev);
 }
 
@@ -438,8 +441,43 @@ FAKE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t ev, unsigned
 
 FAKE_EXPORT hipError_t hipEventDestroy(hipEvent_t ev) {
   FAKE_ENTER("hipEventDestroy", ev);
+  fake::ipc_event::Table::get().destroyed(ev);
   delete ev;
   return done("hipEventDestroy", kSuccess, ev);
+}
+
+// IPC events (fake_ipc_event.h): hipIpcGetEventHandle of an event made
+// with hipEventInterprocess; hipIpcOpenEventHandle of another process's
+// (its own: hipErrorInvalidContext, as the HIP reference documents), an
+// event of this process that hipEventDestroy frees. `bytes` logs the
+// event's number in its creating process.
+struct HipIpcEventHandle {
+  char reserved[64];
+};
+
+FAKE_EXPORT hipError_t hipIpcGetEventHandle(HipIpcEventHandle *h, hipEvent_t ev) {
+  FAKE_ENTER("hipIpcGetEventHandle", ev);
+  fake::ipc_event::Handle eh;
+  if (h == nullptr || !fake::ipc_event::Table::get().handle(ev, &eh)) {
+    return done("hipIpcGetEventHandle", kInvalidValue, ev);
+  }
+  std::memcpy(h->reserved, &eh, sizeof eh);
+  return done("hipIpcGetEventHandle", kSuccess, ev, nullptr, eh.id);
+}
+
+FAKE_EXPORT hipError_t hipIpcOpenEventHandle(hipEvent_t *ev, HipIpcEventHandle h) {
+  FAKE_ENTER("hipIpcOpenEventHandle");
+  fake::ipc_event::Handle eh;
+  std::memcpy(&eh, h.reserved, sizeof eh);
+  const fake::ipc_event::OpenError why = fake::ipc_event::Table::get().check_open(eh);
+  if (ev == nullptr || why != fake::ipc_event::OpenError::kNone) {
+    return done("hipIpcOpenEventHandle",
+                why == fake::ipc_event::OpenError::kOwnProcess ? kInvalidContext : kInvalidValue,
+                nullptr, nullptr, eh.id);
+  }
+  *ev = new Event{nullptr};
+  fake::ipc_event::Table::get().created(*ev, fake::ipc_event::kDisableTiming);
+  return done("hipIpcOpenEventHandle", kSuccess, *ev, nullptr, eh.id);
 }
 
 FAKE_EXPORT hipError_t hipPointerGetAttributes(PointerAttributes *a, const void *p) {
@@ -511,6 +549,7 @@ FAKE_EXPORT void fake_hip_stream_begin_capture(void *s) {
   fake_hip_stream_begin_capture_mode(s, fake::capture::kRelaxed);
 }
 FAKE_CAPTURE_EXPORTS(fake_hip_)
+FAKE_IPC_EVENT_EXPORTS(fake_hip_)
 FAKE_EXPORT int fake_hip_stream_end_capture(void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   const int valid = g_capturing.count(s) != 0 && g_invalidated.count(s) == 0 ? 1 : 0;

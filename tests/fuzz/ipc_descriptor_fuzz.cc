@@ -17,8 +17,9 @@
 //    accepted one with a memfd that fits, succeeds and the handle validates;
 //    its release closes everything again;
 //  - an accepted GPU descriptor (kinds 2, 3, 4: ipc §6.1) has a UUID not
-//    all zero, a sender pid in 1..2^31-1, no GPU flag, an all-zero event
-//    room and, for kind 2, an all-zero handle: the decoder's checks of the
+//    all zero, a sender pid in 1..2^31-1, no GPU flag but bit 0, an event
+//    handle not all zero with bit 0 and all zero without it, and, for kind
+//    2, an all-zero handle: the decoder's checks of the
 //    GPU part, restated;
 //  - GPU kinds decode like the others; their import
 //    (fds[0] a pipe's write end, as the kind wants; kind 2's fds[1] another
@@ -95,8 +96,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (uint8_t b : d.gpu_uuid) uuid = uuid || b != 0;
       for (uint8_t b : d.gpu_event) event = event || b != 0;
       for (uint8_t b : d.gpu_handle) handle = handle || b != 0;
-      FUZZ_CHECK(uuid && d.sender.pid > 0 && d.sender.pid <= 0x7fffffffu && d.gpu_flags == 0 &&
-                     !event && !(d.kind == hurray::detail::kKindCudaVmmFd && handle),
+      const bool flagged = d.gpu_flags == hurray::detail::kGpuFlagEvent;
+      FUZZ_CHECK(uuid && d.sender.pid > 0 && d.sender.pid <= 0x7fffffffu &&
+                     (d.gpu_flags == 0 || flagged) && event == flagged &&
+                     !(d.kind == hurray::detail::kKindCudaVmmFd && handle),
                  "an accepted GPU part breaks ipc.md 6.1");
     }
   }

@@ -10,7 +10,9 @@
  * them: kind, nfds (byte 0 and the descriptor: 1 for kinds 3 and 4, 2 for
  * kind 2), device 2 / 10, data_offset 256, region [0, +8192), total_size
  * + 168, then the GPU part: UUID c7 11 .. e1, sender pid 4242 and start
- * time 123456, flags 0, handle bytes 00..3f (kind 2: zero), event zero.
+ * time 123456, flags 0, handle bytes 00..3f (kind 2: zero), event zero;
+ * the *_event_* seeds as every export now writes them (ipc.md §6): flags 1
+ * (an IPC event is present) and event bytes 80..bf.
  * v1_cuda_ipc_f32_1024 is a wire-version-1 descriptor of kind 3 (64 handle
  * bytes after the strides), which version 2 refuses. */
 #include <hurray/hurray.h>
@@ -43,7 +45,7 @@ static void put64(unsigned char *p, uint64_t v) {
 
 /* f32_1024's descriptor `cpu` (96 bytes: ndim 1) as GPU kind `kind`. */
 static int gpu_seed(const char *dir, const char *name, const unsigned char *cpu, uint32_t kind,
-                    uint32_t version) {
+                    uint32_t version, int event) {
   unsigned char d[96 + 168];
   memset(d, 0, sizeof d);
   memcpy(d, cpu, 96);
@@ -70,6 +72,10 @@ static int gpu_seed(const char *dir, const char *name, const unsigned char *cpu,
     if (kind != 2) {
       for (int i = 0; i < 64; ++i) g[40 + i] = (unsigned char)i;
     }
+    if (event) {
+      put64(g + 32, 1);
+      for (int i = 0; i < 64; ++i) g[104 + i] = (unsigned char)(0x80 + i);
+    }
   }
   char path[512];
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -87,10 +93,13 @@ static int gpu_seeds(const char *dir) {
   if (shareable_f32(s1, &h)) return 1;
   hurray_ipc_message m;
   if (hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m) != HURRAY_OK || m.size != 96) return 1;
-  int bad = gpu_seed(dir, "cuda_ipc_f32_1024", m.bytes, 3, 2);
-  bad |= gpu_seed(dir, "hip_ipc_f32_1024", m.bytes, 4, 2);
-  bad |= gpu_seed(dir, "cuda_vmm_f32_1024", m.bytes, 2, 2);
-  bad |= gpu_seed(dir, "v1_cuda_ipc_f32_1024", m.bytes, 3, 1);
+  int bad = gpu_seed(dir, "cuda_ipc_f32_1024", m.bytes, 3, 2, 0);
+  bad |= gpu_seed(dir, "hip_ipc_f32_1024", m.bytes, 4, 2, 0);
+  bad |= gpu_seed(dir, "cuda_vmm_f32_1024", m.bytes, 2, 2, 0);
+  bad |= gpu_seed(dir, "cuda_ipc_event_f32_1024", m.bytes, 3, 2, 1);
+  bad |= gpu_seed(dir, "hip_ipc_event_f32_1024", m.bytes, 4, 2, 1);
+  bad |= gpu_seed(dir, "cuda_vmm_event_f32_1024", m.bytes, 2, 2, 1);
+  bad |= gpu_seed(dir, "v1_cuda_ipc_f32_1024", m.bytes, 3, 1, 0);
   return bad | (hurray_ipc_message_discard(&m) != HURRAY_OK);
 }
 

@@ -147,6 +147,12 @@ void resolve_ipc(Loader &l, CudaDriver &d) {
       !l.get("cuDeviceGetUuid", 9020, &d.device_get_uuid)) {
     d.device_get_uuid = nullptr;
   }
+  if (!l.get("cuIpcGetEventHandle", 4010, &d.ipc_get_event_handle)) {
+    d.ipc_get_event_handle = nullptr;
+  }
+  if (!l.get("cuIpcOpenEventHandle", 4010, &d.ipc_open_event_handle)) {
+    d.ipc_open_event_handle = nullptr;
+  }
   g_error[0] = '\0';  // a missing optional entry point is no load error
 }
 

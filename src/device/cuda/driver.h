@@ -85,6 +85,10 @@ struct CudaDriver {
   // cuDeviceGetUuid_v2 (cuDeviceGetUuid before driver 11.4): the UUID a
   // descriptor names the device by (ipc.md §6.1); optional like the above.
   PFN_cuDeviceGetUuid_v11040 device_get_uuid;
+  // IPC events (device/cuda/ipc.cc, ipc.md §6, what the consumer waits
+  // for); optional like the above: without them GPU memory cannot be sent.
+  PFN_cuIpcGetEventHandle_v4010 ipc_get_event_handle;
+  PFN_cuIpcOpenEventHandle_v4010 ipc_open_event_handle;
   // Virtual memory management (device/cuda/vmm_ipc.cc, docs/impl/ipc.md §6,
   // kind 2); optional like the legacy IPC ones: vmm_ipc() says whether all
   // are there, else VMM memory is not recognised and export falls back to

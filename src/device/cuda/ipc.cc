@@ -22,20 +22,36 @@ namespace hurray::detail {
 namespace {
 
 static_assert(sizeof(CUipcMemHandle) == kGpuIpcHandleBytes, "CUipcMemHandle is 64 bytes");
+static_assert(sizeof(CUipcEventHandle) == kGpuEventBytes, "CUipcEventHandle is 64 bytes");
+
+// NULL names the legacy default stream (CU_STREAM_LEGACY), as everywhere in
+// libhurray; 2 is CU_STREAM_PER_THREAD itself.
+CUstream stream_of(void *stream) {
+  return stream == nullptr ? CU_STREAM_LEGACY : static_cast<CUstream>(stream);
+}
 
 constexpr uint32_t kFreeOnStream = 1;  // cuda.cc's order of cuMemAllocAsync memory
 
 int32_t missing(const CudaDriver &d) {
   if (d.ipc_get_mem_handle != nullptr && d.ipc_open_mem_handle != nullptr &&
-      d.ipc_close_mem_handle != nullptr && d.mem_get_address_range != nullptr) {
+      d.ipc_close_mem_handle != nullptr && d.mem_get_address_range != nullptr &&
+      d.ipc_get_event_handle != nullptr && d.ipc_open_event_handle != nullptr) {
     return HURRAY_OK;
   }
   return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
               "this CUDA driver lacks the legacy IPC entry points (cuIpcGetMemHandle, "
-              "cuIpcOpenMemHandle, cuIpcCloseMemHandle, cuMemGetAddressRange)");
+              "cuIpcOpenMemHandle, cuIpcCloseMemHandle, cuMemGetAddressRange, "
+              "cuIpcGetEventHandle, cuIpcOpenEventHandle)");
 }
 
-int32_t export_memory(hurray_device device, const void *data, bool stream_ordered,
+void destroy_event(hurray_device device, void *event) {
+  release_in_primary(device, event, [&](const CudaDriver &d, const char **call) {
+    *call = "cuEventDestroy";
+    return d.event_destroy(static_cast<CUevent>(event));
+  });
+}
+
+int32_t export_memory(hurray_device device, const void *data, bool stream_ordered, void *stream,
                       GpuIpcExport *out) {
   if (stream_ordered) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -50,30 +66,52 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   CUresult got = CUDA_SUCCESS;
   VmmFound vmm = VmmFound::kNotVmm;
   bool vmm_failed = false;  // a VMM allocation whose export failed
-  const char *call = "cuCtxSynchronize";
+  const char *call = "cuMemRetainAllocationHandle";
+  CUevent ev = nullptr;
   st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
-    CUresult r = drv.ctx_synchronize();
-    if (r != CUDA_SUCCESS) return r;
-    r = vmm_export(drv, data, out, &call, &vmm);
+    CUresult r = vmm_export(drv, data, out, &call, &vmm);
     if (r != CUDA_SUCCESS) {
       vmm_failed = true;
       return got = r;
     }
-    if (vmm != VmmFound::kNotVmm) return r;
-    call = "cuMemGetAddressRange";
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    r = drv.mem_get_address_range(&base, &size, dptr(data));
-    if (r != CUDA_SUCCESS) return got = r;
-    call = "cuIpcGetMemHandle";
-    CUipcMemHandle h;
-    r = drv.ipc_get_mem_handle(&h, base);
-    if (r != CUDA_SUCCESS) return got = r;
-    std::memcpy(out->handle, h.reserved, kGpuIpcHandleBytes);
-    out->alloc_size = size;
-    out->data_offset = static_cast<uint64_t>(dptr(data) - base);
+    if (vmm == VmmFound::kNoFdType || vmm == VmmFound::kNotWholeAllocation) return r;
+    if (vmm == VmmFound::kNotVmm) {
+      call = "cuMemGetAddressRange";
+      CUdeviceptr base = 0;
+      size_t size = 0;
+      r = drv.mem_get_address_range(&base, &size, dptr(data));
+      if (r != CUDA_SUCCESS) return got = r;
+      call = "cuIpcGetMemHandle";
+      CUipcMemHandle h;
+      r = drv.ipc_get_mem_handle(&h, base);
+      if (r != CUDA_SUCCESS) return got = r;
+      std::memcpy(out->handle, h.reserved, kGpuIpcHandleBytes);
+      out->alloc_size = size;
+      out->data_offset = static_cast<uint64_t>(dptr(data) - base);
+    }
+    // What the receiver waits for (ipc.md §6): an interprocess event
+    // recorded on the caller's stream, no host wait.
+    call = "cuEventCreate";
+    r = drv.event_create(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+      ev = nullptr;
+      return r;
+    }
+    call = "cuEventRecord";
+    r = drv.event_record(ev, stream_of(stream));
+    if (r != CUDA_SUCCESS) return r;
+    call = "cuIpcGetEventHandle";
+    CUipcEventHandle eh;
+    r = drv.ipc_get_event_handle(&eh, ev);
+    if (r != CUDA_SUCCESS) return r;
+    std::memcpy(out->event_handle, eh.reserved, kGpuEventBytes);
     return r;
   });
+  if (st == HURRAY_OK) {
+    out->event = ev;
+  } else if (ev != nullptr) {
+    destroy_event(device, ev);  // nothing is sent
+  }
   if (st != HURRAY_OK && out->vmm_fd >= 0) {
     // Exported, but leaving the context failed: nothing is sent.
     close(out->vmm_fd);
@@ -145,6 +183,43 @@ void close_mapping(hurray_device device, void *base) {
 
 bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == kFreeOnStream; }
 
+int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = missing(*d);
+  if (st != HURRAY_OK) return st;
+  CUipcEventHandle eh;
+  std::memcpy(eh.reserved, handle, kGpuEventBytes);
+  CUevent ev = nullptr;
+  CUresult open_error = CUDA_SUCCESS;
+  const char *call = "cuIpcOpenEventHandle";
+  st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
+    CUresult r = drv.ipc_open_event_handle(&ev, eh);
+    if (r != CUDA_SUCCESS) {
+      ev = nullptr;
+      return open_error = r;
+    }
+    // A wait on the device, queued: the host goes on at once.
+    call = "cuStreamWaitEvent";
+    r = drv.stream_wait_event(stream_of(stream), ev, 0);
+    const CUresult destroyed = drv.event_destroy(ev);
+    ev = nullptr;
+    if (r == CUDA_SUCCESS && destroyed != CUDA_SUCCESS) {
+      call = "cuEventDestroy";
+      r = destroyed;
+    }
+    return r;
+  });
+  if (open_error != CUDA_SUCCESS) {
+    return fail(HURRAY_ERR_IPC,
+                "the message's IPC event cannot be opened on CUDA device %" PRId32
+                " (cuIpcOpenEventHandle failed with %s): the descriptor's event handle is not "
+                "one of another live process's events",
+                device.device_id, cuda_error_name(open_error));
+  }
+  return st;
+}
+
 int32_t device_count(int32_t *count) {
   const CudaDriver *d = cuda_driver();
   if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
@@ -181,8 +256,9 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
 }  // namespace
 
 extern const GpuIpc kCudaIpc;
-const GpuIpc kCudaIpc = {&export_memory, &open_mapping,      &close_mapping, &vmm_open,
-                         &vmm_close,     &is_stream_ordered, &device_count,  &device_uuid};
+const GpuIpc kCudaIpc = {&export_memory, &destroy_event, &wait_event, &open_mapping,
+                         &close_mapping, &vmm_open,      &vmm_close,  &is_stream_ordered,
+                         &device_count,  &device_uuid};
 
 }  // namespace hurray::detail
 

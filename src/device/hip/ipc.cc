@@ -18,19 +18,62 @@ namespace hurray::detail {
 namespace {
 
 static_assert(sizeof(hipIpcMemHandle_t) == kGpuIpcHandleBytes, "hipIpcMemHandle_t is 64 bytes");
+static_assert(sizeof(hipIpcEventHandle_t) == kGpuEventBytes, "hipIpcEventHandle_t is 64 bytes");
+
+// The release path: `op(runtime, &call)` with `device` current, from any
+// thread, never setting the message; a failure is counted. `what` names the
+// object in the report.
+template <typename Op>
+void release_with_device(hurray_device device, const void *what, const char *kind, Op op) {
+  if (hip_forked_child()) return count_fork_skip();
+  if (hip_torn_down()) return count_teardown_leak();
+  const HipRuntime *r = loaded_hip_runtime();  // loaded: it made `what`
+  if (r == nullptr) return;
+  const char *call = nullptr;
+  hipError_t e, restore;
+  {
+    DeviceScope scope(*r);
+    e = scope.enter(device.device_id, &call);
+    if (e == hipSuccess) e = op(*r, &call);
+    restore = scope.leave();
+  }
+  if (e == hipSuccess && restore == hipSuccess) return;
+  if (e == hipErrorDeinitialized || restore == hipErrorDeinitialized) {
+    mark_hip_torn_down();
+    if (e != hipSuccess) count_teardown_leak();
+    return;
+  }
+  if (e == hipSuccess) {
+    call = "hipSetDevice";
+    e = restore;
+  }
+  report_failed_release(HURRAY_ERR_DEVICE,
+                        "%s failed with %s (%d) closing %p (HIP device %" PRId32 ", %s)", call,
+                        hip_error_name(e), static_cast<int>(e), what, device.device_id, kind);
+}
 
 int32_t missing(const HipRuntime &r) {
   if (r.ipc_get_mem_handle != nullptr && r.ipc_open_mem_handle != nullptr &&
-      r.ipc_close_mem_handle != nullptr && r.mem_get_address_range != nullptr) {
+      r.ipc_close_mem_handle != nullptr && r.mem_get_address_range != nullptr &&
+      r.ipc_get_event_handle != nullptr && r.ipc_open_event_handle != nullptr) {
     return HURRAY_OK;
   }
   return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
               "%s lacks the HIP IPC entry points (hipIpcGetMemHandle, hipIpcOpenMemHandle, "
-              "hipIpcCloseMemHandle, hipMemGetAddressRange)",
+              "hipIpcCloseMemHandle, hipMemGetAddressRange, hipIpcGetEventHandle, "
+              "hipIpcOpenEventHandle)",
               r.path);
 }
 
-int32_t export_memory(hurray_device device, const void *data, bool stream_ordered,
+void destroy_event(hurray_device device, void *event) {
+  release_with_device(device, event, "an IPC export's event",
+                      [&](const HipRuntime &r, const char **call) {
+                        *call = "hipEventDestroy";
+                        return r.event_destroy(static_cast<hipEvent_t>(event));
+                      });
+}
+
+int32_t export_memory(hurray_device device, const void *data, bool stream_ordered, void *stream,
                       GpuIpcExport *out) {
   if (stream_ordered) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -43,11 +86,10 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   int32_t st = missing(*rt);
   if (st != HURRAY_OK) return st;
   hipError_t got = hipSuccess;
-  const char *call = "hipDeviceSynchronize";
+  const char *call = "hipMemGetAddressRange";
+  hipEvent_t ev = nullptr;
   st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
-    hipError_t e = r.device_synchronize();
-    if (e != hipSuccess) return e;
-    call = "hipMemGetAddressRange";
+    hipError_t e;
     hipDeviceptr_t base = nullptr;
     size_t size = 0;
     e = r.mem_get_address_range(&base, &size, const_cast<void *>(data));
@@ -60,8 +102,29 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     out->alloc_size = size;
     out->data_offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(data) -
                                              reinterpret_cast<uintptr_t>(base));
+    // What the receiver waits for (ipc.md §6): an interprocess event
+    // recorded on the caller's stream (NULL: the null stream), no host wait.
+    call = "hipEventCreateWithFlags";
+    e = r.event_create_with_flags(&ev, hipEventInterprocess | hipEventDisableTiming);
+    if (e != hipSuccess) {
+      ev = nullptr;
+      return e;
+    }
+    call = "hipEventRecord";
+    e = r.event_record(ev, static_cast<hipStream_t>(stream));
+    if (e != hipSuccess) return e;
+    call = "hipIpcGetEventHandle";
+    hipIpcEventHandle_t eh;
+    e = r.ipc_get_event_handle(&eh, ev);
+    if (e != hipSuccess) return e;
+    std::memcpy(out->event_handle, &eh, kGpuEventBytes);
     return e;
   });
+  if (st == HURRAY_OK) {
+    out->event = ev;
+  } else if (ev != nullptr) {
+    destroy_event(device, ev);  // nothing is sent
+  }
   if (st != HURRAY_OK && got != hipSuccess && got != hipErrorOutOfMemory) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%p on HIP device %" PRId32
@@ -121,6 +184,39 @@ void close_mapping(hurray_device device, void *base) {
                         call, hip_error_name(e), static_cast<int>(e), base, device.device_id);
 }
 
+int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
+  const HipRuntime *rt = hip_runtime();
+  if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  int32_t st = missing(*rt);
+  if (st != HURRAY_OK) return st;
+  hipIpcEventHandle_t eh;
+  std::memcpy(&eh, handle, kGpuEventBytes);
+  hipError_t open_error = hipSuccess;
+  const char *call = "hipIpcOpenEventHandle";
+  st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
+    hipEvent_t ev = nullptr;
+    hipError_t e = r.ipc_open_event_handle(&ev, eh);
+    if (e != hipSuccess) return open_error = e;
+    // A wait on the device, queued: the host goes on at once.
+    call = "hipStreamWaitEvent";
+    e = r.stream_wait_event(static_cast<hipStream_t>(stream), ev, 0);
+    const hipError_t destroyed = r.event_destroy(ev);
+    if (e == hipSuccess && destroyed != hipSuccess) {
+      call = "hipEventDestroy";
+      e = destroyed;
+    }
+    return e;
+  });
+  if (open_error != hipSuccess) {
+    return fail(HURRAY_ERR_IPC,
+                "the message's IPC event cannot be opened on HIP device %" PRId32
+                " (hipIpcOpenEventHandle failed with %s): the descriptor's event handle is not "
+                "one of another live process's events",
+                device.device_id, hip_error_name(open_error));
+  }
+  return st;
+}
+
 // hip.cc's DeviceMemory for hipMallocAsync memory: order 0 with a stream.
 bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == 0 && mem.stream != nullptr; }
 
@@ -161,8 +257,9 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
 }  // namespace
 
 extern const GpuIpc kHipIpc;
-const GpuIpc kHipIpc = {&export_memory, &open_mapping,      &close_mapping, nullptr,
-                        nullptr,        &is_stream_ordered, &device_count,  &device_uuid};
+const GpuIpc kHipIpc = {&export_memory, &destroy_event, &wait_event, &open_mapping,
+                        &close_mapping, nullptr,        nullptr,     &is_stream_ordered,
+                        &device_count,  &device_uuid};
 
 }  // namespace hurray::detail
 

@@ -85,7 +85,9 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipIpcCloseMemHandle", &r.ipc_close_mem_handle, false) &&
          get(lib, "hipMemGetAddressRange", &r.mem_get_address_range, false) &&
          get(lib, "hipDeviceGet", &r.device_get, false) &&
-         get(lib, "hipDeviceGetUuid", &r.device_get_uuid, false);
+         get(lib, "hipDeviceGetUuid", &r.device_get_uuid, false) &&
+         get(lib, "hipIpcGetEventHandle", &r.ipc_get_event_handle, false) &&
+         get(lib, "hipIpcOpenEventHandle", &r.ipc_open_event_handle, false);
 }
 
 void *open_library() {

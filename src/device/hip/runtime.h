@@ -84,6 +84,9 @@ struct HipRuntime {
   // optional like the above.
   hipError_t (*device_get)(hipDevice_t *, int);
   hipError_t (*device_get_uuid)(hipUUID *, hipDevice_t);
+  // IPC events (device/hip/ipc.cc, ipc.md §6); optional like the above.
+  hipError_t (*ipc_get_event_handle)(hipIpcEventHandle_t *, hipEvent_t);
+  hipError_t (*ipc_open_event_handle)(hipEvent_t *, hipIpcEventHandle_t);
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns
