@@ -9,44 +9,20 @@
 #include <cstdlib>
 #include <string>
 
-#include "support.h"
+#include "ipc_suite.h"
 
 namespace gpu_test {
 namespace {
-
-struct CudaVendor {
-  static constexpr int32_t kType = HURRAY_DEVICE_CUDA;
-  static constexpr const char *kEnv = "HURRAY_CUDA_DRIVER_PATH";
-  static std::string fake() { return HURRAY_FAKE_CUDA_PATH_OR_EMPTY; }
-};
-struct HipVendor {
-  static constexpr int32_t kType = HURRAY_DEVICE_ROCM;
-  static constexpr const char *kEnv = "HURRAY_HIP_LIBRARY_PATH";
-  static std::string fake() { return HURRAY_FAKE_HIP_PATH_OR_EMPTY; }
-};
 
 template <typename V>
 class GpuIdentity : public ::testing::Test {
  protected:
   // Runs `probe ipc-CMD TYPE` with the vendor's fake (two fake GPUs
   // installed); every check it made must have held.
-  void run(const char *cmd) {
-    if (V::fake().empty()) GTEST_SKIP() << "this build has no fake for the vendor";
-    // As in ipc_test.cc: the watcher thread's DTLS confuses LeakSanitizer.
-    const char *lsan = std::getenv("LSAN_OPTIONS");
-    const std::string lsan_options =
-        (lsan != nullptr && lsan[0] != '\0' ? std::string(lsan) + ":" : std::string()) +
-        "use_tls=0";
-    ProbeResult r = run_probe({std::string("ipc-") + cmd, std::to_string(V::kType)},
-                              {{V::kEnv, V::fake()}, {"LSAN_OPTIONS", lsan_options}});
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-    EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("check "), std::string::npos) << "no check ran\n" << r.out << r.err;
-  }
+  void run(const char *cmd) { run_ipc_probe<V>(std::string("ipc-") + cmd); }
 };
 
-using Vendors = ::testing::Types<CudaVendor, HipVendor>;
-TYPED_TEST_SUITE(GpuIdentity, Vendors);
+TYPED_TEST_SUITE(GpuIdentity, IpcVendors);
 
 // Sender sees the GPUs as "1,0", receiver as "0,1": each allocation is
 // opened in, and labelled with, the receiver's own ordinal of its GPU.
@@ -69,7 +45,7 @@ TYPED_TEST(GpuIdentity, WorkerSendsItBack) { this->run("local-forward"); }
 
 // A CUDA VMM import grants access (cuMemSetAccess) to the receiver's own
 // ordinal of the GPU.
-using CudaIdentity = GpuIdentity<CudaVendor>;
+using CudaIdentity = GpuIdentity<IpcCudaVendor>;
 TEST_F(CudaIdentity, VmmImportGrantsTheReceiversOrdinal) { run("identity-vmm"); }
 
 }  // namespace

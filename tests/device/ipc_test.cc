@@ -8,48 +8,20 @@
 #include <cstdlib>
 #include <string>
 
-#include "support.h"
+#include "ipc_suite.h"
 
 namespace gpu_test {
 namespace {
-
-struct CudaVendor {
-  static constexpr int32_t kType = HURRAY_DEVICE_CUDA;
-  static constexpr const char *kEnv = "HURRAY_CUDA_DRIVER_PATH";
-  static std::string fake() { return HURRAY_FAKE_CUDA_PATH_OR_EMPTY; }
-};
-struct HipVendor {
-  static constexpr int32_t kType = HURRAY_DEVICE_ROCM;
-  static constexpr const char *kEnv = "HURRAY_HIP_LIBRARY_PATH";
-  static std::string fake() { return HURRAY_FAKE_HIP_PATH_OR_EMPTY; }
-};
 
 template <typename V>
 class GpuIpc : public ::testing::Test {
  protected:
   // Runs `probe ipc-CMD TYPE` with the vendor's fake; every check it made
   // must have held.
-  void run(const char *cmd) {
-    if (V::fake().empty()) GTEST_SKIP() << "this build has no fake for the vendor";
-    // The producer's release runs on the sender's watcher thread, which
-    // lives until exit and has touched the fake's thread_local state (a
-    // dlopened library's dynamic TLS). LeakSanitizer misreads that thread's
-    // DTLS at exit (a garbage range, "Tracer caught signal 11"), so its TLS
-    // scan is turned off for the probe; heap and stacks are still scanned.
-    const char *lsan = std::getenv("LSAN_OPTIONS");
-    const std::string lsan_options =
-        (lsan != nullptr && lsan[0] != '\0' ? std::string(lsan) + ":" : std::string()) +
-        "use_tls=0";
-    ProbeResult r = run_probe({std::string("ipc-") + cmd, std::to_string(V::kType)},
-                              {{V::kEnv, V::fake()}, {"LSAN_OPTIONS", lsan_options}});
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-    EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("check "), std::string::npos) << "no check ran\n" << r.out << r.err;
-  }
+  void run(const char *cmd) { run_ipc_probe<V>(std::string("ipc-") + cmd); }
 };
 
-using Vendors = ::testing::Types<CudaVendor, HipVendor>;
-TYPED_TEST_SUITE(GpuIpc, Vendors);
+TYPED_TEST_SUITE(GpuIpc, IpcVendors);
 
 // A forked child imports an allocation and a share of it, reads the parent's
 // values and writes one back; the producer's release runs once, after the
@@ -68,7 +40,7 @@ TYPED_TEST(GpuIpc, MalformedDescriptorsAreRefused) { this->run("malformed"); }
 TYPED_TEST(GpuIpc, UnexportableMemoryIsRefused) { this->run("refusals"); }
 
 // CUDA VMM allocations (cuMemCreate + cuMemMap) as POSIX fds, kind 2.
-using CudaVmmIpc = GpuIpc<CudaVendor>;
+using CudaVmmIpc = GpuIpc<IpcCudaVendor>;
 
 // A child imports an allocation and a share of it, reads, writes one the
 // parent reads, releases: every import-side cuMemMap undone (cuMemUnmap,
