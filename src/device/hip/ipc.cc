@@ -153,35 +153,11 @@ int32_t open_mapping(hurray_device device, const uint8_t *handle, void **base) {
 }
 
 void close_mapping(hurray_device device, void *base) {
-  if (hip_forked_child()) return count_fork_skip();
-  if (hip_torn_down()) return count_teardown_leak();
-  const HipRuntime *r = loaded_hip_runtime();  // loaded: it opened `base`
-  if (r == nullptr) return;
-  const char *call = nullptr;
-  hipError_t e, restore;
-  {
-    DeviceScope scope(*r);
-    e = scope.enter(device.device_id, &call);
-    if (e == hipSuccess) {
-      call = "hipIpcCloseMemHandle";
-      e = r->ipc_close_mem_handle(base);
-    }
-    restore = scope.leave();
-  }
-  if (e == hipSuccess && restore == hipSuccess) return;
-  if (e == hipErrorDeinitialized || restore == hipErrorDeinitialized) {
-    mark_hip_torn_down();
-    if (e != hipSuccess) count_teardown_leak();
-    return;
-  }
-  if (e == hipSuccess) {
-    call = "hipSetDevice";
-    e = restore;
-  }
-  report_failed_release(HURRAY_ERR_DEVICE,
-                        "%s failed with %s (%d) closing %p (HIP device %" PRId32
-                        ", memory of another process)",
-                        call, hip_error_name(e), static_cast<int>(e), base, device.device_id);
+  release_with_device(device, base, "memory of another process",
+                      [base](const HipRuntime &r, const char **call) {
+                        *call = "hipIpcCloseMemHandle";
+                        return r.ipc_close_mem_handle(base);
+                      });
 }
 
 int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
