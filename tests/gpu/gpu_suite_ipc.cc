@@ -258,6 +258,20 @@ hurray_buffer counted_view(CUdeviceptr p, std::atomic<int> *releases) {
   return h;
 }
 
+// Whether device 0 can export VMM allocations as POSIX fds (a failed driver
+// call fails the check, as CU does); prints why the case is skipped when not.
+bool device0_exports_vmm_fds() {
+  int supported = 0;
+  CUdevice dev0;
+  CU(cuDeviceGet(&dev0, 0));
+  CU(cuDeviceGetAttribute(&supported,
+                          CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev0));
+  if (supported == 0) {
+    std::printf("note: device 0 cannot export VMM allocations as POSIX fds; case skipped\n");
+  }
+  return supported != 0;
+}
+
 }  // namespace
 
 void ipc_checks() {
@@ -274,15 +288,7 @@ void ipc_checks() {
   // (kind 2: the allocation travels as an fd); one made without it is
   // refused with nothing consumed.
   run("VMM allocation to another process and back", [&] {
-    int supported = 0;
-    CUdevice dev0;
-    CU(cuDeviceGet(&dev0, 0));
-    CU(cuDeviceGetAttribute(&supported,
-                            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev0));
-    if (supported == 0) {
-      std::printf("note: device 0 cannot export VMM allocations as POSIX fds; case skipped\n");
-      return;
-    }
+    if (!device0_exports_vmm_fds()) return;
     std::atomic<int> releases{0};
     hurray_buffer plain{};
     CU(vmm_alloc(0, &releases, &plain));
@@ -309,15 +315,7 @@ void ipc_checks() {
   // (cuMemMap offset > 0, where the driver allows it): refused, since the
   // receiver would map the first half.
   run("VMM allocations back to back in one reservation", [&] {
-    int supported = 0;
-    CUdevice dev0;
-    CU(cuDeviceGet(&dev0, 0));
-    CU(cuDeviceGetAttribute(&supported,
-                            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev0));
-    if (supported == 0) {
-      std::printf("note: device 0 cannot export VMM allocations as POSIX fds; case skipped\n");
-      return;
-    }
+    if (!device0_exports_vmm_fds()) return;
     CUmemAllocationProp prop;
     std::memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
