@@ -59,11 +59,7 @@ int logged(const char *fn, fake_call *out, int max) {
 [[noreturn]] void order_child(int sock) {
   setenv(visible_env(), "0,1", 1);  // physical 0 is ordinal 0, physical 1 ordinal 1
   hurray_buffer a{}, b{};
-  const int32_t sa = hurray_ipc_recv(sock, &a);
-  const int32_t sb = sa == HURRAY_OK ? hurray_ipc_recv(sock, &b) : sa;
-  check(sa == HURRAY_OK && sb == HURRAY_OK, "child_recv", "%s %s", hurray_status_name(sa),
-        hurray_last_error());
-  if (sa != HURRAY_OK || sb != HURRAY_OK) _exit(1);
+  child_recv_two(sock, &a, &b);
   // The sender's ordinal 0 is physical GPU 1: this process's ordinal 1.
   check(a.device.device_type == g_type && a.device.device_id == 1, "first_on_own_ordinal",
         "device_id %d (want 1)", a.device.device_id);

@@ -48,11 +48,7 @@ int32_t alloc(hurray_buffer *h, int64_t n = 16) {
 // The child of roundtrip: receives two handles, checks and writes, releases.
 [[noreturn]] void roundtrip_child(int sock) {
   hurray_buffer a{}, b{};
-  const int32_t sa = hurray_ipc_recv(sock, &a);
-  const int32_t sb = sa == HURRAY_OK ? hurray_ipc_recv(sock, &b) : sa;
-  check(sa == HURRAY_OK && sb == HURRAY_OK, "child_recv", "%s %s", hurray_status_name(sa),
-        hurray_last_error());
-  if (sa != HURRAY_OK || sb != HURRAY_OK) _exit(1);
+  child_recv_two(sock, &a, &b);
   check(a.device.device_type == g_type && a.ndim == 1 && a.shape[0] == 16, "child_layout", "");
   check(call_count(open_call()) == 2 && ipc_open_count() == 2, "child_opened", "%d",
         call_count(open_call()));

@@ -85,6 +85,16 @@ bool wait_until(F cond) {
 
 inline bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
 
+// A receiving child's first step: two handles from `sock` into *a and *b,
+// checked as "child_recv"; the child exits with 1 when either failed.
+inline void child_recv_two(int sock, hurray_buffer *a, hurray_buffer *b) {
+  const int32_t sa = hurray_ipc_recv(sock, a);
+  const int32_t sb = sa == HURRAY_OK ? hurray_ipc_recv(sock, b) : sa;
+  check(sa == HURRAY_OK && sb == HURRAY_OK, "child_recv", "%s %s", hurray_status_name(sb),
+        hurray_last_error());
+  if (sa != HURRAY_OK || sb != HURRAY_OK) _exit(1);
+}
+
 inline int wait_child(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {

@@ -95,11 +95,7 @@ int32_t vmm_handle(hurray_buffer *h, unsigned long long types) {
 [[noreturn]] void roundtrip_child(int sock) {
   const int fds_before = count_fds();
   hurray_buffer a{}, b{};
-  const int32_t sa = hurray_ipc_recv(sock, &a);
-  const int32_t sb = sa == HURRAY_OK ? hurray_ipc_recv(sock, &b) : sa;
-  check(sa == HURRAY_OK && sb == HURRAY_OK, "child_recv", "%s %s", hurray_status_name(sa),
-        hurray_last_error());
-  if (sa != HURRAY_OK || sb != HURRAY_OK) _exit(1);
+  child_recv_two(sock, &a, &b);
   check(a.device.device_type == HURRAY_DEVICE_CUDA && a.ndim == 1 && a.shape[0] == 16,
         "child_layout", "");
   check(call_count("cuMemImportFromShareableHandle") == 2 && call_count("cuMemMap") == 2 &&
