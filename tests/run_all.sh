@@ -46,6 +46,7 @@
 # Name stages to run only those (deps always runs first), e.g.
 #   bash tests/run_all.sh dev tsan
 #
+# Each stage starts with "=== stage k/N name (elapsed time; failures so far)".
 # Every stage runs even if an earlier one failed; the summary at the end says
 # which failed, and the exit status is non-zero if any did.
 set -uo pipefail
@@ -61,22 +62,31 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
+total_start=$(date +%s)
 DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python distributed extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
+STAGE_K=0 # the stage now running, 1-based, deps included
+STAGE_N=$((${#STAGES[@]} + 1))
 N_PASSED=0
 N_FAILED=0
 
 say() { printf '\n=== %s\n' "$*"; }
+# Minutes and seconds since the test command started ("3m07s").
+elapsed() {
+  local s=$(($(date +%s) - total_start))
+  printf '%dm%02ds' $((s / 60)) $((s % 60))
+}
 
 # Runs one stage function, timing it and recording its outcome. The stage's
 # output goes to the terminal and to build/logs/<stage>.log; a stage may write
 # a short note for the summary to $STAGE_NOTE.
 run_stage() {
   local name=$1 fn=$2 start rc secs detail note
-  say "stage $name"
+  STAGE_K=$((STAGE_K + 1))
   start=$(date +%s)
+  say "stage $STAGE_K/$STAGE_N $name ($(elapsed) elapsed; ${N_FAILED} failed so far)"
   mkdir -p "$LOGS"
   export STAGE_NOTE=$LOGS/$name.note
   rm -f "$STAGE_NOTE"
@@ -189,7 +199,6 @@ stage_bindings() {
 }
 
 # --------------------------------------------------------------------------
-total_start=$(date +%s)
 overall=0
 run_stage deps stage_deps || {
   echo "dependencies could not be installed; not running the stages" >&2
@@ -206,7 +215,7 @@ for s in "${STAGES[@]}"; do
   run_stage "$s" "$fn" || overall=1
 done
 
-say "summary ($(( $(date +%s) - total_start ))s in all)"
+say "summary ($(( $(date +%s) - total_start ))s in all, $(elapsed))"
 for line in "${SUMMARY[@]}"; do echo "  $line"; done
 echo "stages: $N_PASSED passed, $N_FAILED failed"
 exit $overall
