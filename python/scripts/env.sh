@@ -59,3 +59,41 @@ sys.exit(0 if any(str(f).endswith("hurray/_native.pyi") for f in (d.files or [])
   hurray_py_log "building libhurray and hurray._native (pip install ./python)"
   "$HURRAY_PY" -m pip install -q --force-reinstall --no-deps "$repo/python" >&2
 }
+
+# A digest of everything the hurray module is built from (the library's
+# sources and build files and the Python package), to tell whether the module
+# installed in a venv is current.
+hurray_py_source_digest() {
+  local repo="$1"
+  local d dirs=()
+  for d in CMakeLists.txt cmake include src python third_party; do
+    [ -e "$repo/$d" ] && dirs+=("$d")
+  done
+  (cd "$repo" && find "${dirs[@]}" \
+     -path python/build -prune -o -path python/dist -prune -o -path '*/__pycache__' -prune -o -type f -print 2>/dev/null |
+     LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+}
+
+# hurray_py_install_module_if_changed REPO: hurray_py_install_module, unless
+# the venv's module was built from the same sources (a digest kept in
+# VENV/.hurray-source-digest) and still imports. While it builds (about 45 s
+# on 2 cores) a line every 10 s says how long it has been.
+hurray_py_install_module_if_changed() {
+  local repo="$1" stamp digest ticker rc
+  stamp="$(dirname "$(dirname "$HURRAY_PY")")/.hurray-source-digest"
+  digest=$(hurray_py_source_digest "$repo")
+  if [ -n "$digest" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ] &&
+     "$HURRAY_PY" -c 'import hurray' >/dev/null 2>&1; then
+    hurray_py_log "hurray is already built from these sources: not rebuilding (delete $stamp to force it)"
+    return 0
+  fi
+  rm -f "$stamp"
+  ( s=0; while sleep 10; do s=$((s + 10)); hurray_py_log "  still building (${s} s; about 45 s on 2 cores)"; done ) &
+  ticker=$!
+  rc=0
+  hurray_py_install_module "$repo" || rc=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
+  if [ "$rc" -eq 0 ] && [ -n "$digest" ]; then printf '%s\n' "$digest" > "$stamp"; fi
+  return "$rc"
+}
