@@ -70,7 +70,7 @@ hurray_py_source_digest() {
     [ -e "$repo/$d" ] && dirs+=("$d")
   done
   (cd "$repo" && find "${dirs[@]}" \
-     -path python/build -prune -o -path python/dist -prune -o -path '*/__pycache__' -prune -o -type f -print 2>/dev/null |
+     -name build -prune -o -name dist -prune -o -path '*/__pycache__' -prune -o -type f -print 2>/dev/null |
      LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
 }
 
