@@ -17,6 +17,7 @@
 #             names (for its offline build), each only when missing
 #   python    CMake, g++, python3 (the Python module's build; the venv and
 #             Python.h are python/scripts/env.sh's)
+#   docs      Doxygen (docs/build.sh, the API reference)
 #   style     what tests/style/check.sh runs: clang-format-14, Go (gofmt, and
 #             go vet, whose cgo needs gcc) and python3 with venv support (ruff
 #             itself comes from PyPI into the venv), each only when missing
@@ -63,6 +64,8 @@ set_core() {
   cmake --version | head -n 1
   g++ --version | head -n 1
 }
+
+set_docs() { install_packages doxygen; }
 
 # The libFuzzer runtime, probed by linking an empty fuzz target.
 set_fuzz() {
@@ -121,8 +124,8 @@ fi
 rc=0
 for set in "$@"; do
   case "$set" in
-    core|fuzz|bindings|python|style) "set_$set" || rc=1 ;;
-    *) deps_log "unknown set '$set' (known: core fuzz bindings python style)"; rc=2 ;;
+    core|fuzz|bindings|python|style|docs) "set_$set" || rc=1 ;;
+    *) deps_log "unknown set '$set' (known: core fuzz bindings python style docs)"; rc=2 ;;
   esac
 done
 exit "$rc"

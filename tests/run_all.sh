@@ -34,6 +34,10 @@
 #                   release stage's binary, else a Release build in build/bench),
 #                   run for a few seconds; no thresholds
 #   python          bash python/run_tests.sh
+#   docs            docs/build.sh: the API reference (Doxygen for the headers, pydoc
+#                   for the python stage's module) in build/docs/html, and
+#                   tests/docs/check_reference.py: every public C, C++ and Python
+#                   name is in it with its documentation (and its self-test)
 #   distributed     the Python tests that start a Ray or Dask cluster (pytest -m
 #                   distributed; ray and distributed installed when missing), against
 #                   a plain CMake build of the package in build/python-distributed
@@ -63,7 +67,7 @@ VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
 total_start=$(date +%s)
-DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python distributed extensions bindings)
+DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python docs distributed extensions bindings)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -178,6 +182,13 @@ stage_bench_smoke() {
 
 # python: the module's own test script, with the dev tree's fake CUDA driver.
 stage_python() { HURRAY_VENV=$VENV HURRAY_BUILD_DIR=$ROOT/build/dev bash python/run_tests.sh; }
+# docs: the reference, with the python stage's module when it imports.
+stage_docs() {
+  local py=()
+  "$VENV/bin/python" -c 'import hurray' 2>/dev/null && py=(HURRAY_DOCS_PYTHON="$VENV/bin/python")
+  env "${py[@]}" HURRAY_VENV="$VENV" bash docs/build.sh "$ROOT/build/docs" &&
+    python3 tests/docs/check_reference.py --self-test
+}
 # distributed: hurray.Buffer through Ray and Dask clusters (pytest -m distributed).
 stage_distributed() {
   HURRAY_VENV=$VENV HURRAY_PY_DISTRIBUTED=1 HURRAY_PY_FROM_BUILD=1 \

@@ -113,8 +113,10 @@ extern "C" {
 /* Layout version of hurray_buffer written in its `version` field (spec §2). */
 #define HURRAY_BUFFER_VERSION 1u
 
-/* DLPack version libhurray writes into the tensors it exports (spec §6). */
+/* DLPack version libhurray writes into the tensors it exports (spec §6):
+ * the major... */
 #define HURRAY_DLPACK_MAJOR 1u
+/* ...and the minor. */
 #define HURRAY_DLPACK_MINOR 3u
 
 /* Largest ndim accepted anywhere (spec §3). */
@@ -1466,7 +1468,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, c
  * are packed as (major << 16) | minor; pass HURRAY_API_VERSION to
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
+/* The table's minor: grows by one with each release that appends members. */
 #define HURRAY_API_VERSION_MINOR 3u
+/* Major and minor packed: the value to pass to hurray_get_api. */
 #define HURRAY_API_VERSION ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
 /* Oldest minor of this major that hurray_get_api serves: table 1.2 added
  * the pointer `extension_start` after the 16-byte header of 1.0 and 1.1,

@@ -46,12 +46,16 @@ struct DLPackVersionedDeleter {
     (void)hurray_dlpack_versioned_delete(t);
   }
 };
+// The same for legacy (unversioned) DLPack tensors.
 struct DLPackDeleter {
   void operator()(DLManagedTensor *t) const noexcept { (void)hurray_dlpack_delete(t); }
 };
 using DLPackVersionedPtr = std::unique_ptr<DLManagedTensorVersioned, DLPackVersionedDeleter>;
 using DLPackPtr = std::unique_ptr<DLManagedTensor, DLPackDeleter>;
 
+// Owns one hurray_buffer and releases it in its destructor; move-only. An
+// operation that consumes the handle leaves the Buffer empty on success and
+// untouched when it throws hurray::Error (docs/impl/c-ffi.md).
 class Buffer {
  public:
   Buffer() noexcept : h_() {}
