@@ -3,6 +3,7 @@
 library, CMake package and pkg-config file inside, found through hurray's
 functions and `python -m hurray`; and a working sdist."""
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -295,9 +296,19 @@ def test_the_readmes_python_blocks_run() -> None:
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
         text = f.read()
     blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
-    assert len(blocks) >= 2, "README.md's Python examples went missing"
+    assert len(blocks) >= 3, "README.md's Python examples went missing"
+    missing = set()
     for code in blocks:
+        # A block that imports a framework this venv lacks (python/run_tests.sh
+        # tolerates a failed jax or tensorflow install) is skipped, by name.
+        imported = re.findall(r"^(?:import|from) (\w+)", code, flags=re.M)
+        absent = sorted(m for m in imported if importlib.util.find_spec(m) is None)
+        if absent:
+            missing.update(absent)
+            continue
         r = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
         )
         assert r.returncode == 0, f"README block failed:\n{code}\n{r.stderr}"
+    if missing:
+        pytest.skip(f"README blocks that import {', '.join(sorted(missing))} were not run")
