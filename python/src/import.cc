@@ -22,6 +22,17 @@ int32_t hurray_import(DLManagedTensor *t, hurray_buffer *out) {
 
 }  // namespace
 
+namespace {
+
+bool has_no_elements(const hurray_buffer &h) {
+  for (int32_t i = 0; i < h.ndim; ++i) {
+    if (h.shape[i] == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 template <typename Tensor>
 int32_t import_tensor(Tensor *t, const char *what, hurray_buffer *out) {
   constexpr bool versioned = std::is_same<Tensor, DLManagedTensorVersioned>::value;
@@ -47,6 +58,13 @@ int32_t import_tensor(Tensor *t, const char *what, hurray_buffer *out) {
   // takes every legacy capsule as read-only; so does hurray, except for
   // libhurray's own exports, which unwrap to a handle with its own flags.
   if (!versioned && !ours) h.flags |= HURRAY_FLAG_READ_ONLY;
+  // No memory at all (data NULL, zero elements: torch's and pyarrow's
+  // empties): nothing can be written, and NumPy, which cannot view NULL,
+  // makes a writable empty array of its own whatever the flags said. So is
+  // the Buffer, so that an empty tensor reaches a legacy-only consumer
+  // (JAX, tvm_ffi) through hurray as it does directly. docs/impl/python.md,
+  // "Read-only memory: never more writable than the source".
+  if (h.data == nullptr && has_no_elements(h)) h.flags &= ~HURRAY_FLAG_READ_ONLY;
   *out = h;
   return HURRAY_OK;
 }
