@@ -237,6 +237,11 @@ def fetch(address: str, key: int, n: int) -> List[int]:
         try:
             s.sendall(_KEY.pack(key))
             msg, fds, flags, _ = socket.recv_fds(s, 1, n, socket.MSG_CMSG_CLOEXEC)
+            # recv_fds ignores its flags (python/cpython#107898): the fds
+            # arrive inheritable, and a program this process starts would
+            # keep the tensor's lifetime fd (and its pages) alive.
+            for fd in fds:
+                os.set_inheritable(fd, False)
         except OSError:
             with _lock:
                 if _conns.get(address, (None,))[0] is s:

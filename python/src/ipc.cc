@@ -6,8 +6,10 @@
 // receiver turns descriptor and fds back into a Buffer (hurray_ipc_import).
 // Lifetime: the sender keeps a reference to the memory until every copy of
 // the message's lifetime fd is closed in every process (docs/impl/ipc.md).
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 
 #include "binding.h"
@@ -91,7 +93,7 @@ PyObject *mod_ipc_import(PyObject *, PyObject *args) {
   bool ok = true;
   PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;  // the first error, raised at the end
   for (Py_ssize_t i = 0; i < n; ++i) {
-    long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+    long long fd = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
     if (fd == -1 && PyErr_Occurred()) {
       if (ok) {
         PyErr_Fetch(&et, &ev, &tb);
@@ -101,7 +103,23 @@ PyObject *mod_ipc_import(PyObject *, PyObject *args) {
       }
       continue;
     }
+    if (fd < 0 || fd > INT_MAX) {
+      // Not an fd at all: refused, and never cast (2**32 + 4 would close
+      // fd 4, which belongs to someone else).
+      if (ok) {
+        PyErr_Format(PyExc_ValueError, "%s: %lld is not a file descriptor", what, fd);
+        PyErr_Fetch(&et, &ev, &tb);
+        ok = false;
+      }
+      continue;
+    }
     if (nfds < HURRAY_IPC_MAX_FDS) {
+      // Kept fds never leak into programs this process starts (os.system,
+      // subprocess with close_fds=False): a child holding the lifetime fd
+      // would delay the sender's return and could map the tensor. Python's
+      // socket.recv_fds ignores MSG_CMSG_CLOEXEC (python/cpython#107898),
+      // and spawn's arguments arrive inheritable, so it is set here.
+      (void)fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
       fds[nfds++] = static_cast<int>(fd);
     } else {
       (void)close(static_cast<int>(fd));  // too many: refused below, closed now

@@ -3,7 +3,7 @@
 processes: spawn passes the parent's sys.path)."""
 
 import os
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -99,3 +99,40 @@ def put_and_return(q: Any) -> None:
     b = hurray.empty(4, "float64", shared=True)
     np.from_dlpack(b)[...] = 5
     q.put(b)
+
+
+def inheritable_fds_after_receiving(conn: Any) -> None:
+    """Receives one Buffer, starts a shell that leaves a background sleep
+    behind (as os.system("... &") does), reports the fds that receiving made
+    and a started program would inherit (the worker's own inheritable fds
+    from before, the harness's and multiprocessing's, are not hurray's),
+    then releases the Buffer."""
+    before = _inheritable_now()
+    buf = conn.recv()
+    os.system("sleep 3 &")
+    leaked = sorted(set(_inheritable_now()) - set(before))
+    buf.release()
+    del buf
+    conn.send(leaked)
+
+
+def _inheritable_now() -> List[str]:
+    out = []
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        if _inheritable(fd):
+            out.append(f"{fd} -> {_target(fd)}")
+    return out
+
+
+def _inheritable(fd: int) -> bool:
+    try:
+        return os.get_inheritable(fd)
+    except OSError:  # the listing's own fd, closed by now
+        return False
+
+
+def _target(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""

@@ -495,3 +495,51 @@ def test_worker_that_exits_right_after_sending(ctx: Any) -> None:
     finally:
         if p.is_alive():
             p.kill()
+
+
+def test_received_fds_are_close_on_exec(ctx: Any) -> None:
+    """A worker that starts a program (a shell leaving `sleep 3 &` behind)
+    after receiving a Buffer passes none of its fds on: the memory goes as
+    soon as the worker releases, not when the sleep ends."""
+    b = shared(8)
+    where = mp_aid.mapping_of(b.data_ptr)
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=mp_aid.inheritable_fds_after_receiving, args=(child,))
+    p.start()
+    child.close()
+    try:
+        parent.send(b)
+        b.release()
+        assert parent.poll(TIMEOUT)
+        assert parent.recv() == []  # no fd a started program would inherit
+        start = time.monotonic()
+        assert wait_for(lambda: not mp_aid.inode_mapped(where), seconds=2.5), (
+            "the memory stayed mapped: the background sleep kept the lifetime fd"
+        )
+        assert time.monotonic() - start < 2.5
+    finally:
+        parent.close()
+        p.join(TIMEOUT)
+        if p.is_alive():
+            p.kill()
+
+
+def test_import_refuses_a_number_that_is_no_fd() -> None:
+    """2**32 + fd is not cast to fd (which would close someone else's fd)."""
+    from hurray import _native
+
+    b = shared(8)
+    desc, fds, legacy = _native._ipc_export(b)
+    r, w = os.pipe()
+    try:
+        for bad in (2**32 + r, -1, 2**63 - 1):
+            with pytest.raises(ValueError, match="is not a file descriptor"):
+                _native._ipc_import(desc, [bad], legacy)
+            os.fstat(r)  # still open: nothing was cast and closed
+        buf = _native._ipc_import(desc, list(fds), legacy)  # the real fds still work
+        assert buf.shape == (8,)
+        buf.release()
+    finally:
+        os.close(r)
+        os.close(w)
+        b.release()
