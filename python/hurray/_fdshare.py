@@ -237,7 +237,7 @@ def fetch(address: str, key: int, n: int) -> List[int]:
         try:
             s.sendall(_KEY.pack(key))
             msg, fds, flags, _ = socket.recv_fds(s, 1, n, socket.MSG_CMSG_CLOEXEC)
-            # recv_fds ignores its flags (python/cpython#107898): the fds
+            # recv_fds ignores its flags (CPython gh-107898): the fds
             # arrive inheritable, and a program this process starts would
             # keep the tensor's lifetime fd (and its pages) alive.
             for fd in fds:

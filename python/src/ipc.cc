@@ -117,7 +117,7 @@ PyObject *mod_ipc_import(PyObject *, PyObject *args) {
       // Kept fds never leak into programs this process starts (os.system,
       // subprocess with close_fds=False): a child holding the lifetime fd
       // would delay the sender's return and could map the tensor. Python's
-      // socket.recv_fds ignores MSG_CMSG_CLOEXEC (python/cpython#107898),
+      // socket.recv_fds ignores MSG_CMSG_CLOEXEC (CPython gh-107898),
       // and spawn's arguments arrive inheritable, so it is set here.
       (void)fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
       fds[nfds++] = static_cast<int>(fd);
