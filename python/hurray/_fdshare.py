@@ -6,13 +6,17 @@ multiprocessing's own ``resource_sharer`` makes one new authenticated
 connection per fd handed over (connect, an HMAC challenge both ways, one
 request); that is most of the cost of a small handoff. Here each sending
 process runs one listening Unix socket (abstract name, started on first
-use, one thread per connected receiver) and each receiving process keeps
-one connection per sender open, so a handoff costs one 8-byte request and
-one ``SCM_RIGHTS`` reply.
+use, served by one thread whatever the number of receivers) and each
+receiving process keeps one connection per sender open, so a handoff costs
+one 8-byte request and one ``SCM_RIGHTS`` reply.
 
 * ``offer(fds) -> (address, key)``: duplicates the fds and keeps them until
-  the key is fetched (a message that is never received keeps them until
-  this process exits, as resource_sharer does).
+  the key is fetched, within two bounds a user can set: at most
+  ``HURRAY_MP_PENDING_FDS`` fds (default 4096) are held for messages not
+  yet received (an offer beyond that raises ``OSError`` and holds nothing),
+  and an offer not fetched within ``HURRAY_MP_PENDING_SECONDS`` (default
+  600; 0 for never) is dropped and its fds closed, so messages sent to a
+  consumer that died give their memory back.
 * ``fetch(address, key, n) -> fds``: the receiver's side; the fds are the
   caller's.
 * Only a peer of the same user is served or trusted (``SO_PEERCRED``); the
@@ -27,9 +31,11 @@ one ``SCM_RIGHTS`` reply.
   with it before the receiver fetched them.
 """
 
+import errno
 import math
 import os
 import secrets
+import selectors
 import socket
 import struct
 import threading
@@ -39,6 +45,12 @@ from typing import Dict, List, Optional, Set, Tuple
 _KEY = struct.Struct("<Q")
 _OK, _MISSING = b"\x01", b"\x00"
 _DEFAULT_EXIT_WAIT = 5.0
+_DEFAULT_PENDING_FDS = 4096
+_DEFAULT_PENDING_SECONDS = 600.0
+# How long the server waits for one request's 8 bytes, or for its reply to
+# go out, before it drops that connection (peers are processes of the same
+# user; this only keeps a stuck one from stalling the others).
+_IO_TIMEOUT = 5.0
 
 
 def exit_wait_limit() -> float:
@@ -48,6 +60,25 @@ def exit_wait_limit() -> float:
     except ValueError:
         return _DEFAULT_EXIT_WAIT
     return limit if math.isfinite(limit) and limit >= 0 else _DEFAULT_EXIT_WAIT
+
+
+def _env_number(name: str, default: float) -> float:
+    """A finite number >= 0 from the environment, else the default."""
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if math.isfinite(value) and value >= 0 else default
+
+
+def pending_fds_limit() -> int:
+    """HURRAY_MP_PENDING_FDS: fds held at most for messages not yet received."""
+    return int(_env_number("HURRAY_MP_PENDING_FDS", _DEFAULT_PENDING_FDS))
+
+
+def pending_seconds_limit() -> float:
+    """HURRAY_MP_PENDING_SECONDS: how long an unfetched offer is kept (0: always)."""
+    return _env_number("HURRAY_MP_PENDING_SECONDS", _DEFAULT_PENDING_SECONDS)
 
 
 def _close_all(fds: List[int]) -> None:
@@ -75,17 +106,32 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 
 
 class _Server:
+    """The listening socket, the offers and the one thread that accepts and
+    serves every connection (a selector loop: receivers keep their
+    connection for the life of the process, so a thread per connection grew
+    without bound)."""
+
     def __init__(self) -> None:
         self.address = f"\0hurray-fds-{os.getpid()}-{secrets.token_hex(8)}"
         self.lock = threading.Lock()
         self.pending: Dict[int, List[int]] = {}
+        self.deadlines: Dict[int, float] = {}  # key -> monotonic time it expires
+        self.npending = 0  # fds in self.pending
+        self.expired = 0  # offers dropped unfetched, since start
         self.sending: Dict[int, List[int]] = {}  # taken, reply not yet sent
         self.conns: Set[socket.socket] = set()  # accepted, being served
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.bind(self.address)
         self.sock.listen(64)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.sock, selectors.EVENT_READ, None)
+        # Wakes the loop when an offer with a deadline arrives while it waits.
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, False)
         self.fetched = threading.Condition(self.lock)
-        threading.Thread(target=self._accept, name="hurray-fd-server", daemon=True).start()
+        threading.Thread(target=self._run, name="hurray-fd-server", daemon=True).start()
 
     def drain(self) -> None:
         """Waits (bounded) until every offer was fetched and its reply sent."""
@@ -99,6 +145,18 @@ class _Server:
                 self.fetched.wait(min(left, 60.0))
 
     def offer(self, fds: List[int]) -> int:
+        limit = pending_fds_limit()
+        ttl = pending_seconds_limit()
+        with self.lock:
+            self._expire_locked(time.monotonic())
+            if self.npending + len(fds) > limit:
+                raise OSError(
+                    errno.EMFILE,
+                    f"hurray: {self.npending} fds are already held for messages that no "
+                    f"process has received yet, and {len(fds)} more would pass "
+                    f"HURRAY_MP_PENDING_FDS={limit}: is the receiving process alive and "
+                    "reading? (raise the limit for larger backlogs)",
+                )
         dups: List[int] = []
         try:
             for fd in fds:
@@ -112,47 +170,99 @@ class _Server:
             while key in self.pending:
                 key = secrets.randbits(63)
             self.pending[key] = dups
+            self.npending += len(dups)
+            if ttl > 0:
+                self.deadlines[key] = time.monotonic() + ttl
+        if ttl > 0:
+            try:
+                os.write(self.wake_w, b"\0")
+            except OSError:  # full: the loop has wake-ups pending already
+                pass
         return key
 
-    def _accept(self) -> None:
-        sock = self.sock
+    def _take_locked(self, key: int) -> Optional[List[int]]:
+        fds = self.pending.pop(key, None)
+        self.deadlines.pop(key, None)
+        if fds is not None:
+            self.npending -= len(fds)
+        return fds
+
+    def _expire_locked(self, now: float) -> None:
+        """Drops the offers whose time is up (their fds closed)."""
+        for key in [k for k, t in self.deadlines.items() if t <= now]:
+            fds = self._take_locked(key)
+            if fds is not None:
+                self.expired += 1
+                _close_all(fds)
+        if not self.pending:
+            self.fetched.notify_all()
+
+    def _next_deadline(self) -> Optional[float]:
+        with self.lock:
+            if not self.deadlines:
+                return None
+            return max(0.0, min(self.deadlines.values()) - time.monotonic())
+
+    def _run(self) -> None:
         while True:
             try:
-                conn, _ = sock.accept()
-            except OSError:
-                if sock.fileno() == -1:
-                    return  # closed
-                # Out of fds (EMFILE, ENFILE) or memory, or a connection
-                # aborted while queued: the server stays, the next one may
-                # succeed. A pause, so a lasting shortage does not spin.
-                time.sleep(0.05)
-                continue
-            try:
-                if _peer_uid(conn) != os.geteuid():
-                    conn.close()
-                    continue
-                with self.lock:
-                    self.conns.add(conn)
-                threading.Thread(
-                    target=self._serve, args=(conn,), name="hurray-fd-conn", daemon=True
-                ).start()
-            except (OSError, RuntimeError):  # no thread could be started
-                with self.lock:
-                    self.conns.discard(conn)
-                conn.close()
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            while self._serve_one(conn):
-                pass
-        finally:
+                events = self.selector.select(self._next_deadline())
+            except (OSError, ValueError):
+                return  # the selector was closed (a forked child's copy)
             with self.lock:
-                self.conns.discard(conn)
-            conn.close()
+                self._expire_locked(time.monotonic())
+            for key, _ in events:
+                if key.data is None:
+                    if not self._accept_one():
+                        return
+                elif key.data is False:
+                    try:
+                        os.read(self.wake_r, 4096)
+                    except OSError:
+                        pass
+                else:
+                    conn = key.fileobj
+                    assert isinstance(conn, socket.socket)
+                    if not self._serve_one(conn):
+                        self._drop(conn)
+
+    def _accept_one(self) -> bool:
+        """Accepts one connection; False once the listening socket is closed."""
+        sock = self.sock
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            if sock.fileno() == -1:
+                return False
+            # Out of fds (EMFILE, ENFILE) or memory, or a connection aborted
+            # while queued: the server stays, the next try may succeed. A
+            # pause, so a lasting shortage does not spin.
+            time.sleep(0.05)
+            return True
+        try:
+            if _peer_uid(conn) != os.geteuid():
+                conn.close()
+                return True
+            conn.settimeout(_IO_TIMEOUT)
+            with self.lock:
+                self.conns.add(conn)
+            self.selector.register(conn, selectors.EVENT_READ, True)
+        except (OSError, ValueError):
+            self._drop(conn)
+        return True
+
+    def _drop(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.conns.discard(conn)
+        try:
+            self.selector.unregister(conn)
+        except (KeyError, ValueError, OSError):
+            pass
+        conn.close()
 
     def _serve_one(self, conn: socket.socket) -> bool:
         """One request: the fds of its key (or the missing mark) back; False
-        once the connection is gone."""
+        once the connection is gone (or stuck past _IO_TIMEOUT)."""
         try:
             req = _recv_exact(conn, _KEY.size)
         except OSError:
@@ -160,7 +270,7 @@ class _Server:
         if not req:
             return False
         with self.lock:
-            fds = self.pending.pop(_KEY.unpack(req)[0], None)
+            fds = self._take_locked(_KEY.unpack(req)[0])
             if fds is not None:
                 self.sending[id(fds)] = fds
         try:
@@ -182,16 +292,21 @@ class _Server:
 
     def close_in_child(self) -> None:
         """In a forked child: the parent's listening socket, its accepted
-        connections and every fd it held for a receiver, closed (the
-        child's copies only; the threads serving them exist only in the
-        parent)."""
+        connections, its selector and every fd it held for a receiver,
+        closed (the child's copies only; the thread serving them exists only
+        in the parent)."""
         self.sock.close()
         for conn in self.conns:
             conn.close()
         self.conns.clear()
+        self.selector.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
         for fds in list(self.pending.values()) + list(self.sending.values()):
             _close_all(fds)
         self.pending.clear()
+        self.deadlines.clear()
+        self.npending = 0
         self.sending.clear()
 
 
@@ -253,7 +368,8 @@ def fetch(address: str, key: int, n: int) -> List[int]:
             os.close(fd)
         raise OSError(
             f"hurray: the sending process had no fds for this message (got {msg!r}, "
-            f"{len(fds)} of {n} fds): it was received twice, or the sender forked"
+            f"{len(fds)} of {n} fds): it was received twice, the sender forked, or it "
+            "waited longer than HURRAY_MP_PENDING_SECONDS unreceived"
         )
     return list(fds)
 

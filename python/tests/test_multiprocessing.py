@@ -543,3 +543,81 @@ def test_import_refuses_a_number_that_is_no_fd() -> None:
         os.close(r)
         os.close(w)
         b.release()
+
+
+def test_pending_fds_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HURRAY_MP_PENDING_FDS: offers beyond it raise and hold nothing; a
+    fetch makes room again."""
+    from hurray import _fdshare
+
+    monkeypatch.setenv("HURRAY_MP_PENDING_FDS", "3")
+    server = _fdshare._Server()
+    r, w = os.pipe()
+    try:
+        keys = [server.offer([w]) for _ in range(3)]
+        with pytest.raises(OSError, match="HURRAY_MP_PENDING_FDS=3"):
+            server.offer([w])
+        assert server.npending == 3
+        (got,) = _fdshare.fetch(server.address, keys[0], 1)
+        os.close(got)
+        keys.append(server.offer([w]))  # room again
+        assert server.npending == 3
+    finally:
+        server.sock.close()
+        os.close(r)
+        os.close(w)
+
+
+def test_an_unfetched_offer_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HURRAY_MP_PENDING_SECONDS: an offer nobody fetches (its receiver was
+    killed) is dropped and its fds closed, without any further call."""
+    import select
+
+    from hurray import _fdshare
+
+    monkeypatch.setenv("HURRAY_MP_PENDING_SECONDS", "0.3")
+    server = _fdshare._Server()
+    r, w = os.pipe()
+    try:
+        key = server.offer([w])
+        os.close(w)  # the offer's dup is now the only write end
+        readable, _, _ = select.select([r], [], [], 10.0)
+        assert readable and os.read(r, 1) == b"", "the expired offer kept its fd"
+        assert server.expired == 1 and server.npending == 0
+        with pytest.raises(OSError, match="HURRAY_MP_PENDING_SECONDS"):
+            _fdshare.fetch(server.address, key, 1)
+    finally:
+        server.sock.close()
+        os.close(r)
+
+
+def test_one_thread_serves_every_receiver() -> None:
+    """Receivers keep their connection open; 40 of them cost no thread each."""
+    import socket
+    import threading
+
+    from hurray import _fdshare
+
+    server = _fdshare._Server()
+    r, w = os.pipe()
+    conns = []
+    try:
+        before = threading.active_count()
+        keys = [server.offer([w]) for _ in range(40)]
+        for key in keys:
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.settimeout(TIMEOUT)
+            c.connect(server.address)
+            c.sendall(_fdshare._KEY.pack(key))
+            msg, fds, _, _ = socket.recv_fds(c, 1, 1)
+            assert msg == _fdshare._OK and len(fds) == 1
+            os.close(fds[0])
+            conns.append(c)
+        assert wait_for(lambda: len(server.conns) == 40)
+        assert threading.active_count() == before
+    finally:
+        for c in conns:
+            c.close()
+        server.sock.close()
+        os.close(r)
+        os.close(w)
