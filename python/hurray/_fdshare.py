@@ -35,21 +35,20 @@ import errno
 import math
 import os
 import secrets
-import selectors
+import select
 import socket
 import struct
 import threading
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 _KEY = struct.Struct("<Q")
 _OK, _MISSING = b"\x01", b"\x00"
 _DEFAULT_EXIT_WAIT = 5.0
 _DEFAULT_PENDING_FDS = 4096
 _DEFAULT_PENDING_SECONDS = 600.0
-# How long the server waits for one request's 8 bytes, or for its reply to
-# go out, before it drops that connection (peers are processes of the same
-# user; this only keeps a stuck one from stalling the others).
+# How long a reply may wait to go out (the receiver does not read) before the
+# server drops that connection; requests are read without waiting at all.
 _IO_TIMEOUT = 5.0
 
 
@@ -95,19 +94,28 @@ def _peer_uid(s: socket.socket) -> int:
     return uid
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            return b""
-        data += chunk
-    return data
+_T = TypeVar("_T")
+
+
+def _io(conn: socket.socket, event: int, op: Callable[[], _T]) -> _T:
+    """op() on the server's non-blocking connection; when it would block,
+    waits for `event` at most _IO_TIMEOUT seconds and tries again (no poll
+    at all in the usual case: the reply fits in the socket's buffer)."""
+    deadline = time.monotonic() + _IO_TIMEOUT
+    while True:
+        try:
+            return op()
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            p = select.poll()
+            p.register(conn, event)
+            if left <= 0 or not p.poll(left * 1000):
+                raise TimeoutError("hurray fd server: a connection stalled") from None
 
 
 class _Server:
     """The listening socket, the offers and the one thread that accepts and
-    serves every connection (a selector loop: receivers keep their
+    serves every connection (an epoll loop: receivers keep their
     connection for the life of the process, so a thread per connection grew
     without bound)."""
 
@@ -115,21 +123,26 @@ class _Server:
         self.address = f"\0hurray-fds-{os.getpid()}-{secrets.token_hex(8)}"
         self.lock = threading.Lock()
         self.pending: Dict[int, List[int]] = {}
-        self.deadlines: Dict[int, float] = {}  # key -> monotonic time it expires
+        # key -> monotonic time it expires, in the order offered (so, with
+        # one HURRAY_MP_PENDING_SECONDS, earliest first).
+        self.deadlines: Dict[int, float] = {}
         self.npending = 0  # fds in self.pending
         self.expired = 0  # offers dropped unfetched, since start
         self.sending: Dict[int, List[int]] = {}  # taken, reply not yet sent
         self.conns: Set[socket.socket] = set()  # accepted, being served
+        self.partial: Dict[socket.socket, bytes] = {}  # a request's first bytes
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.bind(self.address)
         self.sock.listen(64)
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.sock, selectors.EVENT_READ, None)
-        # Wakes the loop when an offer with a deadline arrives while it waits.
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_r, False)
-        os.set_blocking(self.wake_w, False)
-        self.selector.register(self.wake_r, selectors.EVENT_READ, False)
+        # The limits, read once, when this process's server starts.
+        self.max_pending = pending_fds_limit()
+        self.ttl = pending_seconds_limit()
+        # epoll itself (not `selectors`, whose bookkeeping costs a few µs a
+        # request): fd -> accepted connection; the listening socket is not
+        # in the map.
+        self.epoll = select.epoll()
+        self.by_fd: Dict[int, socket.socket] = {}
+        self.epoll.register(self.sock.fileno(), select.EPOLLIN)
         self.fetched = threading.Condition(self.lock)
         threading.Thread(target=self._run, name="hurray-fd-server", daemon=True).start()
 
@@ -145,8 +158,7 @@ class _Server:
                 self.fetched.wait(min(left, 60.0))
 
     def offer(self, fds: List[int]) -> int:
-        limit = pending_fds_limit()
-        ttl = pending_seconds_limit()
+        limit, ttl = self.max_pending, self.ttl
         with self.lock:
             self._expire_locked(time.monotonic())
             if self.npending + len(fds) > limit:
@@ -173,11 +185,6 @@ class _Server:
             self.npending += len(dups)
             if ttl > 0:
                 self.deadlines[key] = time.monotonic() + ttl
-        if ttl > 0:
-            try:
-                os.write(self.wake_w, b"\0")
-            except OSError:  # full: the loop has wake-ups pending already
-                pass
         return key
 
     def _take_locked(self, key: int) -> Optional[List[int]]:
@@ -188,43 +195,52 @@ class _Server:
         return fds
 
     def _expire_locked(self, now: float) -> None:
-        """Drops the offers whose time is up (their fds closed)."""
-        for key in [k for k, t in self.deadlines.items() if t <= now]:
+        """Drops the offers whose time is up (their fds closed), earliest
+        first; stops at the first that is not (a deadline after a shorter
+        HURRAY_MP_PENDING_SECONDS came in waits for the ones before it)."""
+        expired = []
+        for key, t in self.deadlines.items():
+            if t > now:
+                break
+            expired.append(key)
+        for key in expired:
             fds = self._take_locked(key)
             if fds is not None:
                 self.expired += 1
                 _close_all(fds)
-        if not self.pending:
+        if expired and not self.pending:
             self.fetched.notify_all()
 
-    def _next_deadline(self) -> Optional[float]:
+    def _next_timeout(self) -> Optional[float]:
+        """How long the loop may sleep: until the earliest deadline; with
+        none, one HURRAY_MP_PENDING_SECONDS (an offer made meanwhile expires
+        no earlier than that), or for ever when offers never expire. No
+        offer has to wake the loop, which keeps the handoff's path short."""
         with self.lock:
-            if not self.deadlines:
-                return None
-            return max(0.0, min(self.deadlines.values()) - time.monotonic())
+            first = next(iter(self.deadlines.values()), None)
+        if first is not None:
+            return max(0.0, first - time.monotonic())
+        return self.ttl if self.ttl > 0 else None
 
     def _run(self) -> None:
         while True:
+            timeout = self._next_timeout()
             try:
-                events = self.selector.select(self._next_deadline())
+                events = self.epoll.poll(-1 if timeout is None else timeout)
+            except InterruptedError:
+                continue
             except (OSError, ValueError):
-                return  # the selector was closed (a forked child's copy)
-            with self.lock:
-                self._expire_locked(time.monotonic())
-            for key, _ in events:
-                if key.data is None:
+                return  # the epoll instance was closed (a forked child's copy)
+            if self.deadlines:
+                with self.lock:
+                    self._expire_locked(time.monotonic())
+            for fd, _ in events:
+                conn = self.by_fd.get(fd)
+                if conn is None:
                     if not self._accept_one():
                         return
-                elif key.data is False:
-                    try:
-                        os.read(self.wake_r, 4096)
-                    except OSError:
-                        pass
-                else:
-                    conn = key.fileobj
-                    assert isinstance(conn, socket.socket)
-                    if not self._serve_one(conn):
-                        self._drop(conn)
+                elif not self._serve_one(conn):
+                    self._drop(conn)
 
     def _accept_one(self) -> bool:
         """Accepts one connection; False once the listening socket is closed."""
@@ -243,41 +259,54 @@ class _Server:
             if _peer_uid(conn) != os.geteuid():
                 conn.close()
                 return True
-            conn.settimeout(_IO_TIMEOUT)
+            conn.setblocking(False)  # reads never wait; a reply waits, bounded, if it must
             with self.lock:
                 self.conns.add(conn)
-            self.selector.register(conn, selectors.EVENT_READ, True)
+            self.by_fd[conn.fileno()] = conn
+            self.epoll.register(conn.fileno(), select.EPOLLIN)
         except (OSError, ValueError):
             self._drop(conn)
         return True
 
     def _drop(self, conn: socket.socket) -> None:
+        self.partial.pop(conn, None)
         with self.lock:
             self.conns.discard(conn)
-        try:
-            self.selector.unregister(conn)
-        except (KeyError, ValueError, OSError):
-            pass
+        fd = conn.fileno()
+        if self.by_fd.pop(fd, None) is not None:
+            try:
+                self.epoll.unregister(fd)
+            except (ValueError, OSError):
+                pass
         conn.close()
 
     def _serve_one(self, conn: socket.socket) -> bool:
-        """One request: the fds of its key (or the missing mark) back; False
-        once the connection is gone (or stuck past _IO_TIMEOUT)."""
+        """Reads what a request has sent; once its 8 bytes are there, sends
+        the fds of its key (or the missing mark) back. False once the
+        connection is gone (or its reply stuck past _IO_TIMEOUT)."""
+        have = self.partial.pop(conn, b"")
         try:
-            req = _recv_exact(conn, _KEY.size)
+            chunk = conn.recv(_KEY.size - len(have))
+        except BlockingIOError:  # a spurious wake-up
+            chunk = None
         except OSError:
             return False
-        if not req:
-            return False
+        if chunk == b"":
+            return False  # the receiver closed its connection
+        req = have + (chunk or b"")
+        if len(req) < _KEY.size:
+            # The rest comes later: keep what came, serve the others meanwhile.
+            self.partial[conn] = req
+            return True
         with self.lock:
             fds = self._take_locked(_KEY.unpack(req)[0])
             if fds is not None:
                 self.sending[id(fds)] = fds
         try:
             if fds is None:
-                conn.sendall(_MISSING)
+                _io(conn, select.POLLOUT, lambda: conn.send(_MISSING))
             else:
-                socket.send_fds(conn, [_OK], fds)
+                _io(conn, select.POLLOUT, lambda: socket.send_fds(conn, [_OK], fds))
             return True
         except OSError:
             return False
@@ -292,16 +321,16 @@ class _Server:
 
     def close_in_child(self) -> None:
         """In a forked child: the parent's listening socket, its accepted
-        connections, its selector and every fd it held for a receiver,
+        connections, its epoll instance and every fd it held for a receiver,
         closed (the child's copies only; the thread serving them exists only
         in the parent)."""
         self.sock.close()
         for conn in self.conns:
             conn.close()
         self.conns.clear()
-        self.selector.close()
-        os.close(self.wake_r)
-        os.close(self.wake_w)
+        self.epoll.close()
+        self.by_fd.clear()
+        self.partial.clear()
         for fds in list(self.pending.values()) + list(self.sending.values()):
             _close_all(fds)
         self.pending.clear()

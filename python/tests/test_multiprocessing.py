@@ -621,3 +621,35 @@ def test_one_thread_serves_every_receiver() -> None:
         server.sock.close()
         os.close(r)
         os.close(w)
+
+
+def test_a_stalled_request_does_not_hold_up_other_receivers() -> None:
+    """A peer that sends part of a request and stops is not waited for: the
+    one server thread serves the others meanwhile, and the rest of the
+    stalled request, when it comes, is answered."""
+    import socket
+
+    from hurray import _fdshare
+
+    server = _fdshare._Server()
+    r, w = os.pipe()
+    stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        k1, k2 = server.offer([w]), server.offer([w])
+        stalled.settimeout(TIMEOUT)
+        stalled.connect(server.address)
+        request = _fdshare._KEY.pack(k1)
+        stalled.sendall(request[:3])
+        t0 = time.monotonic()
+        (got,) = _fdshare.fetch(server.address, k2, 1)
+        os.close(got)
+        assert time.monotonic() - t0 < 2.0, "the stalled request held the server up"
+        stalled.sendall(request[3:])
+        msg, fds, _, _ = socket.recv_fds(stalled, 1, 1)
+        assert msg == _fdshare._OK and len(fds) == 1
+        os.close(fds[0])
+    finally:
+        stalled.close()
+        server.sock.close()
+        os.close(r)
+        os.close(w)
