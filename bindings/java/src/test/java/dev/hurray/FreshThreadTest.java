@@ -14,6 +14,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.FutureTask;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * The first libhurray call of a thread is where libhurray's thread_local
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.Test;
  * the JVM). Each test here makes that first call a share or an export on a
  * new thread and checks every field afterwards.
  */
+@ExtendWith(NativeLibs.class)
 class FreshThreadTest {
   @BeforeEach
   void reset() {
