@@ -128,10 +128,10 @@ class FreshThreadTest {
   }
 
   /**
-   * The Java snippet of bindings/java/README.md, run on a fresh thread (its
-   * first libhurray call is the allocate, then the share and the export),
-   * with consumeInC replaced by a check of the tensor in C and a re-import on
-   * another fresh thread whose first libhurray call is the import.
+   * The steps of bindings/java/README.md's program, run on a fresh thread
+   * (its first libhurray call is the allocate, then the share and the
+   * export), the exported tensor checked in C, then re-imported on another
+   * fresh thread whose first libhurray call is the import.
    */
   @Test
   void readmeSnippetOnFreshThreads() throws Exception {
