@@ -156,7 +156,7 @@ final class NativeLibs implements BeforeAllCallback {
     }
     // 2. The two JNI libraries, with gcc.
     Path jdk = Paths.get(System.getProperty("java.home"));
-    if (!Files.isRegularFile(jdk.resolve("include/jni.h"))) {
+    if (!Files.isRegularFile(jdk.resolve("include").resolve("jni.h"))) {
       return "no jni.h in " + jdk.resolve("include") + " (a JDK, not a JRE, runs the tests: openjdk-17-jdk-headless)";
     }
     String build = System.getProperty("hurray.build.dir");
@@ -164,7 +164,7 @@ final class NativeLibs implements BeforeAllCallback {
         .resolve("native").toAbsolutePath().normalize();
     Files.createDirectories(out);
     List<String> common = List.of("gcc", "-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror",
-        "-fPIC", "-shared", "-I" + jdk.resolve("include"), "-I" + jdk.resolve("include/linux"),
+        "-fPIC", "-shared", "-I" + jdk.resolve("include"), "-I" + jdk.resolve("include").resolve("linux"),
         "-I" + prefix.resolve("include"));
     Path jni = out.resolve("libhurray_jni.so");
     List<String> cmd = new ArrayList<>(common);
