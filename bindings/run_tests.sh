@@ -93,8 +93,9 @@ fi
 # temporary directory) against the install, with no network (GOPROXY=off;
 # -mod=mod lets go.mod be completed from the replace): the indented shell
 # block is run with P (the prefix) and R (this checkout) set, next to the
-# section's ```go block saved as main.go. The quick start runs under
-# HURRAY_CHECK=1, where its deferred CheckReport must list nothing.
+# section's ```go block saved as main.go. Its deferred CheckReport must
+# list nothing; where the steps set HURRAY_CHECK=stderr (the quick start) it
+# must print the checking mode's summary line saying so.
 # readme_go FILE HEADING NAME [ENV...]
 readme_go() {
   local file=$1 heading=$2 name=$3 tmp steps
@@ -109,13 +110,17 @@ readme_go() {
   (cd "$tmp" && env -u LD_LIBRARY_PATH -u CGO_LDFLAGS -u PKG_CONFIG_PATH GOFLAGS=-mod=mod "$@" \
      P="$prefix" R="$repo" bash -euo pipefail steps.sh) 2>&1 | tee "$out/$name.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'hurray Go example: sum 15' "$out/$name.log" \
-    && ! grep -q 'still live' "$out/$name.log" \
+    && ! grep -Eq '(^|[^0-9])[1-9][0-9]* handle\(s\) still live' "$out/$name.log" \
     || { log "the Go steps of $file failed (in $tmp; log $out/$name.log)"; return 1; }
+  if grep -q 'HURRAY_CHECK=stderr' "$tmp/steps.sh"; then
+    grep -Fqx 'hurray check: 0 handle(s) still live at exit, 0 double release(s) caught' "$out/$name.log" \
+      || { log "the Go steps of $file under HURRAY_CHECK=stderr printed no summary line (log $out/$name.log)"; return 1; }
+  fi
   log "$(basename "$file") Go steps: ok (a new module in $tmp)"
   rm -rf "$tmp"
 }
 readme_go "$repo/bindings/go/README.md" "## Using it from Go" readme-go || rc=1
-readme_go "$repo/docs/impl/go.md" "## Quick start" go-quickstart HURRAY_CHECK=1 || rc=1
+readme_go "$repo/docs/impl/go.md" "## Quick start" go-quickstart || rc=1
 
 # --- Java -------------------------------------------------------------------
 jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$prefix/include")
