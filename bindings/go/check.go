@@ -105,9 +105,11 @@ func WriteCheckReport(w io.Writer) (int, error) {
 }
 
 // CheckReport writes the leak report (WriteCheckReport) to standard error
-// and returns the number of live handles. Go does not run C atexit
-// handlers, so libhurray's own at-exit report (HURRAY_CHECK=stderr) never
-// prints in a Go program: call this instead, as the first line of main:
+// and returns the number of live handles. A Go program exits without
+// running C atexit handlers (a binary built with -race aside: it exits
+// through the C library), so libhurray's own at-exit report
+// (HURRAY_CHECK=stderr) does not print: call this instead, as the first
+// line of main:
 //
 //	defer hurray.CheckReport()
 //
