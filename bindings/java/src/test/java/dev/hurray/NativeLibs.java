@@ -106,8 +106,12 @@ final class NativeLibs implements BeforeAllCallback {
     log("running " + String.join(" ", cmd));
     Process p;
     try {
-      p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectOutput(ProcessBuilder.Redirect.INHERIT)
-              .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+      p =
+          new ProcessBuilder(cmd)
+              .directory(dir.toFile())
+              .redirectOutput(ProcessBuilder.Redirect.INHERIT)
+              .redirectError(ProcessBuilder.Redirect.INHERIT)
+              .start();
     } catch (IOException e) {
       return "cannot run " + cmd.get(0) + " (" + e.getMessage() + ")";
     }
@@ -157,7 +161,8 @@ final class NativeLibs implements BeforeAllCallback {
     // 2. The two JNI libraries, with gcc.
     Path jdk = Paths.get(System.getProperty("java.home"));
     if (!Files.isRegularFile(jdk.resolve("include").resolve("jni.h"))) {
-      return "no jni.h in " + jdk.resolve("include") + " (a JDK, not a JRE, runs the tests: openjdk-17-jdk-headless)";
+      return "no jni.h in " + jdk.resolve("include")
+          + " (a JDK, not a JRE, must run the tests: openjdk-17-jdk-headless)";
     }
     String build = System.getProperty("hurray.build.dir");
     Path out = (build != null && !build.isEmpty() ? Paths.get(build) : repo.resolve("build/bindings/maven"))
