@@ -21,10 +21,11 @@
 #           class and method order (HURRAY_JAVA_SEED=n repeats one), the suite
 #           with HURRAY_CHECK=1; the Maven build (bindings/java/pom.xml,
 #           offline from /usr/share/maven-repo: jar and the suite under
-#           Surefire); ShareCloseBench short (prints ns/op, no threshold);
+#           Surefire) by bindings/java/README.md's Maven command, as written;
+#           ShareCloseBench short (prints ns/op, no threshold);
 #           then bindings/java/README.md's Java steps and docs/impl/java.md's quick
-#           start, as written, each from a temporary directory against the
-#           prefix
+#           start, as written, each on its program from a temporary directory
+#           against the prefix
 # Everything it builds goes under build/bindings/. Exits non-zero on any
 # failure and when a suite ran no test.
 set -uo pipefail
@@ -92,8 +93,9 @@ fi
 # temporary directory) against the install, with no network (GOPROXY=off;
 # -mod=mod lets go.mod be completed from the replace): the indented shell
 # block is run with P (the prefix) and R (this checkout) set, next to the
-# section's ```go block saved as main.go. The quick start runs under
-# HURRAY_CHECK=1, where its deferred CheckReport must list nothing.
+# section's ```go block saved as main.go. Its deferred CheckReport must
+# list nothing; where the steps set HURRAY_CHECK=stderr (the quick start) it
+# must print the checking mode's summary line saying so.
 # readme_go FILE HEADING NAME [ENV...]
 readme_go() {
   local file=$1 heading=$2 name=$3 tmp steps
@@ -108,13 +110,17 @@ readme_go() {
   (cd "$tmp" && env -u LD_LIBRARY_PATH -u CGO_LDFLAGS -u PKG_CONFIG_PATH GOFLAGS=-mod=mod "$@" \
      P="$prefix" R="$repo" bash -euo pipefail steps.sh) 2>&1 | tee "$out/$name.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'hurray Go example: sum 15' "$out/$name.log" \
-    && ! grep -q 'still live' "$out/$name.log" \
+    && ! grep -Eq '(^|[^0-9])[1-9][0-9]* handle\(s\) still live' "$out/$name.log" \
     || { log "the Go steps of $file failed (in $tmp; log $out/$name.log)"; return 1; }
+  if grep -q 'HURRAY_CHECK=stderr' "$tmp/steps.sh"; then
+    grep -Fqx 'hurray check: 0 handle(s) still live at exit, 0 double release(s) caught' "$out/$name.log" \
+      || { log "the Go steps of $file under HURRAY_CHECK=stderr printed no summary line (log $out/$name.log)"; return 1; }
+  fi
   log "$(basename "$file") Go steps: ok (a new module in $tmp)"
   rm -rf "$tmp"
 }
 readme_go "$repo/bindings/go/README.md" "## Using it from Go" readme-go || rc=1
-readme_go "$repo/docs/impl/go.md" "## Quick start" go-quickstart HURRAY_CHECK=1 || rc=1
+readme_go "$repo/docs/impl/go.md" "## Quick start" go-quickstart || rc=1
 
 # --- Java -------------------------------------------------------------------
 jinc=(-I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$prefix/include")
@@ -184,25 +190,37 @@ if [ "$java_ok" = 1 ]; then
   grep -q 'javaHandlesAreTrackedAndReleasedOnce() ✔' "$out/java-test-check.log" \
     || { log "CheckingModeTest did not pass under HURRAY_CHECK=1"; rc=1; }
   # 5. The Maven build (bindings/java/pom.xml), offline from Debian's
-  # packaged plugins: the jar (its manifest must name the module) and the
-  # same JUnit suite under Surefire.
+  # packaged plugins: the indented block of bindings/java/README.md's "The
+  # jar, with Maven", as written, from the checkout's root (no -D options:
+  # the tests build their JNI libraries against build/prefix themselves,
+  # NativeLibs.java). The jar's manifest must name the module, and the suite
+  # must run under Surefire with at most InteropTest (no Go consumer given)
+  # and CheckingModeTest (no HURRAY_CHECK) skipped.
   if command -v mvn >/dev/null; then
-    (cd "$here/java" && mvn -B -o -Dmaven.repo.local=/usr/share/maven-repo package \
-      -Dhurray.library="$lib" -Dhurray.jni.library="$out/libhurray_jni.so" \
-      -Dhurray.testprod.library="$out/libhurray_testprod_jni.so" \
-      -Dhurray.go.consumer="${HURRAY_GO_CONSUMER-$go_consumer}" \
-      -Dhurray.test.preload="$JAVA_HOME/lib/libjsig.so" 2>&1) > "$out/java-maven.log"
+    mvn_steps=$(awk '$0 == "## The jar, with Maven" {s = 1; next} s && /^#/ {exit}
+                     s && /^```/ {f = !f; next} s && !f && /^    / {sub(/^    /, ""); print}' \
+                  "$here/java/README.md")
+    [ -n "$mvn_steps" ] || log "bindings/java/README.md: no Maven command under '## The jar, with Maven'"
+    (cd "$repo" && env -u LD_LIBRARY_PATH -u HURRAY_CHECK bash -euo pipefail -c "$mvn_steps" 2>&1) \
+      > "$out/java-maven.log"
     mvn_st=$?
-    grep -E '^\[(INFO|WARNING|ERROR)\] (Tests run:|BUILD)' "$out/java-maven.log"
-    if [ "$mvn_st" -ne 0 ] || ! grep -q '^\[INFO\] BUILD SUCCESS' "$out/java-maven.log"; then
-      log "the Maven build failed (log $out/java-maven.log)"; rc=1
+    [ -n "$mvn_steps" ] || mvn_st=1
+    grep -aE '(Tests run:|BUILD|native tests skipped)' "$out/java-maven.log" | sed 's/\x1b\[[0-9;]*m//g'
+    # Surefire's totals line (colours stripped): Tests run: N, Failures: F, Errors: E, Skipped: S
+    mvn_totals=$(sed 's/\x1b\[[0-9;]*m//g' "$out/java-maven.log" \
+      | sed -n 's/^\[[A-Z]*\] Tests run: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\), Skipped: \([0-9]*\)$/\1 \2 \3 \4/p' | tail -n 1)
+    read -r mvn_run mvn_fail mvn_err mvn_skip <<< "${mvn_totals:-0 0 0 0}"
+    if [ "$mvn_st" -ne 0 ] || ! grep -aq 'BUILD SUCCESS' "$out/java-maven.log"; then
+      log "the Maven build as bindings/java/README.md writes it failed (log $out/java-maven.log)"; rc=1
+    elif [ "$mvn_run" -lt 20 ] || [ "$mvn_fail" -ne 0 ] || [ "$mvn_err" -ne 0 ] || [ "$mvn_skip" -gt 2 ]; then
+      log "the Maven build's tests: ${mvn_totals:-no totals} (run failed errors skipped; want 0 failed and at most 2 skipped; log $out/java-maven.log)"; rc=1
     # Named by the manifest's Automatic-Module-Name (from the file name it
     # would be "hurray").
     elif ! "$JAVA_HOME/bin/jar" --describe-module --file "$out/maven/hurray-0.1.0.jar" \
         | grep -q '^dev\.hurray@0\.1\.0 automatic$'; then
       log "the Maven jar's module is not dev.hurray (Automatic-Module-Name)"; rc=1
     else
-      log "Maven build: $(grep -E '^\[(INFO|WARNING)\] Tests run:' "$out/java-maven.log" | tail -n 1 | sed 's/^\[[A-Z]*\] //')"
+      log "Maven build as bindings/java/README.md writes it: $mvn_run tests run, $mvn_skip skipped, jar $out/maven/hurray-0.1.0.jar"
     fi
   else
     log "no mvn: the Maven build not run"; rc=1
@@ -217,29 +235,29 @@ fi
 
 # 7. the Java steps of bindings/java/README.md ("Using it from Java") and docs/impl/java.md's
 # "Quick start", literally, each from an empty temporary directory against
-# the install: the section's indented shell block (up to the next heading)
-# is run with P (the prefix) and R (this checkout) set, on App.java, which
-# is src/test/readme/App.java.in with the section's ```java block put in.
+# the install: the section's indented shell block (up to the next heading,
+# outside fenced code) is run with P (the prefix) and R (this checkout) set,
+# on App.java, the section's ```java block saved unchanged; it must print
+# the line the doc shows.
 # readme_java NAME FILE HEADING
 readme_java() {
-  local name=$1 file=$2 heading=$3 tmp steps snippet
+  local name=$1 file=$2 heading=$3 tmp steps
   tmp=$(mktemp -d "$out/$name.XXXXXX") || return 1
   steps=$(awk -v h="$heading" '$0 == h {s = 1; next} s && /^#/ {exit}
-               s && /^    / {sub(/^    /, ""); print}' "$file")
-  snippet=$(awk -v h="$heading" '$0 == h {s = 1; next} s && /^#/ {exit}
-                 s && /^```java$/ {j = 1; next} j && /^```$/ {exit} j' "$file")
-  [ -n "$steps" ] && [ -n "$snippet" ] || { log "$file: no Java steps or snippet under '$heading'"; return 1; }
+               s && /^```/ {f = !f; next} s && !f && /^    / {sub(/^    /, ""); print}' "$file")
+  awk -v h="$heading" '$0 == h {s = 1; next} s && /^#/ {exit}
+                 s && /^```java$/ {j = 1; next} j && /^```$/ {exit} j' "$file" > "$tmp/App.java"
+  [ -n "$steps" ] && [ -s "$tmp/App.java" ] || { log "$file: no Java steps or program under '$heading'"; return 1; }
+  grep -Fq "It prints \`$java_line\`" "$file" || { log "$file does not say the program prints '$java_line'"; return 1; }
   printf '%s\n' "$steps" > "$tmp/steps.sh"
-  printf '%s\n' "$snippet" > "$tmp/snippet.java"
-  awk -v f="$tmp/snippet.java" '/^@README_SNIPPET@$/ {while ((getline l < f) > 0) print "    " l; next} {print}' \
-    "$here/java/src/test/readme/App.java.in" > "$tmp/App.java"
   (cd "$tmp" && env -u LD_LIBRARY_PATH P="$prefix" R="$repo" bash -euo pipefail steps.sh) 2>&1 \
     | tee "$out/$name.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] && grep -qx 'README Java example: ok' "$out/$name.log" \
+  [ "${PIPESTATUS[0]}" -eq 0 ] && grep -Fqx "$java_line" "$out/$name.log" \
     || { log "the Java steps of $file '$heading' failed (in $tmp; log $out/$name.log)"; return 1; }
   log "Java steps of $(basename "$file") '$heading': ok (in $tmp)"
   rm -rf "$tmp"
 }
+java_line='hurray Java example: [2, 3] 42.0 1.0'
 readme_java readme-java "$repo/bindings/java/README.md" '## Using it from Java' || rc=1
 readme_java quickstart-java "$repo/docs/impl/java.md" '## Quick start' || rc=1
 exit "$rc"

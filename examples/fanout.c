@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /* fanout.c - wrap memory you own in a Hurray handle, give it to three
  * consumers (one of them a DLPack consumer), and see it freed exactly once,
- * after the last consumer lets go. Build: see examples/CMakeLists.txt. */
+ * after the last consumer lets go. Build: -DHURRAY_BUILD_EXAMPLES=ON (README.md,
+ * Using it from C; examples/CMakeLists.txt). */
 #include <hurray/dlpack.h>
 #include <hurray/hurray.h>
 #include <stdio.h>

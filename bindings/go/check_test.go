@@ -5,6 +5,8 @@ package hurray_test
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -121,4 +123,61 @@ func checkLive(t *testing.T) {
 	if _, err := hurray.WriteCheckReport(&out); err != nil || strings.Contains(out.String(), site) {
 		t.Fatalf("the report still names the released Buffer: %v\n%s", err, out.String())
 	}
+}
+
+// With HURRAY_CHECK=stderr, CheckReport ends with libhurray's summary line,
+// also when nothing is live (a Go program exits without running C atexit
+// handlers, so without -race it is the only such line); with HURRAY_CHECK=1
+// it prints nothing when nothing is live. Each in a child process.
+func TestCheckReportSummaryLine(t *testing.T) {
+	none := "hurray check: 0 handle(s) still live at exit, 0 double release(s) caught\n"
+	one := "hurray check: 1 handle(s) still live at exit, 0 double release(s) caught\n"
+	for _, c := range []struct {
+		env  string
+		want []string
+	}{
+		{"HURRAY_CHECK=stderr", []string{none + "report 0\n", "hurray: 1 handle(s) still live (checking mode leak report)", one + "report 1\n"}},
+		{"HURRAY_CHECK=1", []string{"report 0\nhurray: 1 handle(s) still live (checking mode leak report)", "report 1\n"}},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestChildCheckReportSummary$", "-test.count=1")
+		cmd.Env = append(append(os.Environ(), childEnv+"=TestChildCheckReportSummary"), c.env)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: child: %v\n%s", c.env, err, stderr.String())
+		}
+		got := stderr.String()
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", c.env, w, got)
+			}
+		}
+		// A binary built with -race exits through the C library, whose exit
+		// runs libhurray's own at-exit report: one more summary line, last.
+		n := strings.Count(got, "hurray check: ")
+		atExit := n == 3 && strings.HasSuffix(got, "report 1\n"+none)
+		if c.env == "HURRAY_CHECK=1" && n != 0 {
+			t.Errorf("%s: a summary line printed:\n%s", c.env, got)
+		} else if c.env != "HURRAY_CHECK=1" && n != 2 && !atExit {
+			t.Errorf("%s: %d summary lines, want 2 (one per CheckReport; 3 with the C at-exit one):\n%s",
+				c.env, n, got)
+		}
+	}
+}
+
+func TestChildCheckReportSummary(t *testing.T) {
+	childOnly(t, "TestChildCheckReportSummary")
+	b, err := hurray.Alloc(hurray.Float32, []int64{3}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	fmt.Fprintf(os.Stderr, "report %d\n", hurray.CheckReport())
+	leaked, err := hurray.Alloc(hurray.Float32, []int64{3}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := hurray.CheckReport()
+	fmt.Fprintf(os.Stderr, "report %d\n", n)
+	leaked.Release()
 }

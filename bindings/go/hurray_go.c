@@ -179,6 +179,15 @@ int32_t hgo_check_on(void) {
   return st.options != 0;
 }
 
+int32_t hgo_check_stderr(uint64_t *double_releases) {
+  hurray_check_state st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  if (hurray_check_get_state(&st) != HURRAY_OK || (st.options & HURRAY_CHECK_STDERR) == 0) return 0;
+  *double_releases = st.double_releases;
+  return 1;
+}
+
 typedef struct hgo_check_acc {
   hgo_check_item *items;
   size_t n, cap;

@@ -128,6 +128,9 @@ typedef struct hgo_check_ret {
 
 /* 1 when the checking mode tracks handles made now, 0 when not. */
 int32_t hgo_check_on(void);
+/* With HURRAY_CHECK_STDERR in the checking mode's options: 1, and
+ * *double_releases set (hurray_check_state); else 0. */
+int32_t hgo_check_stderr(uint64_t *double_releases);
 /* The live tracked handles with id >= since (hurray_check_live), copied;
  * HURRAY_ERR_OUT_OF_MEMORY when a copy cannot be allocated. */
 hgo_check_ret hgo_check_live(uint64_t since);

@@ -6,6 +6,10 @@
 #   cmake -DREADME=... -DLANG=c|cpp -DSTEP=find_package|pkg_config
 #         -DPREFIX=... -DLIBDIR=... -DWORK_DIR=... (compilers, flags, generator)
 #         -P readme_examples.cmake
+# or, for the C program built with libhurray's checkout in the project
+# (add_subdirectory, the ```cmake block naming it; no install involved),
+#   cmake -DREADME=... -DLANG=c -DSTEP=add_subdirectory -DSOURCE_DIR=<checkout>
+#         -DWORK_DIR=... (compilers, generator) -P readme_examples.cmake
 #
 # A README block is a fenced block whose info string is the language:
 #   ```c      the C program (exactly one such block)
@@ -18,8 +22,10 @@
 cmake_minimum_required(VERSION 3.25)
 
 # Sets ${out} to the body of the one ```<lang> block of README.md whose text
-# contains `needle`; fails unless there is exactly one.
+# contains `needle` (and, given a fourth argument, does not contain that);
+# fails unless there is exactly one.
 function(readme_block out lang needle)
+  set(exclude "${ARGV3}")
   file(READ "${README}" text)
   set(fence "\n```${lang}\n")
   string(LENGTH "${fence}" fence_len)
@@ -40,7 +46,11 @@ function(readme_block out lang needle)
     string(SUBSTRING "${text}" 0 ${end} body)
     string(SUBSTRING "${text}" ${end} -1 text)
     string(FIND "${body}" "${needle}" has)
-    if(NOT has EQUAL -1)
+    set(excluded -1)
+    if(NOT exclude STREQUAL "")
+      string(FIND "${body}" "${exclude}" excluded)
+    endif()
+    if(NOT has EQUAL -1 AND excluded EQUAL -1)
       set(found "${body}")
       math(EXPR count "${count} + 1")
     endif()
@@ -89,7 +99,7 @@ elseif(LANG STREQUAL "cpp")
 else()
   message(FATAL_ERROR "readme_examples.cmake: unknown LANG '${LANG}'")
 endif()
-if(NOT EXISTS "${PREFIX}/${LIBDIR}/libhurray.so")
+if(NOT STEP STREQUAL "add_subdirectory" AND NOT EXISTS "${PREFIX}/${LIBDIR}/libhurray.so")
   message(FATAL_ERROR "no libhurray.so under ${PREFIX}/${LIBDIR}: packaging.install must run first")
 endif()
 
@@ -102,11 +112,11 @@ if(STEP STREQUAL "find_package")
   # As in the README: cmake -S . -B build -DCMAKE_PREFIX_PATH=<prefix>.
   if(LANG STREQUAL "c_ipc")
     # Built "like app.c": the C program's CMakeLists.txt, renamed.
-    readme_block(lists cmake "add_executable(app app.c)")
+    readme_block(lists cmake "add_executable(app app.c)" "add_subdirectory(")
     string(REGEX REPLACE "\\(app([ )])" "(app_ipc\\1" lists "${lists}")
     string(REPLACE "app.c" "ipc.c" lists "${lists}")
   else()
-    readme_block(lists cmake "add_executable(${exe} ${src})")
+    readme_block(lists cmake "add_executable(${exe} ${src})" "add_subdirectory(")
   endif()
   file(WRITE "${dir}/CMakeLists.txt" "${lists}")
   set(gen_args -G "${GENERATOR}")
@@ -131,6 +141,33 @@ if(STEP STREQUAL "find_package")
   endif()
   run_checked("building the README's ${src}" "${CMAKE_COMMAND}" --build "${dir}/build")
   # Runs without LD_LIBRARY_PATH: CMake's build RPATH names the prefix.
+  run_example("${dir}/build/${exe}" "${output_needle}")
+
+elseif(STEP STREQUAL "add_subdirectory")
+  # As in the README: the checkout in libhurray/ beside app.c (a link to
+  # SOURCE_DIR here), then cmake -S . -B build and cmake --build build.
+  if(NOT LANG STREQUAL "c")
+    message(FATAL_ERROR "readme_examples.cmake: STEP add_subdirectory is for LANG c only")
+  endif()
+  readme_block(lists cmake "add_subdirectory(")
+  file(WRITE "${dir}/CMakeLists.txt" "${lists}")
+  file(CREATE_LINK "${SOURCE_DIR}" "${dir}/libhurray" SYMBOLIC)
+  set(gen_args -G "${GENERATOR}")
+  if(MAKE_PROGRAM)
+    list(APPEND gen_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+  endif()
+  run_checked("configuring the README's add_subdirectory CMakeLists.txt"
+    "${CMAKE_COMMAND}" -S "${dir}" -B "${dir}/build" ${gen_args}
+      "-DCMAKE_C_COMPILER=${C_COMPILER}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+  # libhurray is built inside the project, from the checkout, not found installed.
+  file(STRINGS "${dir}/build/CMakeCache.txt" found_dir REGEX "^hurray_DIR:")
+  if(found_dir)
+    message(FATAL_ERROR "the add_subdirectory project looked for an installed hurray: ${found_dir}")
+  endif()
+  run_checked("building the README's app.c with libhurray's checkout" "${CMAKE_COMMAND}" --build "${dir}/build")
+  if(NOT EXISTS "${dir}/build/libhurray/libhurray.so")
+    message(FATAL_ERROR "no libhurray.so built in ${dir}/build/libhurray")
+  endif()
   run_example("${dir}/build/${exe}" "${output_needle}")
 
 elseif(STEP STREQUAL "pkg_config")

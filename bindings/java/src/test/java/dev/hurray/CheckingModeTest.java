@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * Under HURRAY_CHECK (bindings/run_tests.sh runs the suite once so): the
@@ -14,6 +15,7 @@ import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
  * binding makes released once.
  */
 @EnabledIfEnvironmentVariable(named = "HURRAY_CHECK", matches = ".+")
+@ExtendWith(NativeLibs.class)
 class CheckingModeTest {
   private static final int OPTIONS = 0;
   private static final int LIVE = 1;

@@ -14,6 +14,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.FutureTask;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * The first libhurray call of a thread is where libhurray's thread_local
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.Test;
  * the JVM). Each test here makes that first call a share or an export on a
  * new thread and checks every field afterwards.
  */
+@ExtendWith(NativeLibs.class)
 class FreshThreadTest {
   @BeforeEach
   void reset() {
@@ -126,10 +128,10 @@ class FreshThreadTest {
   }
 
   /**
-   * The Java snippet of bindings/java/README.md, run on a fresh thread (its
-   * first libhurray call is the allocate, then the share and the export),
-   * with consumeInC replaced by a check of the tensor in C and a re-import on
-   * another fresh thread whose first libhurray call is the import.
+   * The steps of bindings/java/README.md's program, run on a fresh thread
+   * (its first libhurray call is the allocate, then the share and the
+   * export), the exported tensor checked in C, then re-imported on another
+   * fresh thread whose first libhurray call is the import.
    */
   @Test
   void readmeSnippetOnFreshThreads() throws Exception {

@@ -9,6 +9,7 @@ import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * One tensor made in C, shared to a Go consumer (the hurray Go package in a
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
  * bindings/run_tests.sh also runs this class alone.
  */
 @EnabledIfSystemProperty(named = "hurray.go.consumer", matches = ".+")
+@ExtendWith(NativeLibs.class)
 class InteropTest {
   @BeforeEach
   void reset() {

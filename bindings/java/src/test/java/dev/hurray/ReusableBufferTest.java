@@ -10,8 +10,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** HurrayBuffer.reusable() and shareInto: the allocation-free share + close pair. */
+@ExtendWith(NativeLibs.class)
 class ReusableBufferTest {
   @BeforeEach
   void reset() {

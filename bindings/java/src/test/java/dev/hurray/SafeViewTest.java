@@ -13,12 +13,14 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * The safe views: a raw asByteBuffer() stays readable and writable after
  * close, so the scoped accessors keep the buffer open while they run, and
  * the checked accessors check liveness and bounds on each call.
  */
+@ExtendWith(NativeLibs.class)
 class SafeViewTest {
   @BeforeEach
   void reset() {
