@@ -303,6 +303,7 @@ func TestErrorsCarryExactCodes(t *testing.T) {
 		hurray.ErrDevice: "HURRAY_ERR_DEVICE", hurray.ErrInternal: "HURRAY_ERR_INTERNAL",
 		hurray.ErrReleased: "HURRAY_ERR_RELEASED", hurray.ErrLeaked: "HURRAY_ERR_LEAKED",
 		hurray.ErrIPC: "HURRAY_ERR_IPC", hurray.ErrIPCClosed: "HURRAY_ERR_IPC_CLOSED",
+		hurray.ErrIPCTimeout: "HURRAY_ERR_IPC_TIMEOUT",
 	} {
 		if s.String() != name {
 			t.Errorf("status %d is named %q, want %q", int32(s), s.String(), name)

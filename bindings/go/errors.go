@@ -30,6 +30,7 @@ const (
 	ErrLeaked             Status = 10 // checking mode: reported for a handle live at exit
 	ErrIPC                Status = 11 // cross-process: a malformed or refused message, a failed socket call
 	ErrIPCClosed          Status = 12 // cross-process: the peer closed the connection
+	ErrIPCTimeout         Status = 13 // cross-process: no message began in time; nothing consumed
 )
 
 // ErrClosed is the status of every operation on a Buffer already released,

@@ -173,8 +173,13 @@ typedef enum hurray_status {
                                          (descriptor, fds, memfd), a peer of another
                                          user, a failed socket or system call
                                          (docs/impl/ipc.md) */
-  HURRAY_ERR_IPC_CLOSED = 12          /* cross-process: the peer closed the connection
+  HURRAY_ERR_IPC_CLOSED = 12,         /* cross-process: the peer closed the connection
                                          before a message began (end of stream) */
+  HURRAY_ERR_IPC_TIMEOUT = 13         /* cross-process: no message began before the
+                                         socket's SO_RCVTIMEO ran out, or none was
+                                         waiting on a non-blocking socket; nothing
+                                         was consumed and the connection is usable
+                                         (docs/impl/ipc.md §7) */
 } hurray_status;
 
 /* Message describing the last failed call made by this thread.
@@ -1270,9 +1275,13 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_send(int socket_fd, hurray_buffer
                                                     uint32_t options);
 
 /* Receives one message sent by hurray_ipc_send and imports it: checks the
- * peer's uid (SO_PEERCRED) first, then a blocking recvmsg with
- * MSG_CMSG_CLOEXEC (a non-blocking socket is waited on with poll), then
- * hurray_ipc_import.
+ * peer's uid (SO_PEERCRED) first, then recvmsg with MSG_CMSG_CLOEXEC, then
+ * hurray_ipc_import. It honours the socket's own waiting rules: a blocking
+ * socket waits for a message as long as its SO_RCVTIMEO allows (for ever
+ * without one), a non-blocking one (O_NONBLOCK) does not wait for one at
+ * all. Once a message has begun, the rest is waited for at most
+ * SO_RCVTIMEO (1 s on a non-blocking socket without one). SO_PASSCRED on
+ * the socket is accepted (the kernel's credentials are ignored).
  *
  * Parameters:
  *   socket_fd  [in]   a connected AF_UNIX SOCK_STREAM or SOCK_SEQPACKET
@@ -1283,14 +1292,21 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_send(int socket_fd, hurray_buffer
  *   HURRAY_ERR_INVALID_ARGUMENT  out NULL
  *   HURRAY_ERR_IPC_CLOSED        the peer closed the connection before a
  *                                message began
+ *   HURRAY_ERR_IPC_TIMEOUT       no message began within SO_RCVTIMEO, or
+ *                                none was waiting on a non-blocking socket:
+ *                                nothing was read, try again later
  *   HURRAY_ERR_IPC               not such a socket; the peer's uid is not
  *                                geteuid(); recvmsg failed; the stream
- *                                ended inside a message; more fds than
- *                                HURRAY_IPC_MAX_FDS (control data truncated)
+ *                                ended inside a message, or its rest did
+ *                                not come in time; an empty seqpacket
+ *                                record (consumed; the connection stays
+ *                                usable); more fds than HURRAY_IPC_MAX_FDS
+ *                                (control data truncated)
  *   or any error of hurray_ipc_import.
  * On failure: every fd received closed, nothing mapped; *out untouched.
- *   After an error other than HURRAY_ERR_IPC_CLOSED the position in a stream
- *   socket is unknown: close it.
+ *   After HURRAY_ERR_IPC_TIMEOUT, HURRAY_ERR_IPC_CLOSED and an empty record
+ *   the connection is where it was; after any other error the position in
+ *   a stream socket is unknown: close it.
  * Threads: safe from any thread; two threads must not receive on one stream
  *   socket at once.
  * Spec: docs/impl/ipc.md §4, §7. */

@@ -16,6 +16,7 @@ PyObject *exception_for(int32_t status) {
     case HURRAY_ERR_IPC:  // a refused message, or a system call of the transport failed
       return PyExc_OSError;
     case HURRAY_ERR_IPC_CLOSED: return PyExc_ConnectionError;
+    case HURRAY_ERR_IPC_TIMEOUT: return PyExc_TimeoutError;
     default: return PyExc_RuntimeError;
   }
 }

@@ -61,6 +61,7 @@ HURRAY_API const char *hurray_status_name(int32_t status) {
     case HURRAY_ERR_LEAKED: return "HURRAY_ERR_LEAKED";
     case HURRAY_ERR_IPC: return "HURRAY_ERR_IPC";
     case HURRAY_ERR_IPC_CLOSED: return "HURRAY_ERR_IPC_CLOSED";
+    case HURRAY_ERR_IPC_TIMEOUT: return "HURRAY_ERR_IPC_TIMEOUT";
     default: return "HURRAY_UNKNOWN_STATUS";
   }
 }

@@ -91,6 +91,14 @@ int32_t import_impl(hurray_ipc_message *m, void *stream, hurray_buffer *out) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "m->size is %" PRIu32 " (at most %d)", m->size,
                 HURRAY_IPC_DESCRIPTOR_MAX);
   }
+  // Every fd is this call's from here on (kept on success, closed on
+  // failure): kept ones never pass to programs this process starts (a
+  // child holding the lifetime fd would delay the sender's return and could
+  // map the tensor), whatever transport brought them (docs/impl/ipc.md,
+  // "Timeouts and non-blocking sockets").
+  for (uint32_t i = 0; i < m->nfds; ++i) {
+    if (m->fds[i] >= 0) (void)fcntl(m->fds[i], F_SETFD, FD_CLOEXEC);
+  }
   WireDesc d;
   int32_t st = decode_descriptor(m->bytes, m->size, m->nfds, &d);
   if (st != HURRAY_OK) return st;

@@ -4,9 +4,12 @@
 // as SCM_RIGHTS on the first of them. A stream socket has no message
 // boundaries: the receiver reads the 16-byte prefix first, whose total_size
 // says how many bytes follow. A seqpacket socket gets one record per
-// message.
+// message. A receive honours the socket's SO_RCVTIMEO and O_NONBLOCK
+// (docs/impl/ipc.md, "Timeouts and non-blocking sockets").
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -105,6 +108,31 @@ int32_t send_message(int fd, bool seqpacket, const hurray_ipc_message &m) {
   return HURRAY_OK;
 }
 
+// How the receiving socket waits: O_NONBLOCK, and SO_RCVTIMEO in
+// milliseconds (0: none).
+struct RecvWait {
+  bool nonblocking = false;
+  int timeout_ms = 0;
+};
+
+RecvWait recv_wait_of(int fd) {
+  RecvWait w;
+  const int fl = fcntl(fd, F_GETFL);
+  w.nonblocking = fl >= 0 && (fl & O_NONBLOCK) != 0;
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0) {
+    const long long ms = static_cast<long long>(tv.tv_sec) * 1000 + tv.tv_usec / 1000;
+    w.timeout_ms = ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms > 0 ? ms : (tv.tv_usec > 0));
+  }
+  return w;
+}
+
+// A non-blocking socket without SO_RCVTIMEO waits this long for the rest of
+// a message whose first bytes came (a whole message is one sendmsg, far
+// below the socket's buffer, so the rest is normally there already).
+constexpr int kPartialWaitMs = 1000;
+
 // fds received so far; extra ones are closed at once and remembered.
 struct ReceivedFds {
   int fds[HURRAY_IPC_MAX_FDS];
@@ -134,12 +162,20 @@ struct ReceivedFds {
   }
 };
 
+constexpr ssize_t kNothingYet = -2;  // nothing of a message arrived in time
+constexpr ssize_t kStalled = -3;     // the rest of a begun message did not
+
 // One recvmsg into buf[0..len), fds collected; returns bytes, 0 at end of
-// stream, -1 with errno on error.
-ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_flags) {
+// stream, -1 with errno on error, kNothingYet when no message began in the
+// time the socket allows (`started` false), kStalled when the rest of a
+// begun one did not come.
+ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_flags, bool started,
+                  const RecvWait &wait) {
   union {
     cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_MAX_FDS)];
+    // Room for the kernel's credentials too: with SO_PASSCRED set on the
+    // socket every message carries an SCM_CREDENTIALS message beside ours.
+    char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_MAX_FDS) + CMSG_SPACE(sizeof(ucred))];
   } control;
   for (;;) {
     iovec iov{buf, len};
@@ -152,7 +188,15 @@ ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_f
     const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      wait_for(fd, POLLIN);
+      // A blocking socket says EAGAIN only when SO_RCVTIMEO ran out.
+      if (!started) return kNothingYet;
+      if (!wait.nonblocking) return kStalled;
+      pollfd p{fd, POLLIN, 0};
+      int r;
+      while ((r = poll(&p, 1, wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs)) < 0 &&
+             errno == EINTR) {
+      }
+      if (r <= 0) return kStalled;
       continue;
     }
     if (n >= 0) {
@@ -163,15 +207,48 @@ ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_f
   }
 }
 
-int32_t recv_message(int fd, bool seqpacket, hurray_ipc_message *m, ReceivedFds *fds) {
+int32_t nothing_yet(const RecvWait &wait) {
+  if (wait.nonblocking) {
+    return fail(HURRAY_ERR_IPC_TIMEOUT,
+                "hurray_ipc_recv: no message is waiting on the non-blocking socket (nothing "
+                "consumed; try again when it is readable)");
+  }
+  return fail(HURRAY_ERR_IPC_TIMEOUT,
+              "hurray_ipc_recv: no message began within the socket's SO_RCVTIMEO (%d ms; "
+              "nothing consumed, the connection is usable)",
+              wait.timeout_ms);
+}
+
+int32_t stalled(size_t got, size_t want, const RecvWait &wait) {
+  return fail(HURRAY_ERR_IPC,
+              "hurray_ipc_recv: the peer stopped inside a message (%zu of %zu bytes arrived, "
+              "then nothing for %d ms): the stream is out of step, close the connection",
+              got, want, wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs);
+}
+
+// Whether the peer of a socket that just read 0 bytes has gone (a
+// seqpacket socket also reads 0 for an empty record of a live peer).
+bool peer_gone(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
+int32_t recv_message(int fd, bool seqpacket, const RecvWait &wait, hurray_ipc_message *m,
+                     ReceivedFds *fds) {
   int flags = 0;
   if (seqpacket) {
-    const ssize_t n = recv_once(fd, m->bytes, sizeof m->bytes, fds, &flags);
+    const ssize_t n = recv_once(fd, m->bytes, sizeof m->bytes, fds, &flags, false, wait);
+    if (n == kNothingYet) return nothing_yet(wait);
     if (n < 0) {
       return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: recvmsg failed: %s", std::strerror(errno));
     }
     if (n == 0 && fds->n == 0) {
-      return fail(HURRAY_ERR_IPC_CLOSED, "hurray_ipc_recv: the peer closed the connection");
+      if (peer_gone(fd)) {
+        return fail(HURRAY_ERR_IPC_CLOSED, "hurray_ipc_recv: the peer closed the connection");
+      }
+      return fail(HURRAY_ERR_IPC,
+                  "hurray_ipc_recv: an empty record arrived (no hurray message; it was "
+                  "consumed, and the connection is usable)");
     }
     if ((flags & MSG_TRUNC) != 0) {
       return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: the record is longer than %d bytes",
@@ -182,7 +259,10 @@ int32_t recv_message(int fd, bool seqpacket, hurray_ipc_message *m, ReceivedFds 
   }
   size_t got = 0, want = kWirePrefixSize;
   while (got < want) {
-    const ssize_t n = recv_once(fd, m->bytes + got, want - got, fds, &flags);
+    const ssize_t n =
+        recv_once(fd, m->bytes + got, want - got, fds, &flags, got > 0 || fds->n > 0, wait);
+    if (n == kNothingYet) return nothing_yet(wait);
+    if (n == kStalled) return stalled(got, want, wait);
     if (n < 0) {
       return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: recvmsg failed after %zu bytes: %s", got,
                   std::strerror(errno));
@@ -261,7 +341,7 @@ HURRAY_API int32_t hurray_ipc_recv(int socket_fd, hurray_buffer *out) {
   hurray_ipc_message m;
   m.size = 0;
   ReceivedFds fds;
-  st = recv_message(socket_fd, seqpacket, &m, &fds);
+  st = recv_message(socket_fd, seqpacket, recv_wait_of(socket_fd), &m, &fds);
   if (st == HURRAY_OK && fds.too_many) {
     st = fail(HURRAY_ERR_IPC, "hurray_ipc_recv: the message carried more than %d fds",
               HURRAY_IPC_MAX_FDS);

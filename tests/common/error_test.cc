@@ -24,6 +24,7 @@ TEST(Error, StatusValuesAreTheDocumentedOnes) {
   EXPECT_EQ(HURRAY_ERR_LEAKED, 10);
   EXPECT_EQ(HURRAY_ERR_IPC, 11);
   EXPECT_EQ(HURRAY_ERR_IPC_CLOSED, 12);
+  EXPECT_EQ(HURRAY_ERR_IPC_TIMEOUT, 13);
 }
 
 TEST(Error, EveryStatusHasItsName) {
@@ -41,10 +42,11 @@ TEST(Error, EveryStatusHasItsName) {
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_LEAKED), "HURRAY_ERR_LEAKED");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_IPC), "HURRAY_ERR_IPC");
   EXPECT_STREQ(hurray_status_name(HURRAY_ERR_IPC_CLOSED), "HURRAY_ERR_IPC_CLOSED");
+  EXPECT_STREQ(hurray_status_name(HURRAY_ERR_IPC_TIMEOUT), "HURRAY_ERR_IPC_TIMEOUT");
 }
 
 TEST(Error, UnknownStatusesHaveTheFallbackName) {
-  for (int32_t s : {-1, 13, 14, 100, INT32_MIN, INT32_MAX}) {
+  for (int32_t s : {-1, 14, 15, 100, INT32_MIN, INT32_MAX}) {
     const char *name = hurray_status_name(s);
     ASSERT_NE(name, nullptr);
     EXPECT_STREQ(name, "HURRAY_UNKNOWN_STATUS") << "status " << s;

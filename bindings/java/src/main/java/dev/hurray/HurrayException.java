@@ -3,7 +3,7 @@ package dev.hurray;
 
 /**
  * A failed libhurray call: the status code of {@code hurray.h} (1 =
- * HURRAY_ERR_INVALID_ARGUMENT ... 12 = HURRAY_ERR_IPC_CLOSED), its name and
+ * HURRAY_ERR_INVALID_ARGUMENT ... 13 = HURRAY_ERR_IPC_TIMEOUT), its name and
  * libhurray's message for that call. Unchecked. A failed call consumes
  * nothing: the buffer or tensor passed in is still the caller's.
  */
@@ -34,6 +34,9 @@ public final class HurrayException extends RuntimeException {
   public static final int IPC = 11;
   /** HURRAY_ERR_IPC_CLOSED: cross-process, the peer closed the connection. */
   public static final int IPC_CLOSED = 12;
+
+  /** HURRAY_ERR_IPC_TIMEOUT: cross-process, no message began in time; nothing consumed. */
+  public static final int IPC_TIMEOUT = 13;
 
   /** The hurray_status code, never 0 (part of the serial form). */
   private final int status;

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// hurray_ipc_recv and hurray_ipc_import at the edges a hostile or unusual
+// peer reaches (docs/impl/ipc.md, "Timeouts and non-blocking sockets"):
+// SO_RCVTIMEO and O_NONBLOCK with no message or half a message, SO_PASSCRED
+// on the receiver, an empty seqpacket record, and fds kept close-on-exec.
+// Every wait here is bounded: a receive that would hang fails the test.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <string>
+#include <utility>
+
+#include "hurray/hurray.h"
+#include "hurray_test_support.h"
+#include "ipc_test_support.h"
+
+namespace {
+
+using namespace hurray_ipc_test;
+
+void set_rcvtimeo(int fd, int ms) {
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+}
+
+void set_nonblocking(int fd) { ASSERT_EQ(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0); }
+
+// The message of the last recv_within (hurray_last_error is per thread).
+std::string g_message;
+
+// hurray_ipc_recv on another thread, failing the test (instead of hanging
+// it) when it has not returned within `seconds`.
+int32_t recv_within(int fd, hurray_buffer *out, int seconds = 10) {
+  auto f = std::async(std::launch::async, [=] {
+    const int32_t st = hurray_ipc_recv(fd, out);
+    return std::make_pair(st, std::string(hurray_last_error()));
+  });
+  if (f.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready) {
+    ADD_FAILURE() << "hurray_ipc_recv did not return within " << seconds << " s";
+    std::_Exit(1);  // the receive would block this test program for ever
+  }
+  const auto [st, message] = f.get();
+  g_message = message;
+  return st;
+}
+
+bool said(const char *text) { return g_message.find(text) != std::string::npos; }
+
+// Sends a real message and checks that the receiver takes it whole.
+void expect_usable(int send_fd, int recv_fd) {
+  hurray_buffer h = shareable(8);
+  static_cast<float *>(h.data)[7] = 5.0f;
+  ASSERT_OK(hurray_ipc_send(send_fd, &h, 0));
+  hurray_buffer r;
+  ASSERT_OK(recv_within(recv_fd, &r));
+  EXPECT_EQ(static_cast<float *>(r.data)[7], 5.0f);
+  ASSERT_OK(hurray_buffer_release(&r));
+}
+
+// The first `n` bytes of a real message's descriptor, written raw.
+void send_partial(int fd, size_t n) {
+  hurray_buffer h = shareable(8);
+  hurray_ipc_message m;
+  ASSERT_OK(hurray_ipc_export(&h, 0, &m));
+  ASSERT_LT(n, m.size);
+  ASSERT_EQ(write(fd, m.bytes, n), static_cast<ssize_t>(n));
+  ASSERT_OK(hurray_ipc_message_discard(&m));
+}
+
+TEST(IpcRecvTimeout, NoMessageWithinRcvtimeoIsATimeoutThatConsumesNothing) {
+  warm_watcher();
+  int sv[2];
+  socket_pair(SOCK_STREAM, sv);
+  set_rcvtimeo(sv[1], 100);
+  hurray_buffer r;
+  std::memset(&r, 0xab, sizeof r);
+  const hurray_buffer before = r;
+  EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC_TIMEOUT);
+  EXPECT_TRUE(said("SO_RCVTIMEO (100 ms")) << g_message;
+  EXPECT_EQ(std::memcmp(&r, &before, sizeof r), 0);  // out untouched
+  expect_usable(sv[0], sv[1]);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+TEST(IpcRecvTimeout, NonBlockingSocketWithNothingWaiting) {
+  warm_watcher();
+  for (int type : {SOCK_STREAM, SOCK_SEQPACKET}) {
+    int sv[2];
+    socket_pair(type, sv);
+    set_nonblocking(sv[1]);
+    hurray_buffer r;
+    EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC_TIMEOUT);
+    EXPECT_TRUE(said("non-blocking")) << g_message;
+    expect_usable(sv[0], sv[1]);
+    close(sv[0]);
+    close(sv[1]);
+  }
+}
+
+TEST(IpcRecvTimeout, PeerStoppingInsideAMessageIsReportedNotWaitedForForEver) {
+  warm_watcher();
+  // A blocking socket with SO_RCVTIMEO, and a non-blocking one without.
+  for (bool nonblocking : {false, true}) {
+    int sv[2];
+    socket_pair(SOCK_STREAM, sv);
+    if (nonblocking) {
+      set_nonblocking(sv[1]);
+      set_rcvtimeo(sv[1], 0);  // none: the rest is waited for 1 s (socket_pair sets 30 s)
+    } else {
+      set_rcvtimeo(sv[1], 200);
+    }
+    const int fds = count_fds();
+    send_partial(sv[0], 10);  // within the 16-byte prefix
+    hurray_buffer r;
+    EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC);
+    EXPECT_TRUE(said("out of step")) << g_message;
+    EXPECT_EQ(count_fds(), fds);  // nothing received is left open
+    close(sv[0]);
+    close(sv[1]);
+  }
+}
+
+TEST(IpcRecvCredentials, SoPasscredOnTheReceiverIsAccepted) {
+  warm_watcher();
+  for (int type : {SOCK_STREAM, SOCK_SEQPACKET}) {
+    int sv[2];
+    socket_pair(type, sv);
+    const int one = 1;
+    ASSERT_EQ(setsockopt(sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), 0);
+    expect_usable(sv[0], sv[1]);
+    close(sv[0]);
+    close(sv[1]);
+  }
+}
+
+TEST(IpcRecvSeqpacket, EmptyRecordOfALivePeerIsNotTheEndOfTheConnection) {
+  warm_watcher();
+  int sv[2];
+  socket_pair(SOCK_SEQPACKET, sv);
+  ASSERT_EQ(send(sv[0], "", 0, 0), 0);
+  hurray_buffer r;
+  EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC);
+  EXPECT_TRUE(said("empty record")) << g_message;
+  expect_usable(sv[0], sv[1]);
+  close(sv[0]);
+  EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC_CLOSED);
+  close(sv[1]);
+}
+
+TEST(IpcImportFds, KeptFdsAreCloseOnExecWhateverTheyArrivedAs) {
+  warm_watcher();
+  hurray_buffer h = shareable(8);
+  hurray_ipc_message m;
+  ASSERT_OK(hurray_ipc_export(&h, 0, &m));
+  ASSERT_EQ(m.nfds, 2u);
+  // As a transport that ignores MSG_CMSG_CLOEXEC delivers them: inheritable.
+  for (uint32_t i = 0; i < m.nfds; ++i) {
+    ASSERT_EQ(fcntl(m.fds[i], F_SETFD, 0), 0);
+  }
+  const int kept[2] = {m.fds[0], m.fds[1]};
+  hurray_buffer r;
+  ASSERT_OK(hurray_ipc_import(&m, &r));
+  for (int fd : kept) {
+    const int fdflags = fcntl(fd, F_GETFD);
+    ASSERT_NE(fdflags, -1) << "fd " << fd << " is not kept open";
+    EXPECT_NE(fdflags & FD_CLOEXEC, 0) << "fd " << fd << " would pass to a started program";
+  }
+  ASSERT_OK(hurray_buffer_release(&r));
+}
+
+}  // namespace
