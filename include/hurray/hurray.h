@@ -820,7 +820,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
 /* Makes `consumer_stream` wait, on the device, for all work queued so far on
  * `producer_stream`: an event is recorded on the producer and waited on by
  * the consumer; the host never blocks. This is the synchronisation of the
- * DLPack Python protocol's __dlpack__(stream=...).
+ * DLPack Python protocol's __dlpack__(stream=...) for memory ordered on a
+ * stream (the Python binding's Buffers that carry no event); to hand over
+ * the work pending at an earlier moment, record it with hurray_event_record
+ * and wait with hurray_event_wait.
  *
  * Parameters:
  *   device           [in]  selects the runtime and the device whose context
@@ -939,7 +942,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_event_wait(const hurray_event *event,
  * device current); waits already queued on it still happen (the runtime
  * keeps what they need). NULL: nothing to do. In a child after fork(), or
  * after the device's primary context was reset (which destroyed the event),
- * the runtime is not called. A failed destroy leaks the runtime's event and
+ * the runtime is not called; after the runtime's teardown at process exit
+ * nothing can be destroyed (counted in hurray_diagnostics.teardown_leaks).
+ * A failed destroy leaks the runtime's event and
  * is counted in hurray_diagnostics.failed_releases and sent to the
  * diagnostic hook; the thread's message is left as it was.
  *

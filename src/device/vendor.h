@@ -16,8 +16,8 @@
 // event_record, stream_wait_event, event_destroy on an Api; for the public
 // events also kStreamIsCapturing, kEventDestroy, kWaitExternal (whether the
 // vendor can capture a wait on an outside event), stream_capture (the
-// Capture of a stream), stream_wait_event_external and
-// event_destroy_status; class Scope
+// Capture of a stream), stream_wait_event_external, event_destroy_status
+// and torn_down (the runtime's answer after its teardown at exit); class Scope
 // (enter(ordinal, &failed), leave(), context_id()); restore_failure; and
 // the vendor's own operations allocate, release_now, check_pointer,
 // copy_strided, host_wait_allowed (device/backend.h).
@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/backend.h"
 #include "device/deferred_frees.h"
@@ -218,18 +219,29 @@ class Vendor {
                 stream, V::kName, device_id, V::kName);
   }
 
+  // As with_device, but a runtime already torn down (process exit) is a
+  // skipped release counted in teardown_leaks, not a failure.
   static int32_t event_destroy(int32_t device_id, void *event, uint64_t context) {
     if (V::forked_child()) return HURRAY_OK;  // the parent's event; nothing to call
-    const char *call = V::kEventDestroy;
+    const Api *a = V::api();
+    if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;  // it recorded: loaded
+    typename V::Scope scope(*a);
+    const char *call = nullptr;
     uint64_t now = 0;
-    return with_device(
-        device_id, &call,
-        [&](const Api &a) {
-          // A reset context took its events with it.
-          if (now != context) return V::kSuccess;
-          return V::event_destroy_status(a, static_cast<typename V::Event>(event));
-        },
-        &now);
+    Result r = scope.enter(device_id, &call, &now);
+    // A reset context took its events with it.
+    if (r == V::kSuccess && now == context) {
+      call = V::kEventDestroy;
+      r = V::event_destroy_status(*a, static_cast<typename V::Event>(event));
+    }
+    const Result restore = scope.leave();
+    if (V::torn_down(r) || V::torn_down(restore)) {
+      count_teardown_leak();
+      return HURRAY_OK;
+    }
+    if (restore != V::kSuccess) return V::restore_failure(scope, restore, r, call, device_id);
+    if (r != V::kSuccess) return failure(r, call, device_id);
+    return HURRAY_OK;
   }
 
   // Releases whose stream was being captured (docs/impl/gpu.md §3): kept

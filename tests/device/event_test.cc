@@ -199,6 +199,45 @@ TEST_P(Events, ReleaseFromAnotherThread) {
   destroy_stream(a);
 }
 
+// A release after the runtime's teardown (process exit) destroys nothing
+// and is counted as a teardown leak, not a failed release; the thread's
+// message is left as it was.
+TEST_P(Events, ReleaseAfterTeardownIsATeardownLeak) {
+  hurray_event *e = nullptr;
+  ASSERT_EQ(hurray_event_record(dev(v().type, 0), nullptr, &e), HURRAY_OK) << hurray_last_error();
+  const Diag before = diagnostics();
+  EXPECT_EQ(hurray_event_wait(nullptr, nullptr), HURRAY_ERR_INVALID_ARGUMENT);
+  const std::string message = hurray_last_error();
+  f().set_deinitialized(1);
+  EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+  f().set_deinitialized(0);
+  const Diag after = diagnostics();
+  EXPECT_EQ(after.teardown, before.teardown + 1);
+  EXPECT_EQ(after.failed, before.failed);
+  EXPECT_EQ(hurray_last_error(), message);
+  // The event is gone with the runtime: the fake's count says one create
+  // and no successful destroy, which TearDown must not call a leak.
+  int destroyed = 0;
+  for (const fake_call &c : f().log(v().destroy)) destroyed += c.result == 0 ? 1 : 0;
+  EXPECT_EQ(destroyed, 0);
+  f().reset();
+}
+
+// A failed destroy is a failed release: counted and sent to the hook, the
+// status still HURRAY_OK and the thread's message unchanged.
+TEST_P(Events, FailedDestroyIsCountedNotReturned) {
+  hurray_event *e = nullptr;
+  ASSERT_EQ(hurray_event_record(dev(v().type, 0), nullptr, &e), HURRAY_OK) << hurray_last_error();
+  const Diag before = diagnostics();
+  EXPECT_EQ(hurray_event_wait(nullptr, nullptr), HURRAY_ERR_INVALID_ARGUMENT);
+  const std::string message = hurray_last_error();
+  f().inject(v().destroy, 1, 1);
+  EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+  EXPECT_EQ(diagnostics().failed, before.failed + 1);
+  EXPECT_EQ(hurray_last_error(), message);
+  f().reset();  // the fake's event leaked as the runtime said; not this test's finding
+}
+
 // The C++ layer: Event::record / wait, released by the destructor.
 TEST_P(Events, CppEventReleasesInItsDestructor) {
   void *const a = stream(0);

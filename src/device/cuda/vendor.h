@@ -135,6 +135,7 @@ struct CudaTraits {
   static constexpr const char *kStreamIsCapturing = "cuStreamIsCapturing";
   static constexpr const char *kEventDestroy = "cuEventDestroy";
   static constexpr bool kWaitExternal = true;
+  static bool torn_down(Result r) { return r == CUDA_ERROR_DEINITIALIZED; }
   // cuStreamIsCapturing, allowed during capture; on NULL / CU_STREAM_LEGACY
   // it answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream of
   // the current context captures.

@@ -144,6 +144,9 @@ struct HipTraits {
   static constexpr const char *kEventDestroy = "hipEventDestroy";
   // HIP has no flag that captures a wait on an event from outside the graph.
   static constexpr bool kWaitExternal = false;
+  static bool torn_down(Result e) {
+    return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
+  }
   // hipStreamIsCapturing (none when the runtime lacks it).
   static Result stream_capture(const Api &r, void *stream, Capture *out) {
     *out = Capture::kNone;
