@@ -827,7 +827,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
 /* Makes `consumer_stream` wait, on the device, for all work queued so far on
  * `producer_stream`: an event is recorded on the producer and waited on by
  * the consumer; the host never blocks. This is the synchronisation of the
- * DLPack Python protocol's __dlpack__(stream=...).
+ * DLPack Python protocol's __dlpack__(stream=...) for memory ordered on a
+ * stream (the Python binding's Buffers that carry no event); to hand over
+ * the work pending at an earlier moment, record it with hurray_event_record
+ * and wait with hurray_event_wait.
  *
  * Parameters:
  *   device           [in]  selects the runtime and the device whose context
@@ -856,6 +859,111 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy_async(const hurray_buffer *src,
  * Spec: docs/impl/gpu.md §4. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_stream_wait(hurray_device device, void *producer_stream,
                                                        void *consumer_stream);
+
+/* An event of a GPU stream (opaque): what was queued on the stream when it
+ * was recorded, for other streams to wait for without blocking the host
+ * (docs/impl/gpu.md §4, "Events"). Made by hurray_event_record, waited for
+ * with hurray_event_wait any number of times, freed by hurray_event_release.
+ * It names one device (the one it was recorded with) and holds no buffer. */
+typedef struct hurray_event hurray_event;
+
+/* Records an event on `stream`: it stands for all work queued on the stream
+ * so far (CUDA: cuEventCreate with CU_EVENT_DISABLE_TIMING, then
+ * cuEventRecord, in the device's primary context; HIP:
+ * hipEventCreateWithFlags with hipEventDisableTiming, then hipEventRecord,
+ * with the device current). Nothing waits on the host. This is how a
+ * producer's pending work travels with a tensor (the DLPack stream rule):
+ * record on the stream the producer ordered its work on, and let each
+ * consumer's stream wait (hurray_event_wait).
+ *
+ * Capture: while `stream` is being captured into a graph (CUDA: with NULL or
+ * CU_STREAM_LEGACY, also while a blocking stream of the device is, when
+ * CUDA prohibits using the legacy stream) nothing is created and the call
+ * fails: an event recorded there would stand for graph work not yet
+ * launched, not for work queued on the stream. The capture is left intact
+ * (only cuStreamIsCapturing / hipStreamIsCapturing is asked).
+ *
+ * Parameters:
+ *   device  [in]   selects the runtime and the device whose context is
+ *                  current: kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM or
+ *                  kDLROCMHost (pinned and managed memory name ordinal 0)
+ *   stream  [in]   a stream of that device: CUstream / hipStream_t, NULL
+ *                  (the default stream: CUDA's legacy stream), CUDA's
+ *                  CU_STREAM_LEGACY (1) or CU_STREAM_PER_THREAD (2, the
+ *                  calling thread's); valid (not destroyed) during the
+ *                  call. It may be destroyed afterwards: the event does
+ *                  not hold it.
+ *   out     [out]  the new event, owned by the caller (hurray_event_release);
+ *                  written only on success
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT    out is NULL (checked first); `stream` is
+ *                                  being captured (above)
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  not a GPU type (kDLCPU has no streams:
+ *                                  there is nothing to order), runtime
+ *                                  unavailable, no such device ordinal
+ *   HURRAY_ERR_OUT_OF_MEMORY       no memory for the event (host or runtime)
+ *   HURRAY_ERR_DEVICE              the runtime refused, e.g. an invalid
+ *                                  stream
+ * On failure: *out untouched; nothing to release; nothing queued.
+ * Threads: safe from any thread.
+ * Spec: docs/impl/gpu.md §4. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_event_record(hurray_device device, void *stream,
+                                                        hurray_event **out);
+
+/* Makes `stream` wait, on the device, for the work `event` stands for (CUDA:
+ * cuStreamWaitEvent; HIP: hipStreamWaitEvent): one wait queued, the host
+ * never blocks, work queued on the event's stream after the record is not
+ * waited for. May be called any number of times, for any streams.
+ *
+ * Capture: while `stream` is being captured into a graph, CUDA captures the
+ * wait as an external event-wait node (CU_EVENT_WAIT_EXTERNAL: the CUDA
+ * Programming Guide, "Prohibited and Unhandled Operations", makes waiting
+ * on an event recorded outside the capture invalid without it), so every
+ * launch of the graph waits for the event: keep the event alive (do not
+ * release it) until the last launch of that graph. HIP, which has no such
+ * flag, and CUDA's legacy stream (NULL, CU_STREAM_LEGACY) while a blocking
+ * stream of the device captures are refused; the capture is left intact.
+ *
+ * Parameters:
+ *   event   [in]   an event from hurray_event_record, not released
+ *   stream  [in]   a stream of the event's vendor to wait: CUstream /
+ *                  hipStream_t of the event's device (CUDA also accepts
+ *                  another device's stream), NULL (the default stream of the
+ *                  event's device: CUDA's legacy stream), CUDA's
+ *                  CU_STREAM_LEGACY (1) or CU_STREAM_PER_THREAD (2); valid
+ *                  during the call
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT    event is NULL; the wait cannot be
+ *                                  captured (above)
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  the runtime is no longer loadable here
+ *   HURRAY_ERR_DEVICE              the runtime refused, e.g. an invalid
+ *                                  stream
+ * On failure: nothing queued; the event is unchanged and still the
+ *   caller's.
+ * Threads: safe from any thread, also on one event from several threads at
+ *   once, but not concurrently with its release.
+ * Spec: docs/impl/gpu.md §4. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_event_wait(const hurray_event *event, void *stream);
+
+/* Frees an event (CUDA: cuEventDestroy; HIP: hipEventDestroy, with its
+ * device current); waits already queued on it still happen (the runtime
+ * keeps what they need). NULL: nothing to do. In a child after fork(), or
+ * after the device's primary context was reset (which destroyed the event),
+ * the runtime is not called; after the runtime's teardown at process exit
+ * nothing can be destroyed (counted in hurray_diagnostics.teardown_leaks).
+ * A failed destroy leaks the runtime's event and
+ * is counted in hurray_diagnostics.failed_releases and sent to the
+ * diagnostic hook; the thread's message is left as it was.
+ *
+ * Parameters:
+ *   event  [in, consumed]  an event from hurray_event_record, or NULL; it
+ *                          must not be used afterwards
+ * Returns: HURRAY_OK, always.
+ * On failure: cannot fail.
+ * Threads: safe from any thread (not only the recording one), but not
+ *   concurrently with a wait on the same event.
+ * Spec: docs/impl/gpu.md §4. */
+HURRAY_API int32_t hurray_event_release(hurray_event *event);
 
 /* Counters of releases that did not free, since the process started.
  * Cumulative, never reset; a forked child starts with its parent's values. */
@@ -1485,7 +1593,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_check_label(const hurray_buffer *h, c
  * hurray_get_api. 0 is never a valid version. */
 #define HURRAY_API_VERSION_MAJOR 1u
 /* The table's minor: grows by one with each release that appends members. */
-#define HURRAY_API_VERSION_MINOR 3u
+#define HURRAY_API_VERSION_MINOR 4u
 /* Major and minor packed: the value to pass to hurray_get_api. */
 #define HURRAY_API_VERSION ((uint32_t)((HURRAY_API_VERSION_MAJOR << 16) | HURRAY_API_VERSION_MINOR))
 /* Oldest minor of this major that hurray_get_api serves: table 1.2 added
@@ -1584,6 +1692,12 @@ typedef struct hurray_api {
   int32_t (*ipc_export_async)(hurray_buffer *src, uint32_t options, void *stream,
                               hurray_ipc_message *out);
   int32_t (*ipc_import_async)(hurray_ipc_message *m, void *stream, hurray_buffer *out);
+
+  /* --- Version 1.4 ------------------------------------------------------ */
+  /* Events of GPU streams (docs/impl/gpu.md §4) */
+  int32_t (*event_record)(hurray_device device, void *stream, hurray_event **out);
+  int32_t (*event_wait)(const hurray_event *event, void *stream);
+  int32_t (*event_release)(hurray_event *event);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 

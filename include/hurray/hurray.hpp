@@ -166,6 +166,55 @@ class Buffer {
   hurray_buffer h_;
 };
 
+// Owns one hurray_event (move-only) and releases it in its destructor: the
+// work queued on a GPU stream when it was recorded, for other streams to
+// wait for (hurray_event_record / hurray_event_wait, docs/impl/gpu.md §4).
+class Event {
+ public:
+  Event() noexcept = default;
+  // Adopts an event (or NULL); the Event releases it.
+  explicit Event(hurray_event *adopt) noexcept : e_(adopt) {}
+  Event(Event &&other) noexcept : e_(other.e_) { other.e_ = nullptr; }
+  Event &operator=(Event &&other) noexcept {
+    if (this != &other) {
+      reset();
+      e_ = other.e_;
+      other.e_ = nullptr;
+    }
+    return *this;
+  }
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+  ~Event() { reset(); }
+
+  // Records the work queued so far on `stream` of `device`
+  // (hurray_event_record).
+  static Event record(hurray_device device, void *stream) {
+    hurray_event *e = nullptr;
+    check(hurray_event_record(device, stream, &e));
+    return Event(e);
+  }
+  // Makes `stream` wait for it on the device (hurray_event_wait).
+  void wait(void *stream) const { check(hurray_event_wait(e_, stream)); }
+
+  // Releases now (hurray_event_release); the Event becomes empty.
+  void reset() noexcept {
+    (void)hurray_event_release(e_);
+    e_ = nullptr;
+  }
+  // Gives the event up without releasing it; the caller now owns it.
+  hurray_event *detach() noexcept {
+    hurray_event *e = e_;
+    e_ = nullptr;
+    return e;
+  }
+  explicit operator bool() const noexcept { return e_ != nullptr; }
+  const hurray_event *get() const noexcept { return e_; }
+
+ private:
+  hurray_event *e_ = nullptr;
+};
+
 }  // namespace hurray
 
 #endif  // HURRAY_HURRAY_HPP_

@@ -84,7 +84,14 @@ class Buffer:
         dl_device: Optional[_Device] = None,
         copy: _Copy = None,
     ) -> Any:
-        """A DLPack capsule ('dltensor_versioned' or 'dltensor')."""
+        """A DLPack capsule ('dltensor_versioned' or 'dltensor').
+
+        stream: the consumer's stream, made to wait (on the device) for the
+        Buffer's pending work: the event a GPU Buffer from from_dlpack carries
+        (recorded on its producer's stream), else the device's default stream.
+        None is the legacy default stream (CUDA) / the default stream (ROCm);
+        -1 waits for nothing.
+        """
     def __dlpack_device__(self) -> Tuple[int, int]: ...
     def share(self, n: SupportsIndex, /) -> List[Buffer]: ...
     def release(self) -> None: ...

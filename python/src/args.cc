@@ -146,11 +146,10 @@ StreamFamily stream_family(int32_t device_type) {
 }  // namespace
 
 // Stream rules of __dlpack__ (DLPack Python specification / array API):
-// a GPU Buffer is ordered on its device's default stream (from_dlpack never
-// passes a stream), so exporting to a consumer on another stream makes that
-// stream wait for the default one (hurray_stream_wait: an event, no host
-// blocking). On the CPU, which has no streams, only None is accepted, as the
-// specification says and NumPy does. docs/impl/python.md §4.
+// the consumer's stream value becomes the handle to order after the
+// Buffer's pending work (order_after_buffer: its event, or the default
+// stream; no host blocking). On the CPU, which has no streams, only None is
+// accepted, as the specification says and NumPy does. docs/impl/python.md §4.
 bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **handle) {
   const StreamFamily family = stream_family(device_type);
   *sync = false;
@@ -210,6 +209,11 @@ bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **hand
   *sync = true;
   *handle = reinterpret_cast<void *>(static_cast<uintptr_t>(s));
   return true;
+}
+
+bool has_streams(int32_t device_type) {
+  const StreamFamily f = stream_family(device_type);
+  return f == StreamFamily::kCuda || f == StreamFamily::kRocm;
 }
 
 void *buffer_stream(int32_t device_type) {

@@ -157,14 +157,34 @@ inline int kw_index(PyObject *key, PyObject *const *names, int n) {
 // convention (docs/impl/python.md §4).
 bool parse_stream(int32_t device_type, PyObject *stream, bool *sync, void **handle);
 
-// The stream a GPU Buffer's memory is ordered on: CU_STREAM_LEGACY (1) for
-// the CUDA device types, NULL (the default stream) otherwise.
+// The default stream of a device type's family, where a GPU Buffer without
+// an event is ordered: CU_STREAM_LEGACY (1) for the CUDA device types, NULL
+// (the default stream) otherwise.
 void *buffer_stream(int32_t device_type);
+
+// True for the CUDA and ROCm device types (those with DLPack streams).
+bool has_streams(int32_t device_type);
 
 // ---- buffer.cc -----------------------------------------------------------------
 
+// The event a GPU Buffer made by hurray.from_dlpack carries
+// (docs/impl/python.md §4): recorded on the stream the producer ordered its
+// pending work on, at the import. Shared by the Buffers made from that one
+// without a copy (share, from_dlpack of a Buffer), released with the last
+// of them (hurray_event_release). Used with the GIL held only.
+struct BufferEvent {
+  hurray_event *event;
+  void *stream;  // the stream it was recorded on
+  Py_ssize_t refs;
+};
+
 struct BufferObject {
   PyObject_HEAD hurray_buffer h;  // release_fn == NULL once released
+  // The producer's pending work at the import, or nullptr: the memory is
+  // ordered on its device's default stream (buffer_stream), as for
+  // hurray.empty, copies, and imports that named no stream or asked for
+  // none (-1).
+  BufferEvent *event;
   PyObject *weakreflist;
   // True when h's READ_ONLY says only "nothing was said": the memory came
   // as a legacy (unversioned) DLPack tensor, which cannot tell whether it
@@ -214,6 +234,23 @@ PyObject *new_empty_buffer();
 // Moves the live handle *h into `buffer` (made by new_empty_buffer and not
 // yet given one) and zeroes *h. Cannot fail.
 void buffer_adopt(PyObject *buffer, hurray_buffer *h);
+
+// Events of GPU Buffers (buffer.cc). Records an event on `stream` of
+// `device` for a Buffer (refs 1): true with *out set, or with *out nullptr
+// when the stream is being captured into a graph (no event can stand for
+// its work then: the Buffer keeps the default-stream rule); false with an
+// exception set (`what` names the caller) on any other failure.
+bool buffer_event_record(hurray_device device, void *stream, const char *what, BufferEvent **out);
+// Gives `to` (which has none) a reference to `from`'s event, if any.
+void buffer_event_share(const BufferObject *from, BufferObject *to);
+// Drops b's reference to its event (releasing it with the last one).
+void buffer_event_drop(BufferObject *b);
+// Orders `consumer` (a stream of b's device) after b's pending work without
+// blocking the host: with an event, a wait on it (none when `consumer` is
+// the stream it was recorded on); without one, after the device's default
+// stream (hurray_stream_wait; none when `consumer` is that stream). False
+// with an exception set on failure.
+bool order_after_buffer(BufferObject *b, void *consumer, const char *what);
 
 // ---- buffer_protocol.cc ----------------------------------------------------------
 
@@ -310,8 +347,7 @@ ProducerTable exchange_api_of(PyTypeObject *type);
 // Takes obj's tensor through its type's table (from exchange_api_of):
 // managed_tensor_from_py_object_no_sync, then, for a torch type, torch's
 // checks (docs/impl/python.md §7, "torch's table"), then, for a GPU tensor,
-// the producer's current_work_stream, and hurray_stream_wait so that the
-// Buffer's stream (buffer_stream) is ordered after the producer's work; then
+// the producer's current_work_stream (where its pending work is); then
 // import_versioned. Returns 1 when *out is a live handle that owns the
 // tensor; 0, no exception set and nothing held, when a torch tensor must be
 // asked through its __dlpack__ instead (torch's table failed, or the tensor
@@ -320,7 +356,12 @@ ProducerTable exchange_api_of(PyTypeObject *type);
 // as a subclass's __torch_function__ may); -1 with an exception set on
 // failure (a negative-bit torch view: BufferError). Nothing is leaked
 // either way.
-int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out);
+// *order_known is set when the producer's table has current_work_stream, and
+// *order_stream to the stream it answered (NULL: the default stream) for a
+// GPU tensor: where its pending work is ordered (the caller records the
+// Buffer's event there).
+int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out,
+                            bool *order_known, void **order_stream);
 
 // Counts which path hurray.from_dlpack took for a producer object (shown by
 // _exchange_api_stats() as "consumer_table" / "consumer_capsule"; a table

@@ -21,6 +21,7 @@ PyObject *new_buffer(hurray_buffer *h, bool legacy_unsaid) {
     return nullptr;
   }
   b->h = *h;
+  b->event = nullptr;
   b->weakreflist = nullptr;
   b->legacy_unsaid = legacy_unsaid && (h->flags & HURRAY_FLAG_READ_ONLY) != 0;
   std::memset(h, 0, sizeof *h);
@@ -59,6 +60,7 @@ void buffer_release_now(BufferObject *b) {
   if (!is_live(b)) return;
   hurray_buffer h = b->h;
   std::memset(&b->h, 0, sizeof b->h);
+  buffer_event_drop(b);
   release_handle(&h);
 }
 
@@ -288,6 +290,7 @@ PyObject *Buffer_share(PyObject *self, PyObject *arg) {
     b->h = out[0];  // keeps its label (the checker carries it over)
     for (long long i = 0; i < n; ++i) {
       PyObject *nb = new_buffer(&out[i + 1], b->legacy_unsaid);
+      if (nb != nullptr) buffer_event_share(b, as_buffer(nb));
       if (nb == nullptr) {
         // Give back every reference not yet owned by a Buffer.
         for (long long j = i + 1; j < n; ++j) release_handle(&out[j + 1]);
@@ -330,7 +333,14 @@ PyMethodDef Buffer_methods[] = {
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
      "Export as a DLPack capsule: 'dltensor_versioned' of the highest version up to\n"
      "max_version that describes the tensor when max_version asks for major >= 1,\n"
-     "else 'dltensor'. Each capsule owns its own reference."},
+     "else 'dltensor'. Each capsule owns its own reference.\n"
+     "stream: the consumer's stream, ordered after this buffer's pending work on the\n"
+     "device, the host never blocks. A GPU Buffer from from_dlpack carries an event\n"
+     "recorded on the stream its producer ordered its work on: the stream waits on\n"
+     "that event. Any other GPU Buffer is ordered on its device's default stream:\n"
+     "the stream waits for that. None is CUDA's legacy default stream (1) / ROCm's\n"
+     "default stream (0), which waits likewise (not when it is the event's own\n"
+     "stream); -1 waits for nothing. CPU consumers: None only."},
     {"__dlpack_device__", Buffer_dlpack_device, METH_NOARGS,
      "__dlpack_device__()\n--\n\n(device_type, device_id) of the memory."},
     {"share", Buffer_share, METH_O,
@@ -396,9 +406,62 @@ PyObject *new_empty_buffer() {
     return nullptr;
   }
   std::memset(&b->h, 0, sizeof b->h);
+  b->event = nullptr;
   b->weakreflist = nullptr;
   b->legacy_unsaid = false;
   return reinterpret_cast<PyObject *>(b);
+}
+
+bool buffer_event_record(hurray_device device, void *stream, const char *what, BufferEvent **out) {
+  *out = nullptr;
+  BufferEvent *e = static_cast<BufferEvent *>(PyMem_Malloc(sizeof(BufferEvent)));
+  if (e == nullptr) {
+    PyErr_Format(PyExc_MemoryError, "%s: out of memory for the Buffer's event", what);
+    return false;
+  }
+  hurray_event *ev = nullptr;
+  const int32_t st = hurray_event_record(device, stream, &ev);
+  if (st != HURRAY_OK) {
+    PyMem_Free(e);
+    // Only a capturing stream answers INVALID_ARGUMENT here (the arguments
+    // are the binding's own): its work is graph work not yet launched, and
+    // the Buffer keeps the default-stream rule, as before events.
+    if (st == HURRAY_ERR_INVALID_ARGUMENT) return true;
+    raise_status(st, what);
+    return false;
+  }
+  *e = BufferEvent{ev, stream, 1};
+  *out = e;
+  return true;
+}
+
+void buffer_event_share(const BufferObject *from, BufferObject *to) {
+  to->event = from->event;
+  if (to->event != nullptr) ++to->event->refs;
+}
+
+void buffer_event_drop(BufferObject *b) {
+  BufferEvent *e = b->event;
+  if (e == nullptr) return;
+  b->event = nullptr;
+  if (--e->refs > 0) return;
+  (void)hurray_event_release(e->event);  // never fails; from any thread
+  PyMem_Free(e);
+}
+
+bool order_after_buffer(BufferObject *b, void *consumer, const char *what) {
+  int32_t st = HURRAY_OK;
+  if (b->event != nullptr) {
+    if (consumer != b->event->stream) st = hurray_event_wait(b->event->event, consumer);
+  } else {
+    void *own = buffer_stream(b->h.device.device_type);
+    if (consumer != own) st = hurray_stream_wait(b->h.device, own, consumer);
+  }
+  if (st != HURRAY_OK) {
+    raise_status(st, what);
+    return false;
+  }
+  return true;
 }
 
 void buffer_adopt(PyObject *buffer, hurray_buffer *h) {

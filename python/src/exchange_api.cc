@@ -40,6 +40,16 @@ Stats g_stats;
 // Producer: hurray.Buffer's table
 // ---------------------------------------------------------------------------
 
+// The table's current_work_stream answers the default stream (NULL) for
+// every device: a Buffer that carries an event (from_dlpack's, pending work
+// on another stream) first makes that stream wait for it (no host
+// blocking), so that what the table says holds.
+bool order_default_stream(PyObject *obj, const char *what) {
+  BufferObject *b = as_buffer(obj);
+  if (b->event == nullptr) return true;
+  return order_after_buffer(b, buffer_stream(b->h.device.device_type), what);
+}
+
 // Exports a Buffer like __dlpack__(max_version=(1, 3)) without a copy: the
 // handle is shared once more, the Buffer keeps one reference and stays
 // usable, the tensor owns the other (its deleter drops it, on any thread,
@@ -57,6 +67,10 @@ int from_py_object(void *py_object, DLManagedTensorVersioned **out) {
   }
   hurray_buffer *h = live_handle(static_cast<PyObject *>(py_object));
   if (h == nullptr) return -1;
+  if (!order_default_stream(static_cast<PyObject *>(py_object),
+                            "hurray.Buffer managed_tensor_from_py_object_no_sync")) {
+    return -1;
+  }
   if (h->flags & HURRAY_FLAG_READ_ONLY) {
     PyErr_SetString(PyExc_BufferError,
                     "hurray.Buffer managed_tensor_from_py_object_no_sync: this Buffer is "
@@ -116,6 +130,10 @@ int dltensor_from_py_object(void *py_object, DLTensor *out) {
   }
   const hurray_buffer *h = live_handle(static_cast<PyObject *>(py_object));
   if (h == nullptr) return -1;
+  if (!order_default_stream(static_cast<PyObject *>(py_object),
+                            "hurray.Buffer dltensor_from_py_object_no_sync")) {
+    return -1;
+  }
   if (h->flags & HURRAY_FLAG_READ_ONLY) {
     // A DLTensor has no flags, like the legacy struct: a read-only Buffer is
     // never handed out as a view the consumer could take for writable.
@@ -497,7 +515,8 @@ ProducerTable exchange_api_of(PyTypeObject *type) {
   return table;
 }
 
-int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out) {
+int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out,
+                            bool *order_known, void **order_stream) {
   const DLPackExchangeAPI *api = table.api;
   DLManagedTensorVersioned *t = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(obj, &t) != 0) {
@@ -529,10 +548,10 @@ int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_bu
     }
   }
   // NoSync: the producer's pending work on the memory is on its current
-  // work stream. The new Buffer is ordered on the device's default stream
-  // (buffer_stream), so that stream waits for the producer's (an event, no
-  // host blocking): what __dlpack__(stream=None) asks of a producer.
+  // work stream, where from_dlpack records the Buffer's event (NULL: the
+  // default stream, for CUDA the legacy one).
   const int32_t device_type = static_cast<int32_t>(t->dl_tensor.device.device_type);
+  *order_known = false;
   if (is_gpu(device_type) && api->current_work_stream != nullptr) {
     void *producer_stream = nullptr;
     if (api->current_work_stream(t->dl_tensor.device.device_type, t->dl_tensor.device.device_id,
@@ -541,17 +560,8 @@ int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_bu
       delete_tensor(t);
       return -1;
     }
-    void *own_stream = buffer_stream(device_type);
-    // NULL is the default stream: for CUDA the legacy one, i.e. own_stream.
-    if (producer_stream != nullptr && producer_stream != own_stream) {
-      const hurray_device device{device_type, t->dl_tensor.device.device_id};
-      int32_t st = hurray_stream_wait(device, producer_stream, own_stream);
-      if (st != HURRAY_OK) {
-        raise_status(st, "hurray.from_dlpack (stream wait)");
-        delete_tensor(t);
-        return -1;
-      }
-    }
+    *order_known = true;
+    *order_stream = producer_stream;
   }
   if (!import_versioned(t, "hurray.from_dlpack", out)) {
     delete_tensor(t);

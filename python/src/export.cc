@@ -215,15 +215,20 @@ PyObject *buffer_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 
   hurray_buffer out;
   if (make_copy) {
+    // hurray_copy copies on the default stream and completes before it
+    // returns: that stream waits for the pending work first (nothing to
+    // order for the consumer afterwards).
+    if (b->event != nullptr && !order_after_buffer(b, buffer_stream(b->h.device.device_type),
+                                                   "hurray.Buffer.__dlpack__ (stream wait)")) {
+      return nullptr;
+    }
     int32_t st = hurray_copy(&b->h, target, &out);
     if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__ (copy)");
   } else {
-    // Zero-copy: order the consumer's stream after the buffer's. (A copy
-    // above completes before hurray_copy returns: nothing to order.)
-    void *producer_stream = buffer_stream(b->h.device.device_type);
-    if (sync && consumer_stream != producer_stream) {
-      int32_t st = hurray_stream_wait(b->h.device, producer_stream, consumer_stream);
-      if (st != HURRAY_OK) return raise_status(st, "hurray.Buffer.__dlpack__ (stream wait)");
+    // Zero-copy: order the consumer's stream after the buffer's pending
+    // work (its event, or the default stream; docs/impl/python.md §4).
+    if (sync && !order_after_buffer(b, consumer_stream, "hurray.Buffer.__dlpack__ (stream wait)")) {
+      return nullptr;
     }
     hurray_buffer pair[2];
     int32_t st = hurray_share(&b->h, 2, pair);

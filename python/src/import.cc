@@ -345,7 +345,7 @@ PyObject *raise_copy_false_crosses(hurray_device from, hurray_device to) {
 // has a usable table and the request can be met by it. Returns 1 (imported
 // into *h), 0 (take the capsule path) or -1 (error set).
 int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_device want,
-                     hurray_buffer *h) {
+                     hurray_buffer *h, bool *order_known, void **order_stream) {
   if (PyCapsule_CheckExact(obj)) return 0;
   if (copy_mode == 1) {  // the table never copies: the producer's own copy
     count_consumer_path(false);
@@ -355,7 +355,12 @@ int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_dev
   const DLPackExchangeAPI *api = table.api;
   if (api == nullptr && PyErr_Occurred()) return -1;
   bool use_table = api != nullptr;
-  if (use_table && device_given) {
+  if (use_table && device_given && Py_TYPE(obj) == &BufferType) {
+    // A Buffer on the device asked for was shared directly: this one is
+    // on another, which the table cannot reach (and asking for its view
+    // would order its pending work on the default stream for nothing).
+    use_table = false;
+  } else if (use_table && device_given) {
     use_table = false;
     if (api->dltensor_from_py_object_no_sync != nullptr) {
       DLTensor view;
@@ -379,7 +384,7 @@ int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_dev
   }
   count_consumer_path(use_table);
   if (!use_table) return 0;
-  const int r = import_via_exchange_api(obj, table, h);
+  const int r = import_via_exchange_api(obj, table, h, order_known, order_stream);
   // A torch tensor the table sent on to __dlpack__ (its error, or its
   // refusal): the capsule path follows, and is counted too.
   if (r == 0) count_consumer_path(false);
@@ -431,8 +436,12 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
 
   hurray_buffer h;
   bool legacy_unsaid = false;
-  bool caller_stream_used = false;  // the producer ordered its work on the caller's stream
-  long long caller_stream_value = 0;
+  // Where the producer's pending work is ordered, when known: the stream its
+  // __dlpack__ was given (none given: the legacy default stream, which the
+  // protocol tells it to assume), or its table's current_work_stream. The
+  // Buffer's event is recorded there (docs/impl/python.md §4).
+  bool order_known = false, order_default = false;
+  void *order_stream = nullptr;
   if (Py_TYPE(obj) == &BufferType && copy_mode != 1 &&
       (!device_given || same_device(want, as_buffer(obj)->h.device))) {
     // Another Buffer on the same memory: share directly, no DLPack round
@@ -443,12 +452,15 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     int32_t st = hurray_share(&src->h, 2, pair);
     if (st != HURRAY_OK) return raise_status(st, "hurray.from_dlpack");
     src->h = pair[0];
-    return new_buffer(&pair[1], src->legacy_unsaid);
+    PyObject *r = new_buffer(&pair[1], src->legacy_unsaid);
+    if (r != nullptr) buffer_event_share(src, as_buffer(r));  // the same pending work
+    return r;
   }
 
   // A producer whose type publishes the DLPack C exchange API is taken
   // through its table (docs/impl/python.md, "The DLPack C exchange API").
-  const int via_table = try_exchange_api(obj, copy_mode, device_given, want, &h);
+  const int via_table =
+      try_exchange_api(obj, copy_mode, device_given, want, &h, &order_known, &order_stream);
   if (via_table < 0) return nullptr;
   if (via_table == 0) {
     PyObject *cap = nullptr;
@@ -500,9 +512,15 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
       PyObject *used = nullptr;
       cap = call_dlpack(obj, copy_arg, dl_device, first, fallback, &used);
       Py_XDECREF(dl_device);
-      // The caller's own stream, if the call that answered was given it.
-      caller_stream_used = stream != Py_None && used != nullptr && used == first;
-      if (caller_stream_used) caller_stream_value = PyLong_AsLongLong(used);
+      // The stream the call that answered was given (an int stream_for
+      // made); -1 asked for no synchronisation: nothing is known.
+      if (used == nullptr) {
+        order_known = order_default = true;
+      } else {
+        const long long v = PyLong_AsLongLong(used);
+        order_known = v != -1;
+        order_stream = reinterpret_cast<void *>(static_cast<intptr_t>(v));
+      }
       Py_XDECREF(first);
       Py_XDECREF(fallback);
       if (cap == nullptr) return nullptr;
@@ -521,23 +539,10 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     legacy_unsaid = ok && was_legacy;
     Py_DECREF(cap);
     if (!ok) return nullptr;
-    // A GPU Buffer is ordered on its device's default stream
-    // (docs/impl/python.md §4): after a producer ordered its work on the
-    // caller's stream, the default stream waits for that one (an event, no
-    // host blocking). -1 asked for no synchronisation at all.
-    void *own_stream = buffer_stream(h.device.device_type);
-    void *given = reinterpret_cast<void *>(static_cast<intptr_t>(caller_stream_value));
-    if (caller_stream_used && caller_stream_value != -1 &&
-        (cuda_family(h.device.device_type) || rocm_family(h.device.device_type)) &&
-        given != own_stream) {
-      const int32_t st = hurray_stream_wait(h.device, given, own_stream);
-      if (st != HURRAY_OK) {
-        raise_status(st, "hurray.from_dlpack (stream wait)");
-        release_handle(&h);
-        return nullptr;
-      }
-    }
   }
+  // Only the GPU types have streams to order.
+  order_known = order_known && has_streams(h.device.device_type);
+  if (order_default) order_stream = buffer_stream(h.device.device_type);
 
   // copy / device the producer did not (or could not be asked to) honour.
   const hurray_device target = device_given ? want : h.device;
@@ -548,6 +553,19 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     return nullptr;
   }
   if (other_device || (copy_mode == 1 && !(h.flags & HURRAY_FLAG_IS_COPIED))) {
+    // hurray_copy copies on the default stream and completes before it
+    // returns: that stream waits for the producer's pending work first (an
+    // event, no host blocking), and the copy needs no event afterwards.
+    void *own_stream = buffer_stream(h.device.device_type);
+    if (order_known && order_stream != own_stream) {
+      const int32_t st = hurray_stream_wait(h.device, order_stream, own_stream);
+      if (st != HURRAY_OK) {
+        raise_status(st, "hurray.from_dlpack (stream wait)");
+        release_handle(&h);
+        return nullptr;
+      }
+    }
+    order_known = false;
     hurray_buffer c;
     int32_t st = hurray_copy(&h, target, &c);
     if (st != HURRAY_OK) {
@@ -559,7 +577,22 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     h = c;
     legacy_unsaid = false;  // a private copy: writable
   }
-  return new_buffer(&h, legacy_unsaid);
+  // The producer's pending work travels with the Buffer as an event recorded
+  // where it was ordered (docs/impl/python.md §4).
+  BufferEvent *event = nullptr;
+  if (order_known &&
+      !buffer_event_record(h.device, order_stream, "hurray.from_dlpack (event)", &event)) {
+    release_handle(&h);
+    return nullptr;
+  }
+  PyObject *r = new_buffer(&h, legacy_unsaid);
+  if (r != nullptr) {
+    as_buffer(r)->event = event;
+  } else if (event != nullptr) {
+    (void)hurray_event_release(event->event);
+    PyMem_Free(event);
+  }
+  return r;
 }
 
 // --- used by exchange_api.cc -------------------------------------------------

@@ -29,6 +29,13 @@ PyObject *mod_ipc_export(PyObject *, PyObject *arg) {
   }
   BufferObject *b = as_buffer(arg);
   if (!check_live(b)) return nullptr;
+  // hurray_ipc_export records what the receiver waits for on the device's
+  // default stream (docs/impl/ipc.md §6): pending work on another stream
+  // (the Buffer's event, docs/impl/python.md §4) is put ahead of it first,
+  // without blocking.
+  if (b->event != nullptr && !order_after_buffer(b, buffer_stream(b->h.device.device_type), what)) {
+    return nullptr;
+  }
   hurray_buffer two[2];
   int32_t st = hurray_share(&b->h, 2, two);
   if (st != HURRAY_OK) return raise_status(st, what);

@@ -98,8 +98,10 @@ PyMethodDef module_methods[] = {
      "libhurray makes the copy; copy=False then raises BufferError. The Buffer is\n"
      "read-only when the producer says so, or gives a legacy capsule (as NumPy).\n"
      "A GPU producer is passed stream= explicitly: the caller's, else 1 (CUDA's\n"
-     "legacy default stream) or 0 (ROCm's default stream); the Buffer is then\n"
-     "ordered on that default stream."},
+     "legacy default stream) or 0 (ROCm's default stream). The Buffer records an\n"
+     "event on that stream (or on the current_work_stream of a producer's DLPack\n"
+     "exchange table), which Buffer.__dlpack__(stream=s) makes s wait on; with\n"
+     "stream=-1 it records none and is ordered on the device's default stream."},
     {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_empty)),
      METH_VARARGS | METH_KEYWORDS,
      "empty(shape, dtype='float32', *, device='cpu', shared=False)\n--\n\n"

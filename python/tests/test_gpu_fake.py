@@ -66,6 +66,11 @@ PRELUDE = textwrap.dedent(
         n = fake.fake_cuda_calls(fn.encode(), out, 64)
         return list(out[:min(n, 64)])
 
+    def calls_all():
+        out = (FakeCall * 256)()
+        n = fake.fake_cuda_calls(None, out, 256)
+        return list(out[:min(n, 256)])
+
     def to_cuda(buf):
         # CPU -> CUDA device 0 through the protocol: a private copy.
         return hurray.from_dlpack(buf.__dlpack__(max_version=(1, 3), dl_device=(2, 0)))
@@ -74,7 +79,11 @@ PRELUDE = textwrap.dedent(
 
 
 def run(body: str) -> str:
-    env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
+    env = dict(
+        os.environ,
+        HURRAY_CUDA_DRIVER_PATH=str(FAKE),
+        HURRAY_TESTS_DIR=str(pathlib.Path(__file__).resolve().parent),
+    )
     # The fake numbers its GPUs by this, as the driver does: a value meant
     # for a real GPU of this machine is not for it.
     env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -226,14 +235,15 @@ def test_from_dlpack_passes_the_stream_to_a_gpu_producer() -> None:
         class Stop(Exception):
             pass
 
-        # CUDA: the legacy default stream (1), where the Buffer is ordered:
-        # no wait issued.
+        # CUDA: the legacy default stream (1), where the Buffer's event is
+        # recorded: no wait issued.
         fake.fake_cuda_reset()
         p = Producer((2, 0))
         b = hurray.from_dlpack(p)
         assert p.asked == [1], p.asked
         assert b.device == (2, 0) and b.data_ptr == g.data_ptr
         assert fake.fake_cuda_call_count(b"cuStreamWaitEvent") == 0
+        assert [r.stream for r in calls("cuEventRecord")] == [1]
         b.release()
         # CUDA managed memory too; ROCm gets 0 (its default stream).
         for device, want in (((13, 0), 1), ((10, 0), 0)):
@@ -243,17 +253,17 @@ def test_from_dlpack_passes_the_stream_to_a_gpu_producer() -> None:
             except Stop:
                 pass
             assert p.asked == [want], (device, p.asked)
-        # The caller's stream is passed on, and the Buffer's default stream
-        # then waits for it (an event, no host wait); -1 waits for nothing.
+        # The caller's stream is passed on, and the Buffer's event recorded
+        # there (nothing waits yet, the host never); -1 records nothing.
         fake.fake_cuda_reset()
         p = Producer((2, 0))
         b = hurray.from_dlpack(p, stream=0x5000)
         c = hurray.from_dlpack(p, stream=-1)
         d = hurray.from_dlpack(p, stream=1)
         assert p.asked == [0x5000, -1, 1], p.asked
-        waits = calls("cuStreamWaitEvent")
-        assert [(w.stream, w.other) for w in waits] == [(1, 0x5000)], \
-            [(w.stream, w.other) for w in waits]
+        assert fake.fake_cuda_call_count(b"cuStreamWaitEvent") == 0
+        assert [r.stream for r in calls("cuEventRecord")] == [0x5000, 1], \
+            [r.stream for r in calls("cuEventRecord")]
         assert fake.fake_cuda_call_count(b"cuCtxSynchronize") == 0
         assert fake.fake_cuda_call_count(b"cuStreamSynchronize") == 0
         for x in (b, c, d):
@@ -292,6 +302,160 @@ def test_from_dlpack_passes_the_stream_to_a_gpu_producer() -> None:
         b.release()
         g.release()
         assert fake.fake_cuda_live_allocations() == 0
+        """
+    )
+
+
+def test_dlpack_stream_waits_on_the_import_event_not_the_default_stream() -> None:
+    # A GPU Buffer from from_dlpack carries an event recorded on the stream
+    # its producer ordered its work on (docs/impl/python.md §4):
+    # __dlpack__(stream=s) makes s wait on that event, so work on the import
+    # stream is waited for and later work on the default stream is not.
+    # Before events, s waited on the legacy default stream (1) instead.
+    run(
+        """
+        g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float32)))
+
+        class Producer:
+            def __dlpack_device__(self):
+                return (2, 0)
+            def __dlpack__(self, **kw):
+                return g.__dlpack__(max_version=(1, 3))
+
+        def waits():
+            return [(w.stream, w.other) for w in calls("cuStreamWaitEvent")]
+
+        def host_syncs():
+            return (fake.fake_cuda_call_count(b"cuStreamSynchronize")
+                    + fake.fake_cuda_call_count(b"cuCtxSynchronize"))
+
+        fake.fake_cuda_reset()
+        b = hurray.from_dlpack(Producer(), stream=0x5000)
+        assert [r.stream for r in calls("cuEventRecord")] == [0x5000]
+        assert waits() == [] and host_syncs() == 0
+        fake.fake_cuda_reset()
+        b.__dlpack__(max_version=(1, 3), stream=0x6000)
+        assert waits() == [(0x6000, 0x5000)], waits()
+        # Nothing recorded on the default stream, nothing waited for there.
+        assert fake.fake_cuda_call_count(b"cuEventRecord") == 0
+        assert fake.fake_cuda_call_count(b"cuEventCreate") == 0
+        # stream=None is the legacy default stream (1): it waits on the event.
+        b.__dlpack__(max_version=(1, 3))
+        # The import stream itself is already ordered; -1 asks for nothing.
+        b.__dlpack__(max_version=(1, 3), stream=0x5000)
+        b.__dlpack__(max_version=(1, 3), stream=-1)
+        assert waits() == [(0x6000, 0x5000), (1, 0x5000)], waits()
+        assert host_syncs() == 0
+        # Shares and from_dlpack of the Buffer carry the same event.
+        fake.fake_cuda_reset()
+        (s,) = b.share(1)
+        t = hurray.from_dlpack(b)
+        s.__dlpack__(max_version=(1, 3), stream=0x6000)
+        t.__dlpack__(max_version=(1, 3), stream=0x6000)
+        assert waits() == [(0x6000, 0x5000)] * 2, waits()
+        # Released with the last Buffer that carries it.
+        del b, s
+        assert fake.fake_cuda_call_count(b"cuEventDestroy") == 0
+        del t
+        assert fake.fake_cuda_call_count(b"cuEventDestroy") == 1
+
+        # A default import (no stream=): the event is on the legacy stream,
+        # where the producer was told to order its work; a consumer stream
+        # waits on it, without a record at export time.
+        d = hurray.from_dlpack(Producer())
+        fake.fake_cuda_reset()
+        d.__dlpack__(max_version=(1, 3), stream=0x6000)
+        assert waits() == [(0x6000, 1)], waits()
+        assert fake.fake_cuda_call_count(b"cuEventRecord") == 0
+        # A copy out of it (to the CPU) is queued on the default stream,
+        # which is already where the event is: nothing to wait for.
+        assert fake.fake_cuda_call_count(b"cuStreamWaitEvent") == 1
+
+        # A copy out of a Buffer whose work is on another stream: the
+        # default stream (where hurray_copy copies) waits on the event first.
+        e = hurray.from_dlpack(Producer(), stream=0x5000)
+        fake.fake_cuda_reset()
+        h = hurray.from_dlpack(e, device="cpu")
+        assert h.device == (1, 0)
+        assert waits() == [(1, 0x5000)], waits()
+        first_copy = [c.fn for c in calls_all()].index(b"cuMemcpyAsync")
+        first_wait = [c.fn for c in calls_all()].index(b"cuStreamWaitEvent")
+        assert first_wait < first_copy
+
+        # Buffers without an event (hurray.empty, copies) keep the rule of
+        # the default stream: a consumer stream waits for it.
+        fake.fake_cuda_reset()
+        g.__dlpack__(max_version=(1, 3), stream=0x6000)
+        assert waits() == [(0x6000, 1)], waits()
+        assert fake.fake_cuda_call_count(b"cuEventRecord") == 1
+        for x in (d, e, h, g):
+            x.release()
+        assert fake.fake_cuda_live_allocations() == 0
+        """
+    )
+
+
+def test_exchange_api_import_records_the_event_on_the_work_stream() -> None:
+    # A producer whose type publishes the DLPack C exchange API: its
+    # current_work_stream (here 0x7000) is where the Buffer's event is
+    # recorded, and a consumer stream waits on it (docs/impl/python.md §7).
+    run(
+        """
+        sys.path.insert(0, os.environ["HURRAY_TESTS_DIR"])
+        from dlpack_ctypes import FROM_PY, WORK_STREAM, DLManagedTensorVersioned, ExchangeAPI
+        py = ctypes.pythonapi
+        py.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        py.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        py.PyCapsule_New.restype = ctypes.py_object
+        py.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        own = ExchangeAPI.from_address(py.PyCapsule_GetPointer(
+            hurray.Buffer.__dict__["__dlpack_c_exchange_api__"], b"dlpack_exchange_api"))
+        buffer_from_py = FROM_PY(own.managed_tensor_from_py_object_no_sync)
+
+        g = to_cuda(hurray.from_dlpack(np.arange(8, dtype=np.float32)))
+        asked = []
+        def from_py(obj, out):
+            return buffer_from_py(obj.g, out)
+        def work_stream(device_type, device_id, out):
+            asked.append((device_type, device_id))
+            out[0] = 0x7000
+            return 0
+        cb_from, cb_work = FROM_PY(from_py), WORK_STREAM(work_stream)
+        table = ExchangeAPI()
+        table.header.major, table.header.minor = 1, 3
+        table.managed_tensor_from_py_object_no_sync = ctypes.cast(cb_from, ctypes.c_void_p).value
+        table.current_work_stream = ctypes.cast(cb_work, ctypes.c_void_p).value
+
+        class Tensor:
+            __dlpack_c_exchange_api__ = py.PyCapsule_New(
+                ctypes.addressof(table), b"dlpack_exchange_api", None)
+            def __init__(self, g):
+                self.g = g
+
+        before = dict(hurray._native._exchange_api_stats())
+        fake.fake_cuda_reset()
+        b = hurray.from_dlpack(Tensor(g))
+        after = dict(hurray._native._exchange_api_stats())
+        assert after["consumer_table"] == before["consumer_table"] + 1
+        assert asked == [(2, 0)], asked
+        assert [r.stream for r in calls("cuEventRecord")] == [0x7000]
+        assert fake.fake_cuda_call_count(b"cuStreamWaitEvent") == 0
+        b.__dlpack__(max_version=(1, 3), stream=0x6000)
+        assert [(w.stream, w.other) for w in calls("cuStreamWaitEvent")] == [(0x6000, 0x7000)]
+        assert fake.fake_cuda_call_count(b"cuStreamSynchronize") == 0
+        assert fake.fake_cuda_call_count(b"cuCtxSynchronize") == 0
+        # hurray.Buffer's own table says its work is on the default stream:
+        # handing b on through it first makes that stream wait on the event.
+        fake.fake_cuda_reset()
+        t = ctypes.POINTER(DLManagedTensorVersioned)()
+        assert buffer_from_py(b, ctypes.byref(t)) == 0
+        assert [(w.stream, w.other) for w in calls("cuStreamWaitEvent")] == [(1, 0x7000)]
+        cap = py.PyCapsule_New(ctypes.addressof(t.contents), b"dltensor_versioned", None)
+        hurray.from_dlpack(cap).release()
+        b.release()
+        g.release()
+        assert fake.fake_cuda_live_allocations() == 0
+        assert fake.fake_cuda_call_count(b"cuEventDestroy") == 1
         """
     )
 
@@ -397,7 +561,11 @@ def test_cuda_buffer_sent_to_a_worker_and_back(tmp_path: pathlib.Path) -> None:
             """
         )
     )
-    env = dict(os.environ, HURRAY_CUDA_DRIVER_PATH=str(FAKE))
+    env = dict(
+        os.environ,
+        HURRAY_CUDA_DRIVER_PATH=str(FAKE),
+        HURRAY_TESTS_DIR=str(pathlib.Path(__file__).resolve().parent),
+    )
     # The fake numbers its GPUs by this, as the driver does: a value meant
     # for a real GPU of this machine is not for it.
     env.pop("CUDA_VISIBLE_DEVICES", None)

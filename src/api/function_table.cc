@@ -47,7 +47,10 @@ namespace {
   X(ipc_send)                       \
   X(ipc_recv)                       \
   X(ipc_export_async)               \
-  X(ipc_import_async)
+  X(ipc_import_async)               \
+  X(event_record)                   \
+  X(event_wait)                     \
+  X(event_release)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

@@ -45,6 +45,10 @@ struct Stub {
   static int32_t copy(int32_t, void *, const void *, uint64_t, void *) { return load(); }
   static int32_t synchronize(int32_t, void *) { return load(); }
   static int32_t stream_wait(int32_t, void *, void *) { return load(); }
+  static int32_t event_record(int32_t, void *, void **, uint64_t *) { return load(); }
+  static int32_t event_wait(int32_t, void *, void *) { return load(); }
+  // Nothing was ever recorded through a stub.
+  static int32_t event_destroy(int32_t, void *, uint64_t) { return HURRAY_OK; }
   static int32_t check_pointer(hurray_device, const void *) { return load(); }
   static int32_t copy_strided(int32_t, const DeviceCopy &, void *) { return load(); }
   static int32_t host_wait_allowed(int32_t, void *) { return load(); }
@@ -57,6 +61,9 @@ struct Stub {
     b.copy = &copy;
     b.synchronize = &synchronize;
     b.stream_wait = &stream_wait;
+    b.event_record = &event_record;
+    b.event_wait = &event_wait;
+    b.event_destroy = &event_destroy;
     b.check_pointer = &check_pointer;
     b.copy_strided = &copy_strided;
     b.host_wait_allowed = &host_wait_allowed;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one table of operations per device type (allocate, free, copy,
-// synchronise, stream wait, pointer check, strided copy), the CPU's
+// synchronise, stream wait, events, pointer check, strided copy), the CPU's
 // (device/cpu/cpu.cc) like the GPU vendors' (device/cuda/, device/hip/),
 // resolved in one place (device/backend.cc). A vendor left out of the build
 // is served by a stub table whose every operation answers
@@ -78,6 +78,30 @@ struct DeviceBackend {
   int32_t (*synchronize)(int32_t device_id, void *stream);
   // Makes `consumer` wait for the work queued so far on `producer`.
   int32_t (*stream_wait)(int32_t device_id, void *producer, void *consumer);
+  // The events of hurray_event_record (docs/impl/gpu.md §4, "Events").
+  // event_record creates an event (CUDA: cuEventCreate with
+  // CU_EVENT_DISABLE_TIMING; HIP: hipEventCreateWithFlags with
+  // hipEventDisableTiming) in device `device_id`'s context (CUDA: its
+  // primary context) and records it on `stream` (NULL: the default stream);
+  // *event and *context (the incarnation of that context, as in
+  // DeviceMemory::context) are written on success only. While `stream` is
+  // being captured into a graph (CUDA: NULL / CU_STREAM_LEGACY also while a
+  // blocking stream of the device is) nothing is created:
+  // HURRAY_ERR_INVALID_ARGUMENT. The CPU: HURRAY_ERR_UNSUPPORTED_DEVICE.
+  int32_t (*event_record)(int32_t device_id, void *stream, void **event, uint64_t *context);
+  // Makes `stream` wait on the device for `event` (no host blocking). While
+  // `stream` is being captured, CUDA captures the wait as an external
+  // event-wait node (CU_EVENT_WAIT_EXTERNAL: the CUDA Programming Guide
+  // forbids waiting on a non-captured event from a capturing stream without
+  // it); HIP, which has no such flag, and CUDA's legacy stream while a
+  // blocking stream captures answer HURRAY_ERR_INVALID_ARGUMENT, nothing
+  // queued.
+  int32_t (*event_wait)(int32_t device_id, void *event, void *stream);
+  // Destroys what event_record made, from any thread. Nothing is called when
+  // the context was reset since (`context` differs: the event died with it)
+  // or in a forked child; HURRAY_ERR_DEVICE with the message set when the
+  // runtime fails (the event is then leaked).
+  int32_t (*event_destroy)(int32_t device_id, void *event, uint64_t context);
   // HURRAY_OK when `ptr` is memory of `device` (type and ordinal) according
   // to the runtime's pointer attributes; HURRAY_ERR_INVALID_ARGUMENT if not.
   int32_t (*check_pointer)(hurray_device device, const void *ptr);

@@ -13,7 +13,11 @@
 // ("driver"), the call names kAllocAsync, kMemcpyAsync, kStreamSynchronize,
 // kEventCreate, kEventRecord, kStreamWaitEvent; api(), forked_child(),
 // error_name(r); memcpy_async, stream_synchronize, event_create,
-// event_record, stream_wait_event, event_destroy on an Api; class Scope
+// event_record, stream_wait_event, event_destroy on an Api; for the public
+// events also kStreamIsCapturing, kEventDestroy, kWaitExternal (whether the
+// vendor can capture a wait on an outside event), stream_capture (the
+// Capture of a stream), stream_wait_event_external, event_destroy_status
+// and torn_down (the runtime's answer after its teardown at exit); class Scope
 // (enter(ordinal, &failed), leave(), context_id()); restore_failure; and
 // the vendor's own operations allocate, release_now, check_pointer,
 // copy_strided, host_wait_allowed (device/backend.h).
@@ -25,11 +29,18 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/backend.h"
 #include "device/deferred_frees.h"
 
 namespace hurray::detail {
+
+// What a stream's capture state means for an event on it: none; the stream
+// is being captured (status active or invalidated); or (CUDA) it is the
+// legacy stream while a blocking stream of its context captures
+// (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), which may not be used at all then.
+enum class Capture { kNone, kCapturing, kImplicit };
 
 template <typename V>
 class Vendor {
@@ -125,6 +136,114 @@ class Vendor {
     });
   }
 
+  // device/backend.h, event_record / event_wait / event_destroy.
+  static int32_t event_record(int32_t device_id, void *stream, void **event, uint64_t *context) {
+    const char *call = V::kStreamIsCapturing;
+    Capture capture = Capture::kNone;
+    typename V::Event ev{};
+    bool made = false;
+    uint64_t ctx = 0;
+    const int32_t st = with_device(
+        device_id, &call,
+        [&](const Api &a) {
+          // Asking is allowed during a capture; recording there is refused
+          // before anything is created.
+          Result r = V::stream_capture(a, stream, &capture);
+          if (r != V::kSuccess || capture != Capture::kNone) return r;
+          call = V::kEventCreate;
+          r = V::event_create(a, &ev);
+          if (r != V::kSuccess) return r;
+          made = true;
+          call = V::kEventRecord;
+          r = V::event_record(a, ev, stream);
+          if (r != V::kSuccess) {
+            V::event_destroy(a, ev);
+            made = false;
+          }
+          return r;
+        },
+        &ctx);
+    if (st != HURRAY_OK) {
+      // Recorded, but the thread's state could not be given back.
+      if (made) (void)event_destroy(device_id, static_cast<void *>(ev), ctx);
+      return st;
+    }
+    if (capture != Capture::kNone) {
+      return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                  "stream %p of %s device %" PRId32
+                  " %s: an event recorded there would stand "
+                  "for graph work not yet launched, not for the work queued on the stream; "
+                  "record the event before or after the capture",
+                  stream, V::kName, device_id,
+                  capture == Capture::kImplicit
+                      ? "is the legacy default stream, which CUDA prohibits while a blocking "
+                        "stream of the device is being captured into a graph"
+                      : "is being captured into a graph");
+    }
+    *event = static_cast<void *>(ev);
+    *context = ctx;
+    return HURRAY_OK;
+  }
+
+  static int32_t event_wait(int32_t device_id, void *event, void *stream) {
+    const char *call = V::kStreamIsCapturing;
+    Capture capture = Capture::kNone;
+    const typename V::Event ev = static_cast<typename V::Event>(event);
+    bool refused = false;
+    const int32_t st = with_device(device_id, &call, [&](const Api &a) {
+      Result r = V::stream_capture(a, stream, &capture);
+      if (r != V::kSuccess) return r;
+      call = V::kStreamWaitEvent;
+      if (capture == Capture::kNone) return V::stream_wait_event(a, stream, ev);
+      if (capture == Capture::kImplicit || !V::kWaitExternal) {
+        refused = true;
+        return V::kSuccess;
+      }
+      // The event was recorded outside this capture: the wait becomes an
+      // external event-wait node of the graph.
+      return V::stream_wait_event_external(a, stream, ev);
+    });
+    if (st != HURRAY_OK || !refused) return st;
+    if (capture == Capture::kImplicit) {
+      return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                  "the legacy default stream of CUDA device %" PRId32
+                  " cannot wait for an event while a blocking stream of the device is being "
+                  "captured into a graph (CUDA prohibits using it then): wait on the capturing "
+                  "stream itself, or after the capture",
+                  device_id);
+    }
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "stream %p of %s device %" PRId32
+                " is being captured into a graph, and %s cannot capture a wait for an event "
+                "recorded outside the graph: wait before or after the capture",
+                stream, V::kName, device_id, V::kName);
+  }
+
+  // As with_device, but a runtime already torn down (process exit) is a
+  // skipped release counted in teardown_leaks, not a failure.
+  static int32_t event_destroy(int32_t device_id, void *event, uint64_t context) {
+    if (V::forked_child()) return HURRAY_OK;  // the parent's event; nothing to call
+    const Api *a = V::api();
+    if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;  // it recorded: loaded
+    typename V::Scope scope(*a);
+    const char *call = nullptr;
+    uint64_t now = 0;
+    Result r = scope.enter(device_id, &call, &now);
+    // A reset context took its events with it.
+    if (r == V::kSuccess && now == context) {
+      call = V::kEventDestroy;
+      r = V::event_destroy_status(*a, static_cast<typename V::Event>(event));
+    }
+    const Result restore = scope.leave();
+    if (V::torn_down(r) || V::torn_down(restore)) {
+      count_teardown_leak();
+      return HURRAY_OK;
+    }
+    if (restore != V::kSuccess) return V::restore_failure(scope, restore, r, call, device_id);
+    if (r != V::kSuccess) return failure(r, call, device_id);
+    return HURRAY_OK;
+  }
+
   // Releases whose stream was being captured (docs/impl/gpu.md §3): kept
   // here by V::release_now and tried again from later allocations and
   // releases (each may be deferred once more).
@@ -148,6 +267,9 @@ class Vendor {
     b.copy = &copy;
     b.synchronize = &synchronize;
     b.stream_wait = &stream_wait;
+    b.event_record = &event_record;
+    b.event_wait = &event_wait;
+    b.event_destroy = &event_destroy;
     b.check_pointer = &V::check_pointer;
     b.copy_strided = &V::copy_strided;
     b.host_wait_allowed = &V::host_wait_allowed;

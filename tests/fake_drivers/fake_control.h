@@ -155,7 +155,11 @@ int fake_cuda_dead_stream_uses(void);
    invalidate the capture and are counted in prohibited_calls: cuStreamQuery
    or cuStreamSynchronize of the stream, cuMemFreeAsync on it (no memory of
    the fake is a graph allocation), cuCtxSynchronize and any use of the
-   legacy stream (NULL, 1) with its device's context current. end_capture
+   legacy stream (NULL, 1) with its device's context current; also
+   cuStreamWaitEvent on it of an event not recorded during a capture
+   without CU_EVENT_WAIT_EXTERNAL (CUDA_ERROR_STREAM_CAPTURE_ISOLATION),
+   while that flag on a stream that is not capturing is
+   CUDA_ERROR_INVALID_VALUE (the flags are logged in `bytes`). end_capture
    returns 1 if the capture is still valid, else 0. */
 void fake_cuda_stream_begin_capture(void *stream);
 int fake_cuda_stream_end_capture(void *stream);

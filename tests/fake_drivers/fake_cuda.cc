@@ -398,15 +398,40 @@ CUresult f_event_create(CUevent *ev, unsigned int flags) {
   return done("cuEventCreate", CUDA_SUCCESS, *ev);
 }
 
+// Whether `s` (not the legacy stream) is being captured now.
+bool stream_captures(const void *s) {
+  if (reinterpret_cast<uintptr_t>(s) <= 1) return false;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  return it != g_streams.end() && !it->second.destroyed && it->second.capture != 0;
+}
+
 CUresult f_event_record(CUevent ev, CUstream s) {
   FAKE_ENTER("cuEventRecord", ev, s);
   ev->recorded_on = s;
+  ev->captured = stream_captures(s);
   return done("cuEventRecord", CUDA_SUCCESS, ev, s);
 }
 
-CUresult f_stream_wait_event(CUstream s, CUevent ev, unsigned int) {
+// The flags are logged in `bytes`. Driver API reference, cuStreamWaitEvent:
+// CU_EVENT_WAIT_EXTERNAL (1) is invalid outside of stream capture; CUDA
+// Programming Guide, "CUDA Graphs", "Prohibited and Unhandled Operations":
+// waiting on a non-captured event from a capturing stream without it is
+// invalid, which invalidates the capture ("Invalidation"; the guide names no
+// code: the fake answers CUDA_ERROR_STREAM_CAPTURE_ISOLATION) and is counted
+// in prohibited_calls.
+CUresult f_stream_wait_event(CUstream s, CUevent ev, unsigned int flags) {
   FAKE_ENTER("cuStreamWaitEvent", ev, s);
-  return done("cuStreamWaitEvent", CUDA_SUCCESS, ev, s, 0, ev->recorded_on);
+  const bool external = (flags & CU_EVENT_WAIT_EXTERNAL) != 0;
+  if (!stream_captures(s)) {
+    if (external) return done("cuStreamWaitEvent", CUDA_ERROR_INVALID_VALUE, ev, s, flags);
+  } else if (!external && !ev->captured) {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    fake::capture::invalidate(&g_streams[s].capture);
+    g_prohibited.fetch_add(1);
+    return done("cuStreamWaitEvent", CUDA_ERROR_STREAM_CAPTURE_ISOLATION, ev, s, flags);
+  }
+  return done("cuStreamWaitEvent", CUDA_SUCCESS, ev, s, flags, ev->recorded_on);
 }
 
 CUresult f_event_destroy(CUevent ev) {

@@ -30,6 +30,10 @@ struct CUctx_st {
 // An event (cuEventCreate, or cuIpcOpenEventHandle of another process's).
 struct CUevent_st {
   CUstream recorded_on;
+  // Last recorded on a stream that was being captured: it stands for a node
+  // of that graph, not for queued work (cuStreamWaitEvent's capture rules,
+  // fake_cuda.cc).
+  bool captured = false;
 };
 
 namespace fake_cuda {

@@ -57,6 +57,14 @@ int32_t cpu_stream_wait(int32_t, void *, void *) {
   return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "kDLCPU has no streams");
 }
 
+// No streams, so nothing to order: an event is refused like a stream wait.
+int32_t cpu_event_record(int32_t, void *, void **, uint64_t *) {
+  return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+              "kDLCPU has no streams: there is no pending work to record an event for");
+}
+int32_t cpu_event_wait(int32_t, void *, void *) { return cpu_stream_wait(0, nullptr, nullptr); }
+int32_t cpu_event_destroy(int32_t, void *, uint64_t) { return HURRAY_OK; }
+
 // Any address is CPU memory as far as libhurray can tell.
 int32_t cpu_check_pointer(hurray_device, const void *) { return HURRAY_OK; }
 
@@ -74,6 +82,9 @@ constexpr DeviceBackend cpu_table() {
   b.copy = &cpu_copy;
   b.synchronize = &cpu_synchronize;
   b.stream_wait = &cpu_stream_wait;
+  b.event_record = &cpu_event_record;
+  b.event_wait = &cpu_event_wait;
+  b.event_destroy = &cpu_event_destroy;
   b.check_pointer = &cpu_check_pointer;
   b.copy_strided = &cpu_copy_strided;
   b.host_wait_allowed = &cpu_host_wait_allowed;

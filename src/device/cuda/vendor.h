@@ -131,6 +131,30 @@ struct CudaTraits {
     return d.stream_wait_event(static_cast<CUstream>(stream), ev, 0);
   }
   static void event_destroy(const Api &d, Event ev) { d.event_destroy(ev); }
+  static Result event_destroy_status(const Api &d, Event ev) { return d.event_destroy(ev); }
+  static constexpr const char *kStreamIsCapturing = "cuStreamIsCapturing";
+  static constexpr const char *kEventDestroy = "cuEventDestroy";
+  static constexpr bool kWaitExternal = true;
+  static bool torn_down(Result r) { return r == CUDA_ERROR_DEINITIALIZED; }
+  // cuStreamIsCapturing, allowed during capture; on NULL / CU_STREAM_LEGACY
+  // it answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream of
+  // the current context captures.
+  static Result stream_capture(const Api &d, void *stream, Capture *out) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const Result r = d.stream_is_capturing(static_cast<CUstream>(stream), &status);
+    *out = Capture::kNone;
+    if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) {
+      *out = Capture::kImplicit;
+      return CUDA_SUCCESS;
+    }
+    if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) *out = Capture::kCapturing;
+    return r;
+  }
+  // CU_EVENT_WAIT_EXTERNAL, which the Driver API reference of
+  // cuStreamWaitEvent calls invalid outside of stream capture.
+  static Result stream_wait_event_external(const Api &d, void *stream, Event ev) {
+    return d.stream_wait_event(static_cast<CUstream>(stream), ev, CU_EVENT_WAIT_EXTERNAL);
+  }
 
   // The primary context of the device current, in the relaxed capture mode,
   // for one operation; the thread's own context and mode given back.

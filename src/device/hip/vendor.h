@@ -139,6 +139,24 @@ struct HipTraits {
     return r.stream_wait_event(static_cast<hipStream_t>(stream), ev, 0);
   }
   static void event_destroy(const Api &r, Event ev) { (void)r.event_destroy(ev); }
+  static Result event_destroy_status(const Api &r, Event ev) { return r.event_destroy(ev); }
+  static constexpr const char *kStreamIsCapturing = "hipStreamIsCapturing";
+  static constexpr const char *kEventDestroy = "hipEventDestroy";
+  // HIP has no flag that captures a wait on an event from outside the graph.
+  static constexpr bool kWaitExternal = false;
+  static bool torn_down(Result e) {
+    return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
+  }
+  // hipStreamIsCapturing (none when the runtime lacks it).
+  static Result stream_capture(const Api &r, void *stream, Capture *out) {
+    *out = Capture::kNone;
+    if (r.stream_is_capturing == nullptr) return hipSuccess;
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    const Result e = r.stream_is_capturing(static_cast<hipStream_t>(stream), &status);
+    if (e == hipSuccess && status != hipStreamCaptureStatusNone) *out = Capture::kCapturing;
+    return e;
+  }
+  static Result stream_wait_event_external(const Api &, void *, Event) { return hipSuccess; }
 
   using Scope = HipScope;
   static int32_t restore_failure(const Scope &scope, Result restore, Result e, const char *call,
