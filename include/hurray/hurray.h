@@ -1323,7 +1323,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  *                                   too many or too few fds, an fd that is
  *                                   not a sealed memfd or not a pipe's write
  *                                   end, a region beyond the memfd, elements
- *                                   outside the region, a failed mmap;
+ *                                   outside the region, a region larger
+ *                                   than HURRAY_IPC_MAX_BYTES (environment;
+ *                                   default: physical memory), a failed
+ *                                   mmap;
  *                                   kinds 2 / 3 / 4: a device type not the
  *                                   kind's, a negative ordinal, a nonzero
  *                                   region_offset; kind 2: a nonzero byte

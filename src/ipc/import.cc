@@ -22,6 +22,28 @@
 namespace hurray::detail {
 namespace {
 
+// The largest region a receiver maps: HURRAY_IPC_MAX_BYTES when set to a
+// positive number of bytes, else this machine's physical memory (a sender
+// could otherwise hand over a sparse memfd of any size, whose pages the
+// receiver's reads would fault in and be charged for).
+uint64_t map_limit(bool *from_env) {
+  const char *env = std::getenv("HURRAY_IPC_MAX_BYTES");
+  if (env != nullptr && *env != '\0') {
+    char *end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (errno == 0 && end != env && *end == '\0' && v > 0) {
+      *from_env = true;
+      return v;
+    }
+  }
+  *from_env = false;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return UINT64_MAX;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
 int32_t check_memfd(int fd, const WireDesc &d) {
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
@@ -37,6 +59,15 @@ int32_t check_memfd(int fd, const WireDesc &d) {
     return fail(HURRAY_ERR_IPC,
                 "fds[0] is a memfd not sealed against shrinking (F_SEAL_SHRINK): its sender "
                 "could cut the pages from under the mapping");
+  }
+  bool from_env = false;
+  const uint64_t limit = map_limit(&from_env);
+  if (d.region_length > limit) {
+    return fail(HURRAY_ERR_IPC,
+                "the message's region is %" PRIu64 " bytes, more than %s (%" PRIu64
+                " bytes): refused before mapping (set HURRAY_IPC_MAX_BYTES to accept it)",
+                d.region_length,
+                from_env ? "HURRAY_IPC_MAX_BYTES" : "this machine's physical memory", limit);
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (d.region_offset > size || d.region_length > size - d.region_offset) {

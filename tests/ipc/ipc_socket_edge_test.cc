@@ -176,4 +176,27 @@ TEST(IpcImportFds, KeptFdsAreCloseOnExecWhateverTheyArrivedAs) {
   ASSERT_OK(hurray_buffer_release(&r));
 }
 
+TEST(IpcImportLimit, ARegionLargerThanTheLimitIsRefusedBeforeMapping) {
+  warm_watcher();
+  const int fds = count_fds();
+  const int maps = count_hurray_memfd_maps();
+  hurray_buffer h = shareable(1024);  // 4 KiB of floats
+  hurray_buffer two[2];
+  ASSERT_OK(hurray_share(&h, 2, two));  // one per export (an export consumes it)
+  hurray_ipc_message m;
+  ASSERT_OK(hurray_ipc_export(&two[0], 0, &m));
+  ASSERT_EQ(setenv("HURRAY_IPC_MAX_BYTES", "1024", 1), 0);
+  hurray_buffer r;
+  EXPECT_STATUS(hurray_ipc_import(&m, &r), HURRAY_ERR_IPC);
+  EXPECT_NE(std::strstr(hurray_last_error(), "HURRAY_IPC_MAX_BYTES (1024 bytes)"), nullptr)
+      << hurray_last_error();
+  EXPECT_EQ(count_hurray_memfd_maps(), maps + 1);  // only the sender's own mapping
+  ASSERT_OK(hurray_ipc_export(&two[1], 0, &m));
+  ASSERT_EQ(setenv("HURRAY_IPC_MAX_BYTES", "4096", 1), 0);  // exactly the region
+  ASSERT_OK(hurray_ipc_import(&m, &r));
+  ASSERT_OK(hurray_buffer_release(&r));
+  ASSERT_EQ(unsetenv("HURRAY_IPC_MAX_BYTES"), 0);
+  ASSERT_TRUE(wait_until([&] { return count_fds() == fds; }));
+}
+
 }  // namespace
