@@ -47,7 +47,8 @@ namespace {
   X(ipc_send)                       \
   X(ipc_recv)                       \
   X(ipc_export_async)               \
-  X(ipc_import_async)
+  X(ipc_import_async)               \
+  X(retire_deferred_frees)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {
