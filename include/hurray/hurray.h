@@ -804,8 +804,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
  *                                  device ordinal
  * On failure: nothing retired; *remaining untouched; nothing to release.
  * Threads: safe from any thread; waits for a retirement under way on
- *   another thread to finish first. Called from inside the diagnostic hook
- *   while that thread is retiring, it retires nothing and returns HURRAY_OK.
+ *   another thread to finish first, except inside the diagnostic hook
+ *   (that retirement may be waiting for the hook): there it retires nothing
+ *   while another is under way, and returns HURRAY_OK with *remaining
+ *   counting what is kept.
  * Spec: docs/impl/gpu.md §2. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_retire_deferred_frees(hurray_device device,
                                                                  size_t *remaining);

@@ -28,6 +28,7 @@
 #include <new>
 #include <vector>
 
+#include "common/diagnostics.h"
 #include "device/backend.h"
 
 namespace hurray::detail {
@@ -76,12 +77,19 @@ class DeferredFrees {
 
   // A try that waits for any other under way first (the retirer, and
   // hurray_retire_deferred_frees): the entries `pick` accepts. Returns
-  // false, having tried nothing, on a thread already inside a try.
+  // false, having tried nothing, on a thread already inside a try, and on
+  // one running the diagnostic hook while another try is under way (that
+  // try may be waiting to call the hook).
   template <typename Pick, typename ReleaseNow>
   bool retry(Pick pick, ReleaseNow release_now) {
     if (t_in_retry_) return false;
-    std::lock_guard<std::mutex> lock(retry_mutex_);
+    if (running_diagnostic_hook()) {
+      if (!retry_mutex_.try_lock()) return false;
+    } else {
+      retry_mutex_.lock();
+    }
     retry_locked(pick, release_now);
+    retry_mutex_.unlock();
     return true;
   }
 
@@ -121,10 +129,10 @@ class DeferredFrees {
   // pthread_atfork: fork() waits for a try under way on another thread (the
   // retirer's, in the middle of driver calls) to end, and none starts until
   // it returns, so that the child never inherits a driver, or a fake one,
-  // inside a call. A fork from inside a try (a diagnostic hook) does not
-  // wait for itself.
+  // inside a call. A fork from inside a try or the diagnostic hook does not
+  // wait (the try under way may be waiting for this thread's hook).
   void lock_for_fork() {
-    if (t_in_retry_) return;
+    if (t_in_retry_ || running_diagnostic_hook()) return;
     retry_mutex_.lock();
     t_fork_locked_ = true;
   }
