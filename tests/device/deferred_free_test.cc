@@ -305,8 +305,9 @@ TEST(HipDeferredFree, CapturedStreamIsRetiredByTheExplicitCall) {
 
 // A fork while a blocking-class deferral is pending and the retirer runs
 // (deferred_probe.cc): the child (a forked child never frees its parent's
-// memory) is refused, frees nothing, makes no driver call and exits at
-// once; the parent's deferral is retired when its capture ends.
+// memory) is refused, frees nothing and makes no driver call (even with
+// the capture ended in its copy of the fake); the parent's deferral is
+// retired when its capture ends.
 TEST(CudaDeferredFreeProcess, ForkWhileADeferralIsPending) {
   const std::string fake = HURRAY_FAKE_CUDA_PATH_OR_EMPTY;
   if (fake.empty()) GTEST_SKIP() << "the fake CUDA driver is not built";
