@@ -21,6 +21,7 @@
 #define HURRAY_SRC_DEVICE_VENDOR_H_
 
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 
 #include <cinttypes>
@@ -216,6 +217,12 @@ class Vendor {
     if (!started) deferred_.retirer_failed();  // no thread: later allocations and releases retry
   }
   static void *retirer_main(void *) {
+    // A library's thread: the application's signal handlers never run on
+    // it, and it shows by name in a debugger or top.
+    sigset_t all;
+    (void)sigfillset(&all);
+    (void)pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    (void)pthread_setname_np(pthread_self(), "hurray-retirer");
     for (;;) {
       if (V::forked_child()) return nullptr;
       (void)deferred_.retry([](const DeferredFrees::Entry &e) { return !e.keeps_stream; },
