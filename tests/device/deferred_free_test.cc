@@ -331,3 +331,17 @@ TEST(CudaDeferredFreeProcess, ExitWhileADeferralIsPending) {
   EXPECT_NE(r.out.find("check no_call_after_teardown ok"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "");
 }
+
+// hurray_retire_deferred_frees inside the diagnostic hook, while the
+// retirer (whose free failed) waits to call that hook: the call does not
+// wait for the retirer, so neither deadlocks (the probe's alarm would end a
+// deadlock with SIGALRM, 128 + 14).
+TEST(CudaDeferredFreeProcess, RetireInsideTheHookWhileTheRetirerWaitsForIt) {
+  const std::string fake = HURRAY_FAKE_CUDA_PATH_OR_EMPTY;
+  if (fake.empty()) GTEST_SKIP() << "the fake CUDA driver is not built";
+  ProbeResult r = run_probe({"deferred-hook"}, {{"HURRAY_CUDA_DRIVER_PATH", fake}});
+  EXPECT_EQ(r.exit_code, 0) << "128 + 14 (SIGALRM) is a deadlock\n" << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check retire_in_hook ok"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+}

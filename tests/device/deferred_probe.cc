@@ -16,6 +16,9 @@
 //                          process exits while another is pending (its
 //                          capture never ends): no crash, nothing printed,
 //                          and no driver call after the driver's teardown
+//   probe deferred-hook    hurray_retire_deferred_frees called inside the
+//                          diagnostic hook while the retirer waits to call
+//                          the hook: returns instead of deadlocking
 //
 // Each check prints "check NAME ok|FAILED detail"; the exit status is the
 // number of failed checks.
@@ -171,11 +174,62 @@ int cmd_exit() {
   return g_failures;  // exit() with the retirer polling
 }
 
+// deferred-hook: the retirer's free fails while the main thread runs the
+// diagnostic hook (its own free failed too); inside the hook the main thread
+// calls hurray_retire_deferred_frees while the retirer waits to call the
+// hook. The call must not wait for the retirer (SIGALRM: a deadlock).
+struct HookState {
+  int calls = 0;
+  int32_t retire_status = -1;
+  bool retirer_failed_first = false;
+  void *stream = nullptr;
+};
+HookState g_hook;
+
+void hook_that_retires(int32_t, const char *, void *) {
+  if (++g_hook.calls != 1) return;  // the retirer's failure, after this one
+  end_capture(g_hook.stream);       // the retirer's next pass frees, and fails
+  auto count = fn<int (*)(const char *)>("call_count");
+  for (int i = 0; i < kWaitMs && count("cuMemFreeAsync") == 0; ++i) usleep(1000);
+  g_hook.retirer_failed_first = count("cuMemFreeAsync") == 1;
+  size_t remaining = 0;
+  g_hook.retire_status = hurray_retire_deferred_frees(cuda(1), &remaining);
+}
+
+int cmd_hook() {
+  alarm(20);
+  void *const s = blocking_stream(1);
+  hurray_buffer a{}, plain{};
+  if (alloc(&a, s) != HURRAY_OK || alloc(&plain, nullptr) != HURRAY_OK) {
+    check(false, "alloc", "%s", hurray_last_error());
+    return g_failures;
+  }
+  g_hook.stream = s;
+  begin_capture(s);
+  release_elsewhere(&a);  // deferred; the retirer polls
+  fn<void (*)(void)>("reset")();
+  auto inject = fn<void (*)(const char *, int, int)>("inject");
+  inject("cuMemFreeAsync", 1, 1);  // the retirer's free: CUDA_ERROR_INVALID_VALUE, once
+  inject("cuMemFree", 1, 1);       // this thread's free, once
+  if (hurray_set_diagnostic_hook(&hook_that_retires, nullptr) != HURRAY_OK) return 1;
+  (void)hurray_buffer_release(&plain);  // fails: the hook runs on this thread
+  // The retirer's failure reaches the hook once this thread's call returned.
+  for (int i = 0; i < kWaitMs && g_hook.calls < 2; ++i) usleep(1000);
+  (void)hurray_set_diagnostic_hook(nullptr, nullptr);
+  check(g_hook.retirer_failed_first, "retirer_in_hook_wait",
+        "the retirer's free failed while this thread ran the hook");
+  check(g_hook.retire_status == HURRAY_OK, "retire_in_hook", "status %d",
+        static_cast<int>(g_hook.retire_status));
+  check(g_hook.calls == 2, "hook_calls", "%d", g_hook.calls);
+  return g_failures;
+}
+
 }  // namespace
 
 int run_deferred_command(const std::string &cmd) {
   if (cmd == "fork") return cmd_fork();
   if (cmd == "exit") return cmd_exit();
+  if (cmd == "hook") return cmd_hook();
   std::fprintf(stderr, "unknown deferred command '%s'\n", cmd.c_str());
   return 64;
 }
