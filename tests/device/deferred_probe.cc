@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -179,7 +180,7 @@ int cmd_exit() {
 // calls hurray_retire_deferred_frees while the retirer waits to call the
 // hook. The call must not wait for the retirer (SIGALRM: a deadlock).
 struct HookState {
-  int calls = 0;
+  std::atomic<int> calls{0};  // the retirer's call comes on its own thread
   int32_t retire_status = -1;
   bool retirer_failed_first = false;
   void *stream = nullptr;
@@ -220,7 +221,7 @@ int cmd_hook() {
         "the retirer's free failed while this thread ran the hook");
   check(g_hook.retire_status == HURRAY_OK, "retire_in_hook", "status %d",
         static_cast<int>(g_hook.retire_status));
-  check(g_hook.calls == 2, "hook_calls", "%d", g_hook.calls);
+  check(g_hook.calls.load() == 2, "hook_calls", "%d", g_hook.calls.load());
   return g_failures;
 }
 
