@@ -388,11 +388,13 @@ TEST_F(CudaLifecycle, ReleaseDuringACaptureOfItsStreamIsDeferredUntilTheCaptureE
   EXPECT_EQ(async_frees[0].device, 1);
   EXPECT_EQ(f().call_count("cuCtxSynchronize"), 0);
   auto syncs = f().log("cuStreamSynchronize");
-  ASSERT_EQ(syncs.size(), 2u);  // device 1's legacy stream (per_thread), then device 0's (peer)
+  // Device 1's legacy stream (per_thread) and device 0's (peer), in the
+  // order the retirer's passes met the captures' ends.
+  ASSERT_EQ(syncs.size(), 2u);
   EXPECT_EQ(syncs[0].stream, reinterpret_cast<void *>(1));
-  EXPECT_EQ(syncs[0].device, 1);
   EXPECT_EQ(syncs[1].stream, reinterpret_cast<void *>(1));
-  EXPECT_EQ(syncs[1].device, 0);
+  EXPECT_EQ(syncs[0].device + syncs[1].device, 1) << "not one wait on each device";
+  EXPECT_NE(syncs[0].device, syncs[1].device);
   EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
   EXPECT_EQ(unordered(), before);
   EXPECT_EQ(diagnostics().failed, d.failed);
