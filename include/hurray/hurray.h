@@ -743,9 +743,19 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray
  *                  since given to a new stream (CUDA and HIP do not
  *                  validate stream handles). A release while `stream` is
  *                  being captured into a graph defers the free until the
- *                  capture has ended (the next CUDA/HIP allocation or
- *                  release after it queues it), so then the stream must
- *                  stay valid until that next call.
+ *                  capture has ended (docs/impl/gpu.md §2). CUDA: when
+ *                  `stream` is blocking (created without
+ *                  CU_STREAM_NON_BLOCKING, or CU_STREAM_LEGACY) the
+ *                  deferral keeps no reference to it: libhurray's own
+ *                  thread frees the memory on the legacy stream as soon
+ *                  as no blocking stream of the device captures, and
+ *                  `stream` may be destroyed as soon as its capture has
+ *                  ended. A non-blocking stream (and, on HIP, any stream)
+ *                  is kept: it must stay valid until the deferral is
+ *                  retired, which the caller makes sure of by calling
+ *                  hurray_retire_deferred_frees after ending the capture
+ *                  and before destroying the stream (a later allocation
+ *                  or release of the vendor may retire it earlier).
  *   out     [out]  the new handle, owned by the caller; written only on
  *                  success
  * Returns: HURRAY_OK, or the errors of hurray_alloc, and
@@ -766,6 +776,48 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
                                                        int32_t ndim, const int64_t *shape,
                                                        uint64_t flags, void *stream,
                                                        hurray_buffer *out);
+
+/* Retires now the releases of GPU memory that were deferred because their
+ * stream was being captured into a graph (docs/impl/gpu.md §2): each one
+ * whose memory is on `device`, or whose free waits for a stream of
+ * `device`, is tried again, and freed in its usual order unless its stream
+ * (or, for the legacy-stream orders, a blocking stream of the device) is
+ * still being captured. Deferrals that keep the caller's stream (a
+ * non-blocking CUDA stream, any HIP stream: see hurray_alloc_async) are
+ * retired only by this call or by a later allocation or release of the
+ * vendor, so call it after cuStreamEndCapture / hipStreamEndCapture and
+ * before destroying such a stream: when it returns, no deferral of a
+ * stream whose capture has ended is kept and no libhurray thread is still
+ * using one, so the stream may be destroyed. Deferrals of blocking CUDA
+ * streams need no call (libhurray's own thread retires them as soon as the
+ * capture ends; this call may retire them first). Frees that fail are
+ * counted and reported as for any release (hurray_get_diagnostics), not
+ * returned here.
+ *
+ * Parameters:
+ *   device     [in]   selects the runtime and the device: kDLCUDA,
+ *                     kDLCUDAHost, kDLCUDAManaged, kDLROCM or kDLROCMHost
+ *                     with an existing device_id
+ *   remaining  [out]  optional (NULL: not wanted); receives how many
+ *                     deferred releases of `device` are still kept because
+ *                     their stream is still being captured; written only
+ *                     on success
+ * Returns: HURRAY_OK (also when nothing was deferred: *remaining 0), or
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  not a GPU device type; the runtime is
+ *                                  unavailable (not built in, cannot be
+ *                                  loaded, or this is a child forked after
+ *                                  the parent loaded it: a forked child
+ *                                  never frees its parent's memory); no such
+ *                                  device ordinal
+ * On failure: nothing retired; *remaining untouched; nothing to release.
+ * Threads: safe from any thread; waits for a retirement under way on
+ *   another thread to finish first, except inside the diagnostic hook
+ *   (that retirement may be waiting for the hook): there it retires nothing
+ *   while another is under way, and returns HURRAY_OK with *remaining
+ *   counting what is kept.
+ * Spec: docs/impl/gpu.md §2. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_retire_deferred_frees(hurray_device device,
+                                                                 size_t *remaining);
 
 /* hurray_copy ordered on a stream. Copies the elements of *src into new
  * compact row-major memory on `device` (same dtype and shape) and returns a
@@ -1701,6 +1753,8 @@ typedef struct hurray_api {
   int32_t (*event_record)(hurray_device device, void *stream, hurray_event **out);
   int32_t (*event_wait)(const hurray_event *event, void *stream);
   int32_t (*event_release)(hurray_event *event);
+  /* Releases deferred during a graph capture (docs/impl/gpu.md §2) */
+  int32_t (*retire_deferred_frees)(hurray_device device, size_t *remaining);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 

@@ -121,4 +121,19 @@ HURRAY_API int32_t hurray_alloc_async(hurray_device device, hurray_dtype dtype, 
       "hurray_alloc_async");
 }
 
+HURRAY_API int32_t hurray_retire_deferred_frees(hurray_device device, size_t *remaining) {
+  using namespace hurray;
+  using namespace hurray::detail;
+  const int32_t type = device.device_type;
+  if (!is_gpu_type(type)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "hurray_retire_deferred_frees serves the CUDA and ROCm device types; %s has no "
+                "streams and defers no release",
+                device_type_name(type));
+  }
+  const DeviceBackend *b = ready_backend(type);
+  if (b == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  return b->retire_deferred(device.device_id, remaining);
+}
+
 }  // extern "C"

@@ -50,7 +50,8 @@ namespace {
   X(ipc_import_async)               \
   X(event_record)                   \
   X(event_wait)                     \
-  X(event_release)
+  X(event_release)                  \
+  X(retire_deferred_frees)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

@@ -92,6 +92,8 @@ void report_check_finding(int32_t status, const char *message, bool double_relea
   send_to_hook_text(status, message);
 }
 
+bool running_diagnostic_hook() { return t_in_hook; }
+
 void lock_hook_for_fork() {
   if (t_in_hook) return;
   g_hook_mutex.lock();

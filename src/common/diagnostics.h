@@ -45,6 +45,11 @@ void count_ipc_return();
 void lock_hook_for_fork();
 void unlock_hook_after_fork();
 
+// Whether this thread is running the diagnostic hook now: a lock that
+// another thread may hold while it waits to call the hook must then not be
+// waited for (src/device/deferred_frees.h).
+bool running_diagnostic_hook();
+
 // Helper for the loaders: registers `child_handler` with pthread_atfork.
 // The loaders register theirs when libhurray is loaded (static
 // initialisation), before any load can start.

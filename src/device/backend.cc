@@ -52,6 +52,7 @@ struct Stub {
   static int32_t check_pointer(hurray_device, const void *) { return load(); }
   static int32_t copy_strided(int32_t, const DeviceCopy &, void *) { return load(); }
   static int32_t host_wait_allowed(int32_t, void *) { return load(); }
+  static int32_t retire_deferred(int32_t, size_t *) { return load(); }
   static constexpr DeviceBackend table() {
     DeviceBackend b{};
     b.name = M.vendor;
@@ -67,6 +68,7 @@ struct Stub {
     b.check_pointer = &check_pointer;
     b.copy_strided = &copy_strided;
     b.host_wait_allowed = &host_wait_allowed;
+    b.retire_deferred = &retire_deferred;
     return b;
   }
   static constexpr DeviceBackend kTable = table();

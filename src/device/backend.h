@@ -116,6 +116,12 @@ struct DeviceBackend {
   // blocking stream of the device is captured). Asked before a copy that
   // must wait on the host queues anything.
   int32_t (*host_wait_allowed)(int32_t device_id, void *stream);
+  // hurray_retire_deferred_frees for device `device_id` (docs/impl/gpu.md
+  // §2): tries the releases kept because their stream was being captured
+  // now, and writes how many are still kept to *remaining (when not NULL).
+  // HURRAY_ERR_UNSUPPORTED_DEVICE with the message set when the library or
+  // the ordinal is unavailable; the CPU keeps nothing (HURRAY_OK, 0).
+  int32_t (*retire_deferred)(int32_t device_id, size_t *remaining);
 };
 
 // Every member is a pointer, and every table sets every one:

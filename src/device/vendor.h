@@ -24,9 +24,14 @@
 #ifndef HURRAY_SRC_DEVICE_VENDOR_H_
 #define HURRAY_SRC_DEVICE_VENDOR_H_
 
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
 #include <cinttypes>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/diagnostics.h"
@@ -244,13 +249,36 @@ class Vendor {
     return HURRAY_OK;
   }
 
-  // Releases whose stream was being captured (docs/impl/gpu.md §3): kept
-  // here by V::release_now and tried again from later allocations and
-  // releases (each may be deferred once more).
-  static void defer(hurray_device device, const DeviceMemory &mem) { deferred_.add(device, mem); }
+  // Releases whose stream was being captured (docs/impl/gpu.md §2,
+  // "Releases during a capture of their stream"): kept here by
+  // V::release_now, `keeps_stream` when the release still names the
+  // caller's stream (device/deferred_frees.h), and tried again (each may be
+  // deferred once more) by the retirer (blocking class only), by
+  // retire_deferred, and by later allocations and releases.
+  static void defer(hurray_device device, const DeviceMemory &mem, bool keeps_stream) {
+    if (deferred_.add(device, mem, keeps_stream)) start_retirer();
+  }
   static void retry_deferred_frees() {
     if (deferred_.empty() || V::forked_child()) return;
-    deferred_.retry(&V::release_now);
+    deferred_.try_retry(&V::release_now);
+  }
+
+  // hurray_retire_deferred_frees: tries every kept release of device
+  // `device_id` (its memory, or ordered after a stream of it) now, waiting
+  // for a try under way on another thread first; *remaining (optional):
+  // how many of them are still kept (their stream, or a blocking stream of
+  // their context, is still being captured).
+  static int32_t retire_deferred(int32_t device_id, size_t *remaining) {
+    const Api *a = V::api();
+    if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+    const int32_t st = check_ordinal(*a, device_id);
+    if (st != HURRAY_OK) return st;
+    auto of_device = [device_id](const DeferredFrees::Entry &e) {
+      return e.device.device_id == device_id || e.mem.stream_device == device_id;
+    };
+    (void)deferred_.retry(of_device, &V::release_now);
+    if (remaining != nullptr) *remaining = deferred_.count(of_device);
+    return HURRAY_OK;
   }
 
   static void deallocate(hurray_device device, const DeviceMemory &mem) {
@@ -273,10 +301,73 @@ class Vendor {
     b.check_pointer = &V::check_pointer;
     b.copy_strided = &V::copy_strided;
     b.host_wait_allowed = &V::host_wait_allowed;
+    b.retire_deferred = &retire_deferred;
     return b;
   }
 
  private:
+  // The retirer: one thread of libhurray's own, started at the first
+  // blocking-class deferral while none runs. About every millisecond it
+  // tries the blocking-class deferrals again (V::release_now asks the
+  // driver, in each one's context, whether a blocking stream still
+  // captures, and frees on the legacy stream when none does); it ends when
+  // none is left, and at process exit (stop_retirer, an atexit handler
+  // registered before the first start, which runs before the driver's own
+  // teardown registered earlier and waits for the pass under way). It
+  // never names a stream of the caller's: those deferrals are not its. A
+  // forked child has no retirer and never tries a deferral
+  // (V::forked_child).
+  static void start_retirer() {
+    // Registered after the library's own fork handlers (the diagnostic
+    // hook's lock), so that a fork waits for the retirer's pass, which may
+    // call the hook, before it takes the hook's lock.
+    static const bool registered =
+        std::atexit(&stop_retirer) == 0 &&
+        pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork) == 0;
+    if (!registered) {
+      deferred_.retirer_failed();  // no exit-time stop: hot paths retry instead
+      return;
+    }
+    pthread_attr_t attr;
+    pthread_t thread;
+    bool started = pthread_attr_init(&attr) == 0;
+    if (started) {
+      started = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+                pthread_create(&thread, &attr, &retirer_main, nullptr) == 0;
+      (void)pthread_attr_destroy(&attr);
+    }
+    if (!started) deferred_.retirer_failed();  // no thread: later allocations and releases retry
+  }
+  static void *retirer_main(void *) {
+    // A library's thread: the application's signal handlers never run on
+    // it, and it shows by name in a debugger or top.
+    sigset_t all;
+    (void)sigfillset(&all);
+    (void)pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    (void)pthread_setname_np(pthread_self(), "hurray-retirer");
+    for (;;) {
+      if (V::forked_child()) return nullptr;
+      (void)deferred_.retry([](const DeferredFrees::Entry &e) { return !e.keeps_stream; },
+                            &V::release_now);
+      if (deferred_.retirer_done()) return nullptr;
+      struct timespec pause = {0, kRetirerPeriodNs};
+      (void)nanosleep(&pause, nullptr);
+    }
+  }
+  static void stop_retirer() {
+    deferred_.stop();
+    if (V::forked_child()) return;  // no retirer in a forked child
+    // Bounded: a pass is a few driver calls per deferral.
+    for (int i = 0; i < kRetirerStopWaits && deferred_.retirer_running(); ++i) {
+      struct timespec pause = {0, kRetirerPeriodNs};
+      (void)nanosleep(&pause, nullptr);
+    }
+  }
+  static void lock_for_fork() { deferred_.lock_for_fork(); }
+  static void unlock_after_fork() { deferred_.unlock_after_fork(); }
+  static constexpr long kRetirerPeriodNs = 1000000;  // 1 ms between passes
+  static constexpr int kRetirerStopWaits = 5000;     // at most ~5 s at exit
+
   static inline DeferredFrees deferred_;
 };
 

@@ -77,6 +77,7 @@ std::vector<Member> members(const hurray_api *api) {
       MEMBER(event_record),
       MEMBER(event_wait),
       MEMBER(event_release),
+      MEMBER(retire_deferred_frees),
   };
 }
 #undef MEMBER
@@ -103,7 +104,7 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   const hurray_api *api = get_table();
   ASSERT_NE(api, nullptr);
   const size_t n = members(api).size();
-  EXPECT_EQ(n, 35u);
+  EXPECT_EQ(n, 36u);
   // Header: struct_size, abi_version, reserved, extension_start (c-ffi §8.1).
   const size_t header = 2 * sizeof(size_t) + sizeof(void *);
   EXPECT_EQ(offsetof(hurray_api, extension_start), 2 * sizeof(size_t));
@@ -117,7 +118,8 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   EXPECT_EQ(offsetof(hurray_api, check_version), header + 1 * sizeof(AnyFn));
   EXPECT_EQ(offsetof(hurray_api, check_label), header + 24 * sizeof(AnyFn));
   EXPECT_EQ(offsetof(hurray_api, ipc_import_async), header + 31 * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, event_release), header + (n - 1) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, event_release), header + (n - 2) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, retire_deferred_frees), header + (n - 1) * sizeof(AnyFn));
 }
 
 TEST(ApiTable, HasSaysWhichMembersFitInStructSize) {

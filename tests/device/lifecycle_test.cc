@@ -373,20 +373,29 @@ TEST_F(CudaLifecycle, ReleaseDuringACaptureOfItsStreamIsDeferredUntilTheCaptureE
   hurray_buffer plain = alloc_ok(dev(HURRAY_DEVICE_CUDA, 1));
   EXPECT_EQ(hurray_buffer_release(&plain), HURRAY_OK);
   EXPECT_EQ(f().call_count("cuMemFreeAsync"), 0);
+  const int frees = f().fn<int (*)(void)>("frees")();
+  f().reset();
   EXPECT_EQ(end_capture(s1), 1) << "the capture of s1 was invalidated";
   EXPECT_EQ(end_capture(s0), 1) << "the capture of s0 was invalidated";
+  // After the captures, libhurray's retirer frees the deferred memory in
+  // order, with no further call: s1 and s0 are blocking streams, so the
+  // deferrals were ordered on the legacy streams instead (gpu.md §2).
+  EXPECT_EQ(f().fn<int (*)(int, int)>("wait_for_frees")(frees + 3, 20000), frees + 3);
   EXPECT_EQ(diagnostics().failed, d.failed);
-  // After the capture: the next release frees the deferred memory, in order.
-  f().reset();
-  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
   auto async_frees = f().log("cuMemFreeAsync");
   ASSERT_EQ(async_frees.size(), 1u);
-  EXPECT_EQ(async_frees[0].stream, s1);
+  EXPECT_EQ(async_frees[0].stream, reinterpret_cast<void *>(1));
+  EXPECT_EQ(async_frees[0].device, 1);
   EXPECT_EQ(f().call_count("cuCtxSynchronize"), 0);
   auto syncs = f().log("cuStreamSynchronize");
-  ASSERT_EQ(syncs.size(), 2u);  // the legacy stream (per_thread), then s0 (peer)
+  // Device 1's legacy stream (per_thread) and device 0's (peer), in the
+  // order the retirer's passes met the captures' ends.
+  ASSERT_EQ(syncs.size(), 2u);
   EXPECT_EQ(syncs[0].stream, reinterpret_cast<void *>(1));
-  EXPECT_EQ(syncs[1].stream, s0);
+  EXPECT_EQ(syncs[1].stream, reinterpret_cast<void *>(1));
+  EXPECT_EQ(syncs[0].device + syncs[1].device, 1) << "not one wait on each device";
+  EXPECT_NE(syncs[0].device, syncs[1].device);
+  EXPECT_EQ(hurray_buffer_release(&src), HURRAY_OK);
   EXPECT_EQ(unordered(), before);
   EXPECT_EQ(diagnostics().failed, d.failed);
   EXPECT_EQ(f().live_allocations(), live_before_);

@@ -27,6 +27,8 @@
 //                              the child's request must be refused; prints
 //                              the child's answer and the driver's init count
 //   probe ipc-COMMAND TYPE     GPU memory across processes (ipc_probe.cc)
+//   probe deferred-COMMAND     releases deferred during a graph capture, with
+//                              a fork or an exit (deferred_probe.cc)
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/syscall.h>
@@ -356,6 +358,7 @@ int cmd_which_hip() {
 }  // namespace
 
 int run_ipc_command(const std::string &cmd, int type);  // ipc_probe.cc
+int run_deferred_command(const std::string &cmd);       // deferred_probe.cc
 
 int main(int argc, char **argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
@@ -371,6 +374,7 @@ int main(int argc, char **argv) {
   if (cmd == "fork-in-hook") return cmd_fork_in_hook(a);
   if (cmd == "fork-in-load") return cmd_fork_in_load(a);
   if (cmd.rfind("ipc-", 0) == 0) return run_ipc_command(cmd.substr(4), a);
+  if (cmd.rfind("deferred-", 0) == 0) return run_deferred_command(cmd.substr(9));
   std::fprintf(stderr, "unknown command '%s'\n", cmd.c_str());
   return 64;
 }

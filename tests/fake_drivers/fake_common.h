@@ -298,6 +298,23 @@ class Recorder {
     if (unordered) unordered_frees.fetch_add(1);
   }
 
+  // check_free for a free whose stream is ordered after every queued work
+  // that `covers(stream, device)` accepts (CUDA's legacy stream, which
+  // waits for the blocking streams of its context first).
+  template <typename Covers>
+  void check_free_if(const void *p, Covers covers) {
+    if (!recording.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+    bool unordered = false;
+    erase_pending([&](const Pending &w) {
+      if (w.base != base) return false;
+      if (!covers(w.stream, w.device)) unordered = true;
+      return true;
+    });
+    if (unordered) unordered_frees.fetch_add(1);
+  }
+
   // --- control API ---
   void reset() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -32,6 +32,7 @@
 #include "fake_common.h"
 #include "fake_capture.h"
 #include "fake_cuda_internal.h"
+#include "fake_frees.h"
 #include "fake_ipc_event.h"
 
 namespace fake_cuda {
@@ -82,6 +83,15 @@ int stream_state(const void *s, int *device) {
   if (it == g_streams.end()) return 0;
   *device = it->second.device;
   return it->second.destroyed ? 2 : 1;
+}
+// The streams made with CU_STREAM_NON_BLOCKING (destroyed ones included).
+std::set<const void *> non_blocking_streams() {
+  std::set<const void *> out;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  for (const auto &kv : g_streams) {
+    if (kv.second.non_blocking) out.insert(kv.first);
+  }
+  return out;
 }
 std::atomic<int> g_max_version{0};
 std::atomic<int> g_too_new{0};
@@ -344,9 +354,21 @@ CUresult free_common(const char *fn, void *p, bool device_or_managed, CUstream s
     int sdev = -1;
     if (stream_state(stream, &sdev) == 2) return done(fn, CUDA_ERROR_INVALID_HANDLE, p, stream);
   }
-  rec().check_free(p, stream, current_device());
+  if (reinterpret_cast<uintptr_t>(stream) == 1) {
+    // A free queued on the legacy stream first waits for every blocking
+    // stream of the context, each thread's per-thread stream included
+    // (Driver API reference, "Stream synchronization behavior").
+    const int dev = current_device();
+    std::set<const void *> non_blocking = non_blocking_streams();
+    rec().check_free_if(
+        p, [&](const void *ws, int wdev) { return wdev == dev && non_blocking.count(ws) == 0; });
+  } else {
+    rec().check_free(p, stream, current_device());
+  }
   if (!rec().release(p, device_or_managed)) return done(fn, CUDA_ERROR_INVALID_VALUE, p, stream);
-  return done(fn, CUDA_SUCCESS, p, stream);
+  const auto r = done(fn, CUDA_SUCCESS, p, stream);
+  fake::frees::freed();  // after the call is logged: a waiting test reads the log
+  return r;
 }
 
 CUresult f_mem_free(CUdeviceptr p) { return free_common("cuMemFree", as_ptr(p), true, nullptr); }
@@ -376,13 +398,7 @@ CUresult f_stream_synchronize(CUstream s) {
     // each thread's per-thread stream included (Driver API reference,
     // "Stream synchronization behavior").
     const int dev = current_device();
-    std::set<const void *> non_blocking;
-    {
-      std::lock_guard<std::mutex> lock(g_streams_mu);
-      for (const auto &kv : g_streams) {
-        if (kv.second.non_blocking) non_blocking.insert(kv.first);
-      }
-    }
+    std::set<const void *> non_blocking = non_blocking_streams();
     rec().synchronized_where(
         [&](const void *ws, int wdev) { return wdev == dev && non_blocking.count(ws) == 0; });
   }
@@ -556,6 +572,21 @@ CUresult f_stream_is_capturing(CUstream s, CUstreamCaptureStatus *status) {
   return done("cuStreamIsCapturing", CUDA_SUCCESS, nullptr, s);
 }
 
+// cuStreamGetFlags: the flags the stream was created with. Not one of the
+// calls stream capture prohibits (CUDA Programming Guide, "Prohibited and
+// Unhandled Operations": synchronising or querying the execution status of
+// a capturing stream): it reads a property of the stream, so it is allowed
+// during capture. A destroyed stream is counted like any other use.
+CUresult f_stream_get_flags(CUstream s, unsigned int *flags) {
+  FAKE_ENTER("cuStreamGetFlags", nullptr, s);
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  auto it = g_streams.find(s);
+  if (it != g_streams.end() && it->second.destroyed)
+    return done("cuStreamGetFlags", CUDA_ERROR_INVALID_HANDLE, nullptr, s);
+  *flags = it != g_streams.end() && it->second.non_blocking ? CU_STREAM_NON_BLOCKING : 0u;
+  return done("cuStreamGetFlags", CUDA_SUCCESS, nullptr, s);
+}
+
 CUresult f_stream_get_ctx(CUstream s, CUcontext *ctx) {
   FAKE_ENTER("cuStreamGetCtx", nullptr, s);
   int sdev = -1;
@@ -615,6 +646,7 @@ const Entry kEntries[] = {
      reinterpret_cast<void *>(&f_exchange_capture_mode)},
     {"cuStreamQuery", 2000, reinterpret_cast<void *>(&f_stream_query)},
     {"cuStreamGetCtx", 9020, reinterpret_cast<void *>(&f_stream_get_ctx)},
+    {"cuStreamGetFlags", 5050, reinterpret_cast<void *>(&f_stream_get_flags)},
     {"cuCtxGetDevice", 2000, reinterpret_cast<void *>(&f_ctx_get_device)},
     {"cuStreamIsCapturing", 10000, reinterpret_cast<void *>(&f_stream_is_capturing)},
     {"cuIpcGetMemHandle", 4010, reinterpret_cast<void *>(&f_ipc_get_mem_handle)},
@@ -776,6 +808,7 @@ FAKE_EXPORT void *fake_cuda_stream_create_flags(int device, unsigned int flags) 
   return s;
 }
 FAKE_CAPTURE_EXPORTS(fake_cuda_)
+FAKE_FREES_EXPORTS(fake_cuda_)
 FAKE_IPC_EVENT_EXPORTS(fake_cuda_)
 FAKE_EXPORT int fake_cuda_stream_end_capture(void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);

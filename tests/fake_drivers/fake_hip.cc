@@ -20,6 +20,7 @@
 #include "fake_common.h"
 #include "fake_capture.h"
 #include "fake_devices.h"
+#include "fake_frees.h"
 #include "fake_ipc_event.h"
 
 namespace {
@@ -195,7 +196,9 @@ hipError_t free_common(const char *fn, void *p, bool device_or_managed, hipStrea
   if (hipError_t e = stream_error(stream)) return done(fn, e, p, stream);
   rec().check_free(p, stream, t_device);
   if (!rec().release(p, device_or_managed)) return done(fn, kInvalidValue, p, stream);
-  return done(fn, kSuccess, p, stream);
+  const auto r = done(fn, kSuccess, p, stream);
+  fake::frees::freed();  // after the call is logged: a waiting test reads the log
+  return r;
 }
 
 }  // namespace
@@ -549,6 +552,7 @@ FAKE_EXPORT void fake_hip_stream_begin_capture(void *s) {
   fake_hip_stream_begin_capture_mode(s, fake::capture::kRelaxed);
 }
 FAKE_CAPTURE_EXPORTS(fake_hip_)
+FAKE_FREES_EXPORTS(fake_hip_)
 FAKE_IPC_EVENT_EXPORTS(fake_hip_)
 FAKE_EXPORT int fake_hip_stream_end_capture(void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);

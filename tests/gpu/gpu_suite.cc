@@ -501,8 +501,11 @@ int main(int argc, char **argv) {
   // A release while the memory's stream is being captured must
   // not touch the stream (cuStreamQuery, cuStreamSynchronize or a free node
   // of memory from outside the graph would invalidate the capture): the
-  // free is deferred and made by the next release after the capture ended.
-  // A copy into kDLCPU memory on the capturing stream is refused up front.
+  // free is deferred. The stream is non-blocking, so the deferral keeps it
+  // and hurray_retire_deferred_frees, called after the capture ended and
+  // before the stream is destroyed, makes the free, on s (docs/impl/gpu.md
+  // §2). A copy into kDLCPU memory on the capturing stream is refused up
+  // front.
   run("release and copy during a capture of the stream", [&] {
     CUstream s;
     {
@@ -526,17 +529,61 @@ int main(int argc, char **argv) {
       end = cuStreamEndCapture(s, &graph);
       if (graph != nullptr) cuGraphDestroy(graph);
     }
-    hurray_buffer_release(&src);  // also makes the deferred free, on s
+    size_t remaining = 99;
+    const int32_t retired = hurray_retire_deferred_frees({HURRAY_DEVICE_CUDA, 0}, &remaining);
     {
       CurrentContext in0(0);
       CU(cuStreamSynchronize(s));
       CU(cuStreamDestroy(s));
     }
+    hurray_buffer_release(&src);
     CHECK(begin == CUDA_SUCCESS, "cuStreamBeginCapture: %d", static_cast<int>(begin));
     CHECK(end == CUDA_SUCCESS, "the capture was invalidated: cuStreamEndCapture %d",
           static_cast<int>(end));
     CHECK(refused == HURRAY_ERR_INVALID_ARGUMENT, "the copy to the CPU gave %s: %s",
           hurray_status_name(refused), hurray_last_error());
+    CHECK(retired == HURRAY_OK && remaining == 0, "hurray_retire_deferred_frees gave %s, %zu left",
+          hurray_status_name(retired), remaining);
+    CHECK(diagnostics().failed_releases == before.failed_releases, "a release failed");
+  });
+
+  // The same with a blocking stream, destroyed right after its capture:
+  // the deferral keeps no stream, and libhurray's retirer frees the memory
+  // on the legacy stream (cuMemFreeAsync) once no blocking stream captures.
+  run("release during a capture of a blocking stream destroyed at once", [&] {
+    CUstream s;
+    {
+      CurrentContext in0(0);
+      CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+    }
+    hurray_buffer g = alloc({HURRAY_DEVICE_CUDA, 0}, kN, s);
+    const hurray_diagnostics before = diagnostics();
+    CUresult begin, end;
+    CUgraph graph = nullptr;
+    {
+      CurrentContext in0(0);
+      begin = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    }
+    std::thread([&] { hurray_buffer_release(&g); }).join();
+    {
+      CurrentContext in0(0);
+      end = cuStreamEndCapture(s, &graph);
+      if (graph != nullptr) cuGraphDestroy(graph);
+      CU(cuStreamDestroy(s));  // at once: the deferral must not name s again
+    }
+    // Retired by the retirer or, should this come first, by the call; the
+    // free is on the legacy stream either way.
+    size_t remaining = 1;
+    const int32_t retired = hurray_retire_deferred_frees({HURRAY_DEVICE_CUDA, 0}, &remaining);
+    {
+      CurrentContext in0(0);
+      CU(cuStreamSynchronize(CU_STREAM_LEGACY));
+    }
+    CHECK(begin == CUDA_SUCCESS, "cuStreamBeginCapture: %d", static_cast<int>(begin));
+    CHECK(end == CUDA_SUCCESS, "the capture was invalidated: cuStreamEndCapture %d",
+          static_cast<int>(end));
+    CHECK(retired == HURRAY_OK && remaining == 0, "%s, %zu deferred releases still kept",
+          hurray_status_name(retired), remaining);
     CHECK(diagnostics().failed_releases == before.failed_releases, "a release failed");
   });
 

@@ -52,6 +52,10 @@ int32_t cpu_copy(int32_t, void *dst, const void *src, uint64_t nbytes, void *) {
 // Nothing is ever queued.
 int32_t cpu_synchronize(int32_t, void *) { return HURRAY_OK; }
 int32_t cpu_host_wait_allowed(int32_t, void *) { return HURRAY_OK; }
+int32_t cpu_retire_deferred(int32_t, size_t *remaining) {
+  if (remaining != nullptr) *remaining = 0;  // no release of the CPU is ever deferred
+  return HURRAY_OK;
+}
 
 int32_t cpu_stream_wait(int32_t, void *, void *) {
   return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "kDLCPU has no streams");
@@ -88,6 +92,7 @@ constexpr DeviceBackend cpu_table() {
   b.check_pointer = &cpu_check_pointer;
   b.copy_strided = &cpu_copy_strided;
   b.host_wait_allowed = &cpu_host_wait_allowed;
+  b.retire_deferred = &cpu_retire_deferred;
   return b;
 }
 

@@ -147,8 +147,14 @@ enum Order : uint32_t {
   kFreeAfterStream = 3,  // a stream of another context: cuStreamSynchronize, then cuMemFree
   // The per-thread default stream of another device (mem.stream_device; a
   // copy queued there from device memory of that device): the legacy stream
-  // of that device's primary context, as for kFreeAfterContext.
+  // of that device's primary context, as for kFreeAfterContext. Also a
+  // deferred kFreeAfterStream whose stream is blocking.
   kFreeAfterOtherContext = 4,
+  // A deferred kFreeOnStream whose stream is blocking: cuMemFreeAsync on
+  // the legacy stream, which waits for every blocking stream of the context
+  // first (docs/impl/gpu.md §2, "Releases during a capture of their
+  // stream"); never set at allocation.
+  kFreeOnLegacy = 5,
 };
 
 constexpr uintptr_t kLegacyStream = 1;  // CU_STREAM_LEGACY
@@ -344,6 +350,11 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
       if (r != CUDA_SUCCESS || *deferred) return r;
       *call = "cuMemFreeAsync";
       return d.mem_free_async(dptr(mem.ptr), stream);
+    case kFreeOnLegacy:
+      r = capturing(d, kLegacy, deferred, call);
+      if (r != CUDA_SUCCESS || *deferred) return r;
+      *call = "cuMemFreeAsync";
+      return d.mem_free_async(dptr(mem.ptr), kLegacy);
     case kFreeAfterContext:
       // The legacy stream waits for every blocking stream (per-thread ones
       // of every thread included) and, unlike cuCtxSynchronize, leaves the
@@ -366,6 +377,58 @@ CUresult free_in_context(const CudaDriver &d, int32_t type, const DeviceMemory &
   if (r != CUDA_SUCCESS || *deferred) return r;  // not ordered: leaking beats freeing memory in use
   *call = "cuMemFree";
   return d.mem_free(dptr(mem.ptr));
+}
+
+// Whether `stream` is blocking: created without CU_STREAM_NON_BLOCKING
+// (cuStreamGetFlags, which reads a property of the stream and is not among
+// the operations stream capture prohibits), or the legacy or a per-thread
+// default stream. The legacy stream waits for all work queued before it on
+// every blocking stream of its context (Driver API reference, "Stream
+// synchronization behavior"; the per-thread default stream "is not a
+// non-blocking stream"). Asked only while the release vouches for the
+// stream; a failed query reads as non-blocking (the stream is then kept).
+bool stream_is_blocking(const CudaDriver &d, CUstream stream) {
+  if (is_legacy(stream) || is_per_thread_stream(stream)) return true;
+  unsigned int flags = 0;
+  return d.stream_get_flags(stream, &flags) == CUDA_SUCCESS &&
+         (flags & CU_STREAM_NON_BLOCKING) == 0;
+}
+
+// What a release deferred during a capture keeps (docs/impl/gpu.md §2):
+// with the owner's context current, *kept is `mem` ordered so that it
+// names no stream of the caller's when that stream is blocking (its work is
+// ordered before the legacy stream: cuMemFreeAsync on the legacy stream, or
+// waiting for the legacy stream of the stream's device); else the stream
+// stays and *keeps_stream is true. The per-thread orders name none already.
+void deferral_of(const CudaDriver &d, const DeviceMemory &mem, DeviceMemory *kept,
+                 bool *keeps_stream) {
+  *kept = mem;
+  *keeps_stream = false;
+  CUstream stream = static_cast<CUstream>(mem.stream);
+  if (mem.order == kFreeOnStream) {
+    if (!stream_is_blocking(d, stream)) {
+      *keeps_stream = true;
+      return;
+    }
+    kept->order = kFreeOnLegacy;
+    kept->stream = kLegacy;
+  } else if (mem.order == kFreeAfterStream) {
+    // A stream of another device's primary context: asked with it current.
+    bool blocking = false;
+    ContextScope in_stream_ctx(d);
+    const char *ignored = nullptr;
+    CUcontext ctx = d.primary[mem.stream_device].ctx.load(std::memory_order_acquire);
+    if (ctx != nullptr && in_stream_ctx.enter(ctx, &ignored) == CUDA_SUCCESS) {
+      blocking = stream_is_blocking(d, stream);
+      blocking = in_stream_ctx.leave() == CUDA_SUCCESS && blocking;
+    }
+    if (!blocking) {
+      *keeps_stream = true;
+      return;
+    }
+    kept->order = kFreeAfterOtherContext;
+    kept->stream = kLegacy;
+  }
 }
 
 }  // namespace
@@ -398,13 +461,16 @@ void CudaTraits::release_now(hurray_device device, const DeviceMemory &mem) {
   const char *call = nullptr;
   CUresult pop;
   bool deferred = false;
+  DeviceMemory kept;
+  bool keeps_stream = false;
   {
     ContextScope scope(*d);
     r = scope.enter(ctx, &call);
     if (r == CUDA_SUCCESS) r = free_in_context(*d, type, mem, &call, &deferred);
+    if (r == CUDA_SUCCESS && deferred) deferral_of(*d, mem, &kept, &keeps_stream);
     pop = scope.leave();
   }
-  if (r == CUDA_SUCCESS && deferred) Cuda::defer(device, mem);
+  if (r == CUDA_SUCCESS && deferred) Cuda::defer(device, kept, keeps_stream);
   if (r == CUDA_SUCCESS && pop == CUDA_SUCCESS) return;
   if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {
     g_torn_down.store(true, std::memory_order_relaxed);

@@ -128,6 +128,7 @@ bool resolve_all(Loader &l, CudaDriver &d) {
          l.get("cuStreamGetCtx", 9020, &d.stream_get_ctx) &&
          l.get("cuCtxGetDevice", 2000, &d.ctx_get_device) &&
          l.get("cuStreamIsCapturing", 10000, &d.stream_is_capturing) &&
+         l.get("cuStreamGetFlags", 5050, &d.stream_get_flags) &&
          l.get("cuCtxSynchronize", 2000, &d.ctx_synchronize);
 }
 

@@ -75,6 +75,11 @@ struct CudaDriver {
   // Whether a stream is being captured: the release asks before it queues a
   // free on the stream or waits for it (docs/impl/gpu.md §3, graph capture).
   PFN_cuStreamIsCapturing_v10000 stream_is_capturing;
+  // Whether a stream is blocking (no CU_STREAM_NON_BLOCKING): asked of a
+  // stream only when its release is deferred, while the release still
+  // vouches for it (docs/impl/gpu.md §2, "Releases during a capture of
+  // their stream").
+  PFN_cuStreamGetFlags_v5050 stream_get_flags;
   PFN_cuCtxSynchronize_v2000 ctx_synchronize;
   // Legacy IPC (device/cuda/ipc.cc, docs/impl/ipc.md §6); optional: NULL
   // when the driver lacks one, and GPU memory then cannot cross processes.

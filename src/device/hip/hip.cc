@@ -212,7 +212,7 @@ void HipTraits::release_now(hurray_device device, const DeviceMemory &mem) {
     if (e == hipSuccess) e = free_on_device(*r, device.device_id, mem, &call, &deferred);
     restore = scope.leave();
     saved = scope.saved();
-    if (e == hipSuccess && deferred) Hip::defer(device, mem);
+    if (e == hipSuccess && deferred) Hip::defer(device, mem, true);
   }
   if (e == hipSuccess && restore == hipSuccess) return;
   // hipErrorContextIsDestroyed from hipStreamIsCapturing is about the stream
