@@ -324,10 +324,10 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
   if (pool == nullptr && d.kind == kKindCudaPool) {
     return fail(HURRAY_ERR_IPC,
                 "the descriptor (kind 6) names pool %" PRIu64 " of process %" PRIu32
-                ", which did not come on %s: a pool's fd travels once per connection, and "
-                "kind 6 is received only by hurray_ipc_recv on the connection that brought it",
-                d.pool_id, d.sender.pid,
-                conn != 0 ? "this connection" : "any connection (hurray_ipc_import)");
+                ", which did not come on this connection: a pool's fd travels once per "
+                "connection, and kind 6 is received only by hurray_ipc_recv on the connection "
+                "that brought it",
+                d.pool_id, d.sender.pid);
   }
   if (pool == nullptr) {
     void *handle = nullptr;
@@ -443,6 +443,15 @@ int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, uint6
     st = check_allocation_fd(m->fds[1],
                              d.kind == kKindCudaVmmFd ? "the allocation's fd" : "the pool's fd");
     if (st != HURRAY_OK) return st;
+  }
+  if (d.kind == kKindCudaPool && conn == 0) {
+    // Decided before any driver call: no connection, so no pool it brought.
+    return fail(HURRAY_ERR_IPC,
+                "the descriptor (kind 6) names pool %" PRIu64 " of process %" PRIu32
+                " without its fd: a pool's fd travels once per connection, and kind 6 is "
+                "received only by hurray_ipc_recv on the connection that brought the pool, "
+                "not by hurray_ipc_import",
+                d.pool_id, d.sender.pid);
   }
   if (is_this_process(d.sender)) {
     bool local = false;
