@@ -559,10 +559,16 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  * MFD_CLOEXEC, sealed with F_SEAL_SHRINK and F_SEAL_GROW, nothing named in
  * /dev/shm) mapped MAP_SHARED and page-aligned; hurray_ipc_export sends such
  * memory without a copy. Its metadata (shape, strides, the block that frees
- * it) lives in ordinary heap memory, never in the shared pages. Other
- * devices: HURRAY_ERR_UNSUPPORTED_DEVICE (docs/impl/ipc.md §2); kDLCUDA and
- * kDLROCM memory from hurray_alloc without the option is already sendable
- * (legacy IPC handles, ipc §6; CUDA VMM allocations as POSIX fds). */
+ * it) lives in ordinary heap memory, never in the shared pages. On kDLCUDA
+ * with hurray_alloc_async and a stream of the device: stream-ordered memory
+ * of libhurray's IPC-capable pool of that device (cuMemAllocFromPoolAsync
+ * from a pool made on first use by cuMemPoolCreate with
+ * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), which hurray_ipc_export sends
+ * as pool memory (ipc §6, kinds 5 and 6). Other devices, and kDLCUDA
+ * without a stream: HURRAY_ERR_UNSUPPORTED_DEVICE (docs/impl/ipc.md §2);
+ * kDLCUDA and kDLROCM memory from hurray_alloc without the option is
+ * already sendable (legacy IPC handles, ipc §6; CUDA VMM allocations as
+ * POSIX fds). */
 #define HURRAY_ALLOC_SHAREABLE ((uint64_t)1 << 32)
 
 /* Allocates uninitialised memory for a (dtype, shape) tensor on `device`
@@ -602,7 +608,8 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  *                                  HURRAY_ALLOC_SHAREABLE on a device other
  *                                  than kDLCPU (GPU memory from plain
  *                                  hurray_alloc is sendable as it is,
- *                                  docs/impl/ipc.md §6)
+ *                                  docs/impl/ipc.md §6; kDLCUDA with a
+ *                                  stream: hurray_alloc_async)
  *   HURRAY_ERR_OVERFLOW            element count or byte size beyond 64-bit
  *                                  range
  *   HURRAY_ERR_OUT_OF_MEMORY       host or device allocation failed
@@ -725,6 +732,14 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray
  * alone; never the whole context, which would invalidate another thread's
  * capture; HIP: hipDeviceSynchronize), then frees with cuMemFree / hipFree.
  * stream == NULL: exactly hurray_alloc (synchronous, any device type).
+ * HURRAY_ALLOC_SHAREABLE on kDLCUDA with a stream of the device (not the
+ * per-thread stream 2): the memory comes from libhurray's IPC-capable pool
+ * of the device (cuMemAllocFromPoolAsync; the pool made on first use with
+ * cuMemPoolCreate and CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, kept for
+ * the process's life) instead of the device's default pool, so that
+ * hurray_ipc_export / hurray_ipc_send can send it (ipc §6, kinds 5 and 6);
+ * it is released like other stream-ordered memory (cuMemFreeAsync on
+ * `stream`). kDLROCM: HURRAY_ERR_UNSUPPORTED_DEVICE.
  *
  * Parameters:
  *   device  [in]   kDLCUDA or kDLROCM when stream != NULL; any type when NULL
@@ -766,6 +781,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray
  *                                  device does not support it
  *                                  (CUDA_ERROR_NOT_SUPPORTED /
  *                                  hipErrorNotSupported)
+ *                                  HURRAY_ALLOC_SHAREABLE on kDLROCM, with
+ *                                  the per-thread stream, a stream of
+ *                                  another device, or a CUDA driver without
+ *                                  the memory-pool IPC entry points
  *   HURRAY_ERR_OUT_OF_MEMORY       the device pool is exhausted
  *   HURRAY_ERR_DEVICE              other runtime failures
  * On failure: *out untouched; nothing stays allocated.
@@ -1188,7 +1207,20 @@ typedef struct hurray_ipc_message {
  * dropped again) goes as kind 2: the allocation exported as a POSIX fd
  * (cuMemExportToShareableHandle), which it must have been created for
  * (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in requestedHandleTypes), and
- * the lifetime fd. Every GPU message names its device by UUID
+ * the lifetime fd. kDLCUDA stream-ordered memory of an IPC-capable pool
+ * (cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) names a pool
+ * made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: hurray_alloc_async
+ * with HURRAY_ALLOC_SHAREABLE, or the caller's own cuMemPoolCreate pool)
+ * goes as kind 5: the pool's POSIX fd (cuMemPoolExportToShareableHandle),
+ * the allocation's 64 bytes of cuMemPoolExportPointer data and the
+ * lifetime fd; the message of this function always carries the pool's fd,
+ * while hurray_ipc_send sends it once per connection (kind 6 after the
+ * first). The receiver frees its imported pointer (cuMemFree) before the
+ * lifetime fd closes, so the sender's free comes after it, as
+ * cuMemPoolImportPointer requires. Memory of a pool that cannot be
+ * exported (the device's default pool: cuMemAllocAsync, hurray_alloc_async
+ * without the option) is refused, nothing consumed, with a message naming
+ * what to allocate instead. Every GPU message names its device by UUID
  * (cuDeviceGetUuid_v2 / hipDeviceGetUuid) and its sending process
  * (ipc §6.1). A kDLCUDA / kDLROCM buffer received by hurray_ipc_import from a
  * legacy IPC handle (kinds 3, 4), or a share of it, is forwarded: the
@@ -1218,9 +1250,12 @@ typedef struct hurray_ipc_message {
  *                                  unknown option bits
  *   HURRAY_ERR_UNSUPPORTED_DEVICE  memory neither kDLCPU nor exportable
  *                                  GPU memory (ipc §6): pinned or managed
- *                                  memory; stream-ordered pool memory
- *                                  (hurray_alloc_async, cuMemAllocAsync /
- *                                  hipMallocAsync); memory the driver will
+ *                                  memory; stream-ordered memory of a pool
+ *                                  that cannot be exported (the default
+ *                                  pool: hurray_alloc_async without
+ *                                  HURRAY_ALLOC_SHAREABLE, cuMemAllocAsync,
+ *                                  any hipMallocAsync); memory received
+ *                                  from another process's pool; memory the driver will
  *                                  not export; a VMM allocation created
  *                                  without the POSIX-fd handle type; a GPU tensor without
  *                                  elements; the vendor not in this build

@@ -10,6 +10,7 @@
 #include "checking/checking.h"
 #include "common/error.h"
 #include "device/backend.h"
+#include "device/gpu_ipc.h"
 #include "device/memfd_block.h"
 #include "handle/handle.h"
 #include "handle/layout.h"
@@ -61,14 +62,23 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   if (st != HURRAY_OK) return st;
   const uint64_t nbytes = static_cast<uint64_t>(e.highest);
 
+  const GpuIpc *pool_ipc = nullptr;
   if (shareable) {
     if (device.device_type == HURRAY_DEVICE_CPU && device.device_id == 0) {
       return shareable_cpu_alloc(dtype, ndim, shape, flags, nbytes, out);
     }
+    // CUDA: stream-ordered memory of libhurray's IPC-capable pool
+    // (docs/impl/ipc.md §6, kinds 5 and 6).
+    if (device.device_type == HURRAY_DEVICE_CUDA) {
+      pool_ipc = gpu_ipc_for(device.device_type);
+      if (pool_ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+    }
+  }
+  if (shareable && (pool_ipc == nullptr || pool_ipc->alloc_shareable == nullptr)) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "HURRAY_ALLOC_SHAREABLE on %s device %" PRId32
                 " is not supported yet (shareable memory is a memfd on kDLCPU device 0; "
-                "shareable GPU memory is pending, docs/impl/ipc.md §6)",
+                "shareable CUDA memory is hurray_alloc_async's, docs/impl/ipc.md §6)",
                 device_type_name(device.device_type), device.device_id);
   }
 
@@ -81,7 +91,8 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
   }
   DeviceMemory mem;  // ptr stays NULL for zero bytes (the backend checks the device only)
   mem.stream = stream;
-  st = a->allocate(device, nbytes, stream, stream_device, &mem);
+  st = pool_ipc != nullptr ? pool_ipc->alloc_shareable(device, nbytes, stream, &mem)
+                           : a->allocate(device, nbytes, stream, stream_device, &mem);
   if (st != HURRAY_OK) {
     std::free(b);
     return st;

@@ -18,6 +18,7 @@
 #include "device/memfd_block.h"
 #include "handle/handle.h"
 #include "ipc/message.h"
+#include "ipc/pool_peers.h"
 #include "ipc/wire.h"
 
 namespace hurray::detail {
@@ -100,8 +101,9 @@ void close_message_fds(hurray_ipc_message *m) {
   m->nfds = 0;
 }
 
-int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream,
-                       PreparedExport *p) {
+int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream, PreparedExport *p,
+                       uint64_t conn) {
+  p->pool_conn = p->pool_id = 0;
   if ((options & ~kKnownOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
@@ -110,7 +112,9 @@ int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream,
   if (st != HURRAY_OK) return st;
   // GPU device memory is always sent zero-copy (never staged through the
   // host): HURRAY_IPC_ZERO_COPY_ONLY changes nothing for it.
-  if (src.device.device_type != HURRAY_DEVICE_CPU) return prepare_gpu_export(src, e, stream, p);
+  if (src.device.device_type != HURRAY_DEVICE_CPU) {
+    return prepare_gpu_export(src, e, stream, conn, p);
+  }
   const MemfdBlock *b = memfd_block_of(src);
   hurray_buffer held = src;
   bool copied = false;
@@ -197,6 +201,7 @@ int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream,
 }
 
 void commit_export(PreparedExport *p, hurray_buffer *src) {
+  if (p->pool_conn != 0) mark_pool_sent(p->pool_conn, p->pool_id);
   if (p->forwarded) {
     hurray_buffer_release(src);  // the message holds the original sender's reference
   } else if (p->copied) {

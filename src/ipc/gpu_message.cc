@@ -22,6 +22,7 @@
 #include "device/gpu_ipc.h"
 #include "handle/share_block.h"
 #include "ipc/message.h"
+#include "ipc/pool_peers.h"
 #include "ipc/sender.h"
 #include "ipc/watcher.h"
 #include "ipc/wire.h"
@@ -49,6 +50,28 @@ void gpu_import_release(void *block) {
   }
   // Closed after the mapping: the sender's release (which may free the
   // memory) runs only once this process no longer uses it.
+  close(b->lifetime_fd);
+  std::free(b);
+}
+
+// Host bookkeeping of a received CUDA pool pointer (kinds 5 and 6).
+struct GpuPoolBlock {
+  const GpuIpc *ipc;
+  hurray_device device;
+  void *ptr;        // cuMemPoolImportPointer's
+  PoolRef *pool;    // the imported pool, one reference
+  int lifetime_fd;  // the write end of the sender's pipe
+  int64_t dims[1];  // shape then strides (flexible tail)
+};
+
+// The importer's free comes first and is done when cuMemFree returns
+// (cuMemPoolImportPointer: "The imported memory must be freed from all
+// importing processes before being freed in the exporting process"); only
+// then does the lifetime fd close, after which the sender frees.
+void gpu_pool_release(void *block) {
+  auto *b = static_cast<GpuPoolBlock *>(block);
+  b->ipc->close_pool_pointer(b->device, b->ptr);
+  unref_pool(b->pool);
   close(b->lifetime_fd);
   std::free(b);
 }
@@ -121,7 +144,7 @@ int32_t import_local(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *ou
   b->lifetime_fd = m->fds[0];
   *out = received_handle(d, &gpu_local_release, b, match.data, b->dims);
   m->fds[0] = -1;  // the block owns it now
-  if (d.kind == kKindCudaVmmFd) {
+  if (d.kind == kKindCudaVmmFd || d.kind == kKindCudaPoolFd) {
     close(m->fds[1]);  // not mapped again: the memory is already here
     m->fds[1] = -1;
   }
@@ -129,11 +152,12 @@ int32_t import_local(const WireDesc &d, hurray_ipc_message *m, hurray_buffer *ou
   return HURRAY_OK;
 }
 
-// Kind 2's fds[1]: an open fd (what it refers to is the driver's to judge).
-int32_t check_allocation_fd(int fd) {
+// Kind 2's and 5's fds[1]: an open fd (what it refers to is the driver's
+// to judge).
+int32_t check_allocation_fd(int fd, const char *what) {
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
-    return fail(HURRAY_ERR_IPC, "fds[1] (%d, the allocation's fd) is not an open file: %s", fd,
+    return fail(HURRAY_ERR_IPC, "fds[1] (%d, %s) is not an open file: %s", fd, what,
                 std::strerror(fd < 0 ? EBADF : errno));
   }
   return HURRAY_OK;
@@ -163,9 +187,11 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Expor
                           PreparedExport *p) {
   WireDesc d;
   std::memset(&d, 0, sizeof d);
-  d.kind = x.vmm_fd >= 0                                  ? kKindCudaVmmFd
+  d.kind = x.pool != nullptr ? (x.pool_fd >= 0 ? kKindCudaPoolFd : kKindCudaPool)
+           : x.vmm_fd >= 0   ? kKindCudaVmmFd
            : src.device.device_type == HURRAY_DEVICE_CUDA ? kKindCudaLegacyIpc
                                                           : kKindHipIpc;
+  d.pool_id = x.pool != nullptr ? pool_number(x.pool) : 0;
   d.nfds = wire_fds(d.kind);
   d.flags = src.flags;
   d.device = src.device;
@@ -209,7 +235,8 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Expor
   watch_when_done(w, &destroy_export_event, event);
   p->msg.nfds = d.nfds;
   p->msg.fds[0] = pipe_fds[1];
-  p->msg.fds[1] = x.vmm_fd;  // -1 for kinds 3 and 4; the message owns it now
+  // -1 for kinds 3, 4 and 6; the message owns it now.
+  p->msg.fds[1] = d.kind == kKindCudaPoolFd ? x.pool_fd : x.vmm_fd;
   p->msg.fds[2] = p->msg.fds[3] = -1;
   p->watch = w;
   p->held = src;
@@ -220,6 +247,13 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Expor
 
 // The received kind-3/4 handle behind `src` (itself or an unchanged share
 // of it, or of such a share), or nullptr.
+// Whether `src` (or an unchanged share of it) is a received pool pointer.
+bool received_pool_pointer(const hurray_buffer &src) {
+  const hurray_buffer *h = &src;
+  while (is_unchanged_share(*h)) h = &static_cast<const ShareBlock *>(h->user_data)->source;
+  return h->release_fn == &gpu_pool_release;
+}
+
 const GpuImportBlock *received_block(const hurray_buffer &src) {
   const hurray_buffer *h = &src;
   while (is_unchanged_share(*h)) h = &static_cast<const ShareBlock *>(h->user_data)->source;
@@ -275,10 +309,77 @@ int32_t forward_import(const hurray_buffer &src, const GpuImportBlock &b, Prepar
   return HURRAY_OK;
 }
 
+// Kinds 5 and 6, after import_gpu's checks: the pool (imported from
+// fds[1], or the one connection `conn` brought earlier), then the pointer
+// in it, then the wait on the sender's event. On success the block owns
+// fds[0] and a reference to the pool; kind 5's pool fd is closed.
+int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stream, uint64_t conn,
+                            const GpuIpc *ipc, hurray_device device, hurray_buffer *out) {
+  if (ipc->open_pool == nullptr) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%s memory cannot come from a CUDA pool (kind %" PRIu32 ")",
+                device_type_name(d.device.device_type), d.kind);
+  }
+  PoolRef *pool = find_pool(conn, d.sender, d.pool_id);
+  if (pool == nullptr && d.kind == kKindCudaPool) {
+    return fail(HURRAY_ERR_IPC,
+                "the descriptor (kind 6) names pool %" PRIu64 " of process %" PRIu32
+                ", which did not come on this connection: a pool's fd travels once per "
+                "connection, and kind 6 is received only by hurray_ipc_recv on the connection "
+                "that brought it",
+                d.pool_id, d.sender.pid);
+  }
+  if (pool == nullptr) {
+    void *handle = nullptr;
+    int32_t st = ipc->open_pool(device, m->fds[1], &handle);
+    if (st != HURRAY_OK) return st;
+    pool = add_pool(conn, d.sender, d.pool_id, ipc, device, handle);
+    if (pool == nullptr) {
+      return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating host bookkeeping for a pool failed");
+    }
+  }
+  const size_t meta = sizeof(GpuPoolBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
+  auto *b = static_cast<GpuPoolBlock *>(std::malloc(meta));
+  if (b == nullptr) {
+    unref_pool(pool);
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
+  }
+  void *ptr = nullptr;
+  int32_t st = ipc->open_pool_pointer(device, pool_handle(pool), d.gpu_handle, &ptr);
+  if (st == HURRAY_OK && (d.gpu_flags & kGpuFlagEvent) != 0) {
+    // The sender's pending work (its allocation included: "The imported
+    // memory must not be accessed before the allocation operation
+    // completes in the exporting process"): `stream` waits for it.
+    st = ipc->wait_event(device, d.gpu_event, stream);
+    if (st != HURRAY_OK) ipc->close_pool_pointer(device, ptr);
+  }
+  if (st != HURRAY_OK) {
+    unref_pool(pool);
+    std::free(b);
+    return st;
+  }
+  b->ipc = ipc;
+  b->device = device;
+  b->ptr = ptr;
+  b->pool = pool;
+  b->lifetime_fd = m->fds[0];
+  WireDesc here = d;
+  here.device = device;
+  *out = received_handle(here, &gpu_pool_release, b, static_cast<char *>(ptr) + d.data_offset,
+                         b->dims);
+  m->fds[0] = -1;  // the block owns it now
+  if (d.kind == kKindCudaPoolFd) {
+    close(m->fds[1]);  // the imported pool holds what it needs
+    m->fds[1] = -1;
+  }
+  m->nfds = 0;
+  return HURRAY_OK;
+}
+
 }  // namespace
 
 int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, void *stream,
-                           PreparedExport *p) {
+                           uint64_t conn, PreparedExport *p) {
   const GpuIpc *ipc = gpu_ipc_for(src.device.device_type);
   if (ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   if (e.numel == 0 || src.data == nullptr) {
@@ -288,10 +389,25 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
                 device_type_name(src.device.device_type));
   }
   if (const GpuImportBlock *b = received_block(src)) return forward_import(src, *b, p);
+  if (received_pool_pointer(src)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this CUDA tensor was received from another process's memory pool, and an "
+                "imported pool cannot be exported again; send it on from the process that "
+                "allocated it");
+  }
   const DeviceMemory *mem = device_memory_of(src);
   GpuIpcExport x;
   std::memset(&x, 0, sizeof x);
   x.vmm_fd = -1;
+  x.pool_fd = -1;
+  // The pool's fd goes once per connection (pool_peers.h).
+  struct SentCtx {
+    uint64_t conn;
+  } sent_ctx{conn};
+  x.pool_fd_sent = [](const void *pool, void *ctx) {
+    return pool_sent_on(static_cast<SentCtx *>(ctx)->conn, pool_number(pool));
+  };
+  x.pool_ctx = &sent_ctx;
   int32_t st = ipc->export_memory(src.device, src.data,
                                   mem != nullptr && ipc->is_stream_ordered(*mem), stream, &x);
   if (st != HURRAY_OK) return st;
@@ -306,7 +422,12 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
     st = ipc->device_uuid(src.device.device_id, x.uuid);
   }
   if (st == HURRAY_OK) st = finish_gpu_export(src, x, event, p);
+  if (st == HURRAY_OK && x.pool != nullptr && x.pool_fd >= 0 && conn != 0) {
+    p->pool_conn = conn;  // recorded as sent once the message went (commit_export)
+    p->pool_id = pool_number(x.pool);
+  }
   if (st != HURRAY_OK) {
+    if (x.pool_fd >= 0) close(x.pool_fd);
     if (x.vmm_fd >= 0) close(x.vmm_fd);
     ipc->destroy_event(src.device, x.event);
     std::free(event);
@@ -314,12 +435,23 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
   return st;
 }
 
-int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, hurray_buffer *out) {
+int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, uint64_t conn,
+                   hurray_buffer *out) {
   int32_t st = check_lifetime_fd(m->fds[0], 0);
   if (st != HURRAY_OK) return st;
-  if (d.kind == kKindCudaVmmFd) {
-    st = check_allocation_fd(m->fds[1]);
+  if (d.kind == kKindCudaVmmFd || d.kind == kKindCudaPoolFd) {
+    st = check_allocation_fd(m->fds[1],
+                             d.kind == kKindCudaVmmFd ? "the allocation's fd" : "the pool's fd");
     if (st != HURRAY_OK) return st;
+  }
+  if (d.kind == kKindCudaPool && conn == 0) {
+    // Decided before any driver call: no connection, so no pool it brought.
+    return fail(HURRAY_ERR_IPC,
+                "the descriptor (kind 6) names pool %" PRIu64 " of process %" PRIu32
+                " without its fd: a pool's fd travels once per connection, and kind 6 is "
+                "received only by hurray_ipc_recv on the connection that brought the pool, "
+                "not by hurray_ipc_import",
+                d.pool_id, d.sender.pid);
   }
   if (is_this_process(d.sender)) {
     bool local = false;
@@ -333,6 +465,7 @@ int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, hurra
   hurray_device device{d.device.device_type, 0};
   st = gpu_ordinal_of(*ipc, d.device.device_type, d.gpu_uuid, &device.device_id);
   if (st != HURRAY_OK) return st;
+  if (is_pool_kind(d.kind)) return import_pool_pointer(d, m, stream, conn, ipc, device, out);
   const size_t meta = sizeof(GpuImportBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
   auto *b = static_cast<GpuImportBlock *>(std::malloc(meta));
   if (b == nullptr) {

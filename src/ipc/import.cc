@@ -112,7 +112,9 @@ int32_t map_message(const WireDesc &d, int memfd, int lifetime_fd, hurray_buffer
   return HURRAY_OK;
 }
 
-int32_t import_impl(hurray_ipc_message *m, void *stream, hurray_buffer *out) {
+}  // namespace
+
+int32_t import_message(hurray_ipc_message *m, void *stream, uint64_t conn, hurray_buffer *out) {
   if (out == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL");
   if (m->nfds > HURRAY_IPC_MAX_FDS) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "m->nfds is %" PRIu32 " (at most %d)", m->nfds,
@@ -133,7 +135,7 @@ int32_t import_impl(hurray_ipc_message *m, void *stream, hurray_buffer *out) {
   WireDesc d;
   int32_t st = decode_descriptor(m->bytes, m->size, m->nfds, &d);
   if (st != HURRAY_OK) return st;
-  if (is_gpu_ipc_kind(d.kind)) return import_gpu(d, m, stream, out);
+  if (is_gpu_ipc_kind(d.kind)) return import_gpu(d, m, stream, conn, out);
   st = check_memfd(m->fds[0], d);
   if (st != HURRAY_OK) return st;
   st = check_lifetime_fd(m->fds[1], 1);
@@ -145,8 +147,6 @@ int32_t import_impl(hurray_ipc_message *m, void *stream, hurray_buffer *out) {
   m->nfds = 0;
   return HURRAY_OK;
 }
-
-}  // namespace
 
 int32_t check_lifetime_fd(int fd, int index) {
   struct stat st;
@@ -168,7 +168,7 @@ extern "C" {
 HURRAY_API int32_t hurray_ipc_import(hurray_ipc_message *m, hurray_buffer *out) {
   using namespace hurray::detail;
   if (m == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "m is NULL");
-  int32_t st = import_impl(m, nullptr, out);
+  int32_t st = import_message(m, nullptr, 0, out);
   if (st != HURRAY_OK) close_message_fds(m);
   return check::produced(st, out, 1, "hurray_ipc_import");
 }
@@ -177,7 +177,7 @@ HURRAY_API int32_t hurray_ipc_import_async(hurray_ipc_message *m, void *stream,
                                            hurray_buffer *out) {
   using namespace hurray::detail;
   if (m == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "m is NULL");
-  int32_t st = import_impl(m, stream, out);
+  int32_t st = import_message(m, stream, 0, out);
   if (st != HURRAY_OK) close_message_fds(m);
   return check::produced(st, out, 1, "hurray_ipc_import_async");
 }

@@ -21,6 +21,10 @@ struct PreparedExport {
   // original sender's, with a dup of its lifetime fd; no watch (watch
   // NULL), the caller's handle is released at commit.
   bool forwarded;
+  // A CUDA pool's fd that goes with this message (kind 5) on connection
+  // pool_conn (0: none): recorded as sent there once the message went.
+  uint64_t pool_conn;
+  uint64_t pool_id;
 };
 
 // Everything of an export except consuming *src: checks it, picks the
@@ -28,7 +32,10 @@ struct PreparedExport {
 // watch. On failure nothing is left (no fd, no copy) and *src is untouched.
 // `stream`: what a GPU export records its IPC event on (NULL: the legacy
 // default stream; ipc.md §6); ignored for CPU memory.
-int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream, PreparedExport *p);
+// `conn`: the connection the message goes on (pool_peers.h; 0: none, a
+// standalone message), which decides whether a CUDA pool's fd goes with it.
+int32_t prepare_export(const hurray_buffer &src, uint32_t options, void *stream, PreparedExport *p,
+                       uint64_t conn = 0);
 // The export happened: *src is consumed (released now when a copy was
 // sent, else its reference lives on in the watch) and cleared.
 void commit_export(PreparedExport *p, hurray_buffer *src);
@@ -43,9 +50,14 @@ void abort_export(PreparedExport *p);
 struct WireDesc;
 // `stream`: the export records its event on it, the import makes it wait
 // for the descriptor's event (NULL: the legacy default stream).
+// `conn`: as for prepare_export; for the import, the connection the message
+// came on (0: hurray_ipc_import), whose pools kind 6 names.
 int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, void *stream,
-                           PreparedExport *p);
-int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, hurray_buffer *out);
+                           uint64_t conn, PreparedExport *p);
+int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, uint64_t conn,
+                   hurray_buffer *out);
+// hurray_ipc_import with the connection the message came on (socket.cc).
+int32_t import_message(hurray_ipc_message *m, void *stream, uint64_t conn, hurray_buffer *out);
 // HURRAY_OK when `fd` is the write end of a pipe (the lifetime fd), which
 // the message carries as fds[index]; else HURRAY_ERR_IPC.
 int32_t check_lifetime_fd(int fd, int index);

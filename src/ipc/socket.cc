@@ -17,9 +17,11 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "checking/checking.h"
 #include "common/error.h"
 #include "ipc/message.h"
 #include "ipc/peer.h"
+#include "ipc/pool_peers.h"
 #include "ipc/wire.h"
 
 namespace hurray::detail {
@@ -310,13 +312,14 @@ HURRAY_API int32_t hurray_ipc_send(int socket_fd, hurray_buffer *src, uint32_t o
     int fd;
     bool seqpacket;
     uint32_t options;
-  } args{socket_fd, seqpacket, options};
+    uint64_t conn;  // CUDA pools' fds go once per connection (pool_peers.h)
+  } args{socket_fd, seqpacket, options, connection_of(socket_fd)};
   return consume_src(
       src, "hurray_ipc_send",
       [](hurray_buffer *inner, void *ctx) {
         auto *a = static_cast<Args *>(ctx);
         PreparedExport p;
-        int32_t st = prepare_export(*inner, a->options, nullptr, &p);
+        int32_t st = prepare_export(*inner, a->options, nullptr, &p, a->conn);
         if (st != HURRAY_OK) return st;
         st = send_message(a->fd, a->seqpacket, p.msg);
         if (st != HURRAY_OK) {
@@ -346,13 +349,19 @@ HURRAY_API int32_t hurray_ipc_recv(int socket_fd, hurray_buffer *out) {
     st = fail(HURRAY_ERR_IPC, "hurray_ipc_recv: the message carried more than %d fds",
               HURRAY_IPC_MAX_FDS);
   }
+  const uint64_t conn = connection_of(socket_fd);
   if (st != HURRAY_OK) {
     fds.close_all();
+    // The connection is over: the CUDA pools it brought are let go of once
+    // their pointers are (pool_peers.h).
+    if (st == HURRAY_ERR_IPC_CLOSED) forget_connection(conn);
     return st;
   }
   m.nfds = fds.n;
   for (uint32_t i = 0; i < HURRAY_IPC_MAX_FDS; ++i) m.fds[i] = i < fds.n ? fds.fds[i] : -1;
-  return hurray_ipc_import(&m, out);  // closes the fds on failure
+  st = import_message(&m, nullptr, conn, out);
+  if (st != HURRAY_OK) close_message_fds(&m);
+  return check::produced(st, out, 1, "hurray_ipc_import");
 }
 
 }  // extern "C"

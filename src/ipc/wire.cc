@@ -156,6 +156,7 @@ uint32_t encode_descriptor(const WireDesc &d, uint8_t *out) {
     std::memcpy(g + kGpuOffHandle, d.gpu_handle, kWireGpuHandleSize);
     std::memcpy(g + kGpuOffEvent, d.gpu_event, kWireGpuEventSize);
   }
+  if (is_pool_kind(d.kind)) put_u64(out + wire_size(d.ndim) + kWireGpuPartSize, d.pool_id);
   return size;
 }
 
@@ -213,7 +214,10 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   int32_t st = HURRAY_OK;
   const bool gpu = is_gpu_ipc_kind(d.kind);
   if (d.kind != kKindCpuMemfd && !gpu) {
-    return fail(HURRAY_ERR_IPC, "descriptor kind %" PRIu32 " is unknown", d.kind);
+    return fail(HURRAY_ERR_IPC,
+                "descriptor kind %" PRIu32
+                " is unknown (this libhurray reads kinds 1 to 6; the sender may run a newer one)",
+                d.kind);
   }
   if (d.ndim < 0 || d.ndim > HURRAY_MAX_NDIM) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "descriptor ndim is %" PRId32 " (0..%d)", d.ndim,
@@ -230,9 +234,10 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                 "descriptor says %" PRIu32 " fds, the message carries %" PRIu32 " (kind %" PRIu32
                 " takes %" PRIu32 ": %s)",
                 d.nfds, nfds, d.kind, want_fds,
-                d.kind == kKindCudaVmmFd ? "lifetime, allocation"
-                : gpu                    ? "lifetime"
-                                         : "memfd, lifetime");
+                d.kind == kKindCudaVmmFd    ? "lifetime, allocation"
+                : d.kind == kKindCudaPoolFd ? "lifetime, pool"
+                : gpu                       ? "lifetime"
+                                            : "memfd, lifetime");
   }
   if (!gpu && (d.device.device_type != HURRAY_DEVICE_CPU || d.device.device_id != 0)) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -254,6 +259,17 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
     }
     st = decode_gpu_part(bytes + wire_size(d.ndim), wire_size(d.ndim), &d);
     if (st != HURRAY_OK) return st;
+  }
+  d.pool_id = 0;
+  if (is_pool_kind(d.kind)) {
+    const uint32_t at = wire_size(d.ndim) + kWireGpuPartSize;
+    d.pool_id = get_u64(bytes + at);
+    if (d.pool_id == 0) {
+      return fail(HURRAY_ERR_IPC,
+                  "descriptor bytes %" PRIu32 "..%" PRIu32 " (kind %" PRIu32
+                  "'s pool number) are 0: no pool is named",
+                  at, at + kWirePoolPartSize - 1, d.kind);
+    }
   }
   for (int32_t i = 0; i < d.ndim; ++i) {
     d.shape[i] =

@@ -23,10 +23,19 @@ enum WireKind : uint32_t {
   kKindCudaVmmFd = 2,      // fds: [lifetime, allocation fd]; the GPU part, handle zero
   kKindCudaLegacyIpc = 3,  // fds: [lifetime]; the GPU part with cuIpcGetMemHandle's 64 bytes
   kKindHipIpc = 4,         // fds: [lifetime]; the GPU part with hipIpcGetMemHandle's 64 bytes
+  // CUDA stream-ordered pool memory: the GPU part with cuMemPoolExportPointer's
+  // 64 bytes, then the pool part (the pool's number in the sending process).
+  kKindCudaPoolFd = 5,  // fds: [lifetime, the pool's fd]
+  kKindCudaPool = 6,    // fds: [lifetime]; the pool went earlier on the same connection
 };
 constexpr uint32_t kCpuMemfdFds = 2;
 constexpr uint32_t kGpuIpcFds = 1;
 constexpr uint32_t kCudaVmmFds = 2;
+constexpr uint32_t kCudaPoolFdFds = 2;
+constexpr uint32_t kCudaPoolFds = 1;
+// The pool part of kinds 5 and 6, after the GPU part: the pool's number,
+// which the sender gives each pool it sends from (> 0).
+constexpr uint32_t kWirePoolPartSize = 8;
 
 // The GPU part of kinds 2, 3 and 4, after the strides (ipc.md §6.1): the
 // device's UUID, the sending process, a flags word, the vendor's IPC handle
@@ -50,13 +59,18 @@ static_assert(kGpuOffHandle + kWireGpuHandleSize == kGpuOffEvent &&
 constexpr uint64_t kGpuFlagEvent = 1;  // the event handle is set (not all zero)
 
 // The GPU kinds: device memory, a lifetime fd first, the GPU part.
+constexpr bool is_pool_kind(uint32_t kind) {
+  return kind == kKindCudaPoolFd || kind == kKindCudaPool;
+}
 constexpr bool is_gpu_ipc_kind(uint32_t kind) {
-  return kind == kKindCudaVmmFd || kind == kKindCudaLegacyIpc || kind == kKindHipIpc;
+  return kind == kKindCudaVmmFd || kind == kKindCudaLegacyIpc || kind == kKindHipIpc ||
+         is_pool_kind(kind);
 }
 constexpr uint32_t wire_fds(uint32_t kind) {
-  return kind == kKindCudaLegacyIpc || kind == kKindHipIpc ? kGpuIpcFds
-         : kind == kKindCudaVmmFd                          ? kCudaVmmFds
-                                                           : kCpuMemfdFds;
+  return kind == kKindCudaLegacyIpc || kind == kKindHipIpc || kind == kKindCudaPool ? kGpuIpcFds
+         : kind == kKindCudaVmmFd                                                   ? kCudaVmmFds
+         : kind == kKindCudaPoolFd                                                  ? kCudaPoolFdFds
+                                                                                    : kCpuMemfdFds;
 }
 
 // The process that made an export (ipc.md §6.1): its pid and its start
@@ -87,6 +101,7 @@ struct WireDesc {
   uint64_t gpu_flags;                      // kGpuFlag*
   uint8_t gpu_handle[kWireGpuHandleSize];  // kinds 3 and 4: the vendor's IPC handle; 2: zero
   uint8_t gpu_event[kWireGpuEventSize];    // zero unless kGpuFlagEvent
+  uint64_t pool_id;                        // kinds 5 and 6: the sender's number of the pool (> 0)
 };
 
 // Bytes a descriptor of `ndim` dimensions takes (kind 1).
@@ -95,9 +110,10 @@ constexpr uint32_t wire_size(int32_t ndim) {
 }
 // Bytes a descriptor of `kind` with `ndim` dimensions takes.
 constexpr uint32_t wire_size(uint32_t kind, int32_t ndim) {
-  return wire_size(ndim) + (is_gpu_ipc_kind(kind) ? kWireGpuPartSize : 0u);
+  return wire_size(ndim) + (is_gpu_ipc_kind(kind) ? kWireGpuPartSize : 0u) +
+         (is_pool_kind(kind) ? kWirePoolPartSize : 0u);
 }
-static_assert(wire_size(kKindCudaLegacyIpc, HURRAY_MAX_NDIM) <= HURRAY_IPC_DESCRIPTOR_MAX,
+static_assert(wire_size(kKindCudaPoolFd, HURRAY_MAX_NDIM) <= HURRAY_IPC_DESCRIPTOR_MAX,
               "the largest descriptor fits in hurray_ipc_message::bytes");
 
 // Writes `d` (already valid) into out[0..wire_size(d.kind, d.ndim)); returns the size.

@@ -42,6 +42,33 @@ TYPED_TEST(GpuIpc, UnexportableMemoryIsRefused) { this->run("refusals"); }
 // CUDA VMM allocations (cuMemCreate + cuMemMap) as POSIX fds, kind 2.
 using CudaVmmIpc = GpuIpc<IpcCudaVendor>;
 
+// CUDA stream-ordered pool memory, kinds 5 and 6 (ipc_pool_probe.cc).
+using CudaPoolIpc = GpuIpc<IpcCudaVendor>;
+
+// hurray_alloc_async with HURRAY_ALLOC_SHAREABLE memory and a share of it
+// over one connection: the pool exported and imported once, each pointer
+// once; the child reads, writes, frees its pointers (cuMemFree) and, when
+// the connection ends, destroys the imported pool; the producer's
+// cuMemFreeAsync once, after the importer's frees (no order violation).
+TEST_F(CudaPoolIpc, ChildImportsReadsWritesAndReturns) { run("pool-roundtrip"); }
+
+// 8 buffers over one connection: one pool fd (one pool import) and 8
+// pointer imports; a second connection gets the fd again; a standalone
+// hurray_ipc_export message carries it every time (kind 5, 2 fds).
+TEST_F(CudaPoolIpc, PoolFdTravelsOncePerConnection) { run("pool-once"); }
+
+// Memory of the device's default pool (cuMemAllocAsync): refused with
+// HURRAY_ERR_UNSUPPORTED_DEVICE and the exact message, nothing consumed.
+TEST_F(CudaPoolIpc, DefaultPoolMemoryIsRefused) { run("pool-default"); }
+
+// A child SIGKILLed while it holds the import: the reference returns, the
+// producer frees once, no order violation (the dead importer's import went).
+TEST_F(CudaPoolIpc, KilledChildReturnsItsReference) { run("pool-kill"); }
+
+// The fake enforces the documented order: an exporter's free while a live
+// importer holds the pointer is counted.
+TEST_F(CudaPoolIpc, FakeCountsAnExporterFreeingFirst) { run("pool-order"); }
+
 // A child imports an allocation and a share of it, reads, writes one the
 // parent reads, releases: every import-side cuMemMap undone (cuMemUnmap,
 // cuMemAddressFree, cuMemRelease), the export's retained handle released,

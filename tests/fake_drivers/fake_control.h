@@ -211,6 +211,29 @@ int64_t fake_cuda_vmm_live_allocations(void);
 int64_t fake_cuda_vmm_live_mappings(void);
 int64_t fake_cuda_vmm_handle_references(void);
 
+/* Memory pools (fake_pool.h, fake_cuda_pool.cc): cuDeviceGetDefaultMemPool
+   answers each device's default pool (handle type NONE: not exportable),
+   which cuMemAllocAsync memory belongs to; cuMemPoolCreate with
+   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR makes a pool whose memory is a
+   memfd mapped MAP_SHARED, exported by cuMemPoolExportToShareableHandle as
+   a dup of it and mapped by another process's
+   cuMemPoolImportFromShareableHandle (imported pools cannot allocate);
+   cuMemPoolExportPointer / cuMemPoolImportPointer share one allocation,
+   and cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) names the
+   pool of an address. An exporter's free of an allocation that a live
+   process still has imported breaks the documented order (importers free
+   first) and is counted in pool_order_violations. pool_create makes a
+   device pool with `handle_types` (a CUresult). The counts: pool
+   allocations of this process alive, pools imported, pointers imported
+   (all, and not yet freed), pools destroyed. */
+int fake_cuda_pool_create(int device, unsigned long long handle_types, void **pool);
+int64_t fake_cuda_pool_live_allocations(void);
+int64_t fake_cuda_pool_imports(void);
+int64_t fake_cuda_pool_pointer_imports(void);
+int64_t fake_cuda_pool_live_pointer_imports(void);
+int64_t fake_cuda_pools_destroyed(void);
+int64_t fake_cuda_pool_order_violations(void);
+
 /* HIP only. hipMemcpy2DAsync / hipMemcpy3DAsync copy row by row (logged
    like the CUDA ones) and refuse pitches below the width. */
 int fake_hip_current_device(void);

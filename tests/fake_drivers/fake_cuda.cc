@@ -365,7 +365,9 @@ CUresult free_common(const char *fn, void *p, bool device_or_managed, CUstream s
   } else {
     rec().check_free(p, stream, current_device());
   }
-  if (!rec().release(p, device_or_managed)) return done(fn, CUDA_ERROR_INVALID_VALUE, p, stream);
+  if (!rec().release(p, device_or_managed) && !(device_or_managed && pool_free(p))) {
+    return done(fn, CUDA_ERROR_INVALID_VALUE, p, stream);
+  }
   const auto r = done(fn, CUDA_SUCCESS, p, stream);
   fake::frees::freed();  // after the call is logged: a waiting test reads the log
   return r;
@@ -672,6 +674,18 @@ const Entry kEntries[] = {
      reinterpret_cast<void *>(&f_mem_export_to_shareable_handle)},
     {"cuMemImportFromShareableHandle", 10020,
      reinterpret_cast<void *>(&f_mem_import_from_shareable_handle)},
+    // Memory pools (fake_cuda_pool.cc).
+    {"cuDeviceGetDefaultMemPool", 11020, reinterpret_cast<void *>(&f_device_get_default_mem_pool)},
+    {"cuMemPoolCreate", 11020, reinterpret_cast<void *>(&f_mem_pool_create)},
+    {"cuMemPoolDestroy", 11020, reinterpret_cast<void *>(&f_mem_pool_destroy)},
+    {"cuMemAllocFromPoolAsync", 11020, reinterpret_cast<void *>(&f_mem_alloc_from_pool_async)},
+    {"cuMemPoolExportToShareableHandle", 11020,
+     reinterpret_cast<void *>(&f_mem_pool_export_to_shareable_handle)},
+    {"cuMemPoolImportFromShareableHandle", 11020,
+     reinterpret_cast<void *>(&f_mem_pool_import_from_shareable_handle)},
+    {"cuMemPoolExportPointer", 11020, reinterpret_cast<void *>(&f_mem_pool_export_pointer)},
+    {"cuMemPoolImportPointer", 11020, reinterpret_cast<void *>(&f_mem_pool_import_pointer)},
+    {"cuPointerGetAttribute", 4000, reinterpret_cast<void *>(&f_pointer_get_attribute)},
 };
 
 CUresult lookup(const char *symbol, void **pfn, int version, bool v2,

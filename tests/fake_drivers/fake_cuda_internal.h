@@ -9,6 +9,7 @@
 //   fake_cuda_strided.cc  2-D / 3-D memcpy, modules and the strided kernel
 //   fake_cuda_ipc.cc      legacy IPC handles, IPC events and cuMemGetAddressRange
 //   fake_cuda_vmm.cc      virtual memory management (fake_vmm.h)
+//   fake_cuda_pool.cc     memory pools and their IPC (fake_pool.h)
 #ifndef HURRAY_TESTS_FAKES_FAKE_CUDA_INTERNAL_H_
 #define HURRAY_TESTS_FAKES_FAKE_CUDA_INTERNAL_H_
 
@@ -120,6 +121,26 @@ CUresult f_mem_export_to_shareable_handle(void *out, CUmemGenericAllocationHandl
                                           CUmemAllocationHandleType type, unsigned long long flags);
 CUresult f_mem_import_from_shareable_handle(CUmemGenericAllocationHandle *h, void *os_handle,
                                             CUmemAllocationHandleType type);
+
+// fake_cuda_pool.cc
+CUresult f_device_get_default_mem_pool(CUmemoryPool *pool, CUdevice dev);
+CUresult f_mem_pool_create(CUmemoryPool *pool, const CUmemPoolProps *props);
+CUresult f_mem_pool_destroy(CUmemoryPool pool);
+CUresult f_mem_alloc_from_pool_async(CUdeviceptr *dp, size_t bytes, CUmemoryPool pool, CUstream s);
+CUresult f_mem_pool_export_to_shareable_handle(void *out, CUmemoryPool pool,
+                                               CUmemAllocationHandleType type,
+                                               unsigned long long flags);
+CUresult f_mem_pool_import_from_shareable_handle(CUmemoryPool *pool, void *handle,
+                                                 CUmemAllocationHandleType type,
+                                                 unsigned long long flags);
+CUresult f_mem_pool_export_pointer(CUmemPoolPtrExportData *out, CUdeviceptr ptr);
+CUresult f_mem_pool_import_pointer(CUdeviceptr *out, CUmemoryPool pool,
+                                   CUmemPoolPtrExportData *data);
+CUresult f_pointer_get_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
+// cuMemFree / cuMemFreeAsync of pool memory (false: not pool memory of this
+// process), and the base and size of the pool allocation holding `p`.
+bool pool_free(void *p);
+bool pool_range(const void *p, uintptr_t *base, uint64_t *bytes);
 
 }  // namespace fake_cuda
 

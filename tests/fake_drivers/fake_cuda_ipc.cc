@@ -60,7 +60,8 @@ CUresult f_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dp
   uintptr_t b = 0;
   uint64_t n = 0;
   if (!rec().address_range(as_ptr(dp), &b, &n) &&
-      !fake::Vmm::get().range(static_cast<uintptr_t>(dp), &b, &n)) {
+      !fake::Vmm::get().range(static_cast<uintptr_t>(dp), &b, &n) &&
+      !pool_range(as_ptr(dp), &b, &n)) {
     return done("cuMemGetAddressRange", CUDA_ERROR_NOT_FOUND, as_ptr(dp));
   }
   if (base != nullptr) *base = static_cast<CUdeviceptr>(b);

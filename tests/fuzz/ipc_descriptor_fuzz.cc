@@ -16,11 +16,11 @@
 //    memfd is too short, fails, closes every fd and maps nothing; of an
 //    accepted one with a memfd that fits, succeeds and the handle validates;
 //    its release closes everything again;
-//  - an accepted GPU descriptor (kinds 2, 3, 4: ipc §6.1) has a UUID not
+//  - an accepted GPU descriptor (kinds 2 to 6: ipc §6.1) has a UUID not
 //    all zero, a sender pid in 1..2^31-1, no GPU flag but bit 0, an event
-//    handle not all zero with bit 0 and all zero without it, and, for kind
-//    2, an all-zero handle: the decoder's checks of the
-//    GPU part, restated;
+//    handle not all zero with bit 0 and all zero without it, for kind
+//    2 an all-zero handle, and for kinds 5 and 6 a pool number > 0 (0
+//    for the others): the decoder's checks of the GPU part, restated;
 //  - GPU kinds decode like the others; their import
 //    (fds[0] a pipe's write end, as the kind wants; kind 2's fds[1] another
 //    one) is refused with every fd closed: no GPU memory can be opened (no
@@ -99,7 +99,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const bool flagged = d.gpu_flags == hurray::detail::kGpuFlagEvent;
       FUZZ_CHECK(uuid && d.sender.pid > 0 && d.sender.pid <= 0x7fffffffu &&
                      (d.gpu_flags == 0 || flagged) && event == flagged &&
-                     !(d.kind == hurray::detail::kKindCudaVmmFd && handle),
+                     !(d.kind == hurray::detail::kKindCudaVmmFd && handle) &&
+                     (hurray::detail::is_pool_kind(d.kind) ? d.pool_id > 0 : d.pool_id == 0),
                  "an accepted GPU part breaks ipc.md 6.1");
     }
   }

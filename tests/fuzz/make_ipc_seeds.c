@@ -5,14 +5,16 @@
  *   cc -std=c11 -Iinclude -Ibuild/dev/include tests/fuzz/make_ipc_seeds.c \
  *      -Lbuild/dev -lhurray -Wl,-rpath,$PWD/build/dev -o /tmp/seeds
  *   /tmp/seeds tests/fuzz/ipc_corpus
- * The GPU seeds (kinds 2, 3 and 4, ipc.md §6.1) need a driver to export, so
+ * The GPU seeds (kinds 2 to 6, ipc.md §6.1) need a driver to export, so
  * gpu_seed() derives them from f32_1024's bytes, as an export would write
- * them: kind, nfds (byte 0 and the descriptor: 1 for kinds 3 and 4, 2 for
- * kind 2), device 2 / 10, data_offset 256, region [0, +8192), total_size
+ * them: kind, nfds (byte 0 and the descriptor: 1 for kinds 3, 4 and 6, 2
+ * for kinds 2 and 5), device 2 / 10, data_offset 256, region [0, +8192), total_size
  * + 168, then the GPU part: UUID c7 11 .. e1, sender pid 4242 and start
  * time 123456, flags 0, handle bytes 00..3f (kind 2: zero), event zero;
  * the *_event_* seeds as every export now writes them (ipc.md §6): flags 1
- * (an IPC event is present) and event bytes 80..bf.
+ * (an IPC event is present) and event bytes 80..bf; kinds 5 and 6 (CUDA
+ * pool memory) with the handle bytes as the pointer's export data and pool
+ * number 7 in the 8 bytes after the GPU part.
  * v1_cuda_ipc_f32_1024 is a wire-version-1 descriptor of kind 3 (64 handle
  * bytes after the strides), which version 2 refuses. */
 #include <hurray/hurray.h>
@@ -46,11 +48,12 @@ static void put64(unsigned char *p, uint64_t v) {
 /* f32_1024's descriptor `cpu` (96 bytes: ndim 1) as GPU kind `kind`. */
 static int gpu_seed(const char *dir, const char *name, const unsigned char *cpu, uint32_t kind,
                     uint32_t version, int event) {
-  unsigned char d[96 + 168];
+  unsigned char d[96 + 168 + 8];
   memset(d, 0, sizeof d);
   memcpy(d, cpu, 96);
-  const uint32_t part = version == 1 ? 64 : 168;
-  const uint32_t nfds = kind == 2 ? 2 : 1;
+  const int pool = kind == 5 || kind == 6;
+  const uint32_t part = version == 1 ? 64 : 168 + (pool ? 8 : 0);
+  const uint32_t nfds = kind == 2 || kind == 5 ? 2 : 1;
   put32(d + 4, version);
   put32(d + 12, 96 + part);
   put32(d + 16, kind);
@@ -76,6 +79,7 @@ static int gpu_seed(const char *dir, const char *name, const unsigned char *cpu,
       put64(g + 32, 1);
       for (int i = 0; i < 64; ++i) g[104 + i] = (unsigned char)(0x80 + i);
     }
+    if (pool) put64(g + 168, 7);
   }
   char path[512];
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -100,6 +104,9 @@ static int gpu_seeds(const char *dir) {
   bad |= gpu_seed(dir, "hip_ipc_event_f32_1024", m.bytes, 4, 2, 1);
   bad |= gpu_seed(dir, "cuda_vmm_event_f32_1024", m.bytes, 2, 2, 1);
   bad |= gpu_seed(dir, "v1_cuda_ipc_f32_1024", m.bytes, 3, 1, 0);
+  bad |= gpu_seed(dir, "cuda_pool_fd_f32_1024", m.bytes, 5, 2, 0);
+  bad |= gpu_seed(dir, "cuda_pool_fd_event_f32_1024", m.bytes, 5, 2, 1);
+  bad |= gpu_seed(dir, "cuda_pool_event_f32_1024", m.bytes, 6, 2, 1);
   return bad | (hurray_ipc_message_discard(&m) != HURRAY_OK);
 }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The real-GPU suite's two-process cases (docs/impl/ipc.md §6; run by
-// gpu_suite.cc's main through ipc_checks): device memory and CUDA VMM
-// allocations sent to a fresh child process (`gpu_suite --ipc-child FD`,
-// exec'd, since a child forked after cuInit cannot use CUDA) and back.
+// gpu_suite.cc's main through ipc_checks): device memory, CUDA VMM
+// allocations and stream-ordered pool memory sent to a fresh child process (`gpu_suite --ipc-child
+// FD`, exec'd, since a child forked after cuInit cannot use CUDA) and back.
 #include <cuda.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -305,6 +305,45 @@ void ipc_checks() {
     CHECK(releases.load() == 1, "released early (%d)", releases.load());
     hurray_buffer_release(&other);
     CHECK(releases.load() == 2, "the producer's release ran %d times", releases.load() - 1);
+  });
+
+  // Stream-ordered pool memory (kinds 5 and 6): hurray_alloc_async with
+  // HURRAY_ALLOC_SHAREABLE allocates from libhurray's IPC-capable pool;
+  // the child imports the pool and the pointer, checks, writes, frees its
+  // pointer before the parent's reference comes back. Memory of the
+  // default pool (no option) is refused with nothing consumed.
+  run("pool memory to another process and back", [&] {
+    CUstream stream = nullptr;
+    {
+      CurrentContext in0(0);
+      CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    }
+    const int64_t shape[1] = {kIpcN};
+    hurray_buffer plain{};
+    CHECK_OK(hurray_alloc_async({HURRAY_DEVICE_CUDA, 0}, kF32, 1, shape, 0, stream, &plain));
+    hurray_ipc_message m;
+    int32_t st = hurray_ipc_export(&plain, HURRAY_IPC_DEFAULT, &m);
+    if (st == HURRAY_OK) CHECK_OK(hurray_ipc_message_discard(&m));
+    CHECK(st == HURRAY_ERR_UNSUPPORTED_DEVICE && plain.release_fn != nullptr,
+          "default-pool memory: %s %s", hurray_status_name(st), hurray_last_error());
+    hurray_buffer_release(&plain);
+    hurray_buffer g{};
+    st = hurray_alloc_async({HURRAY_DEVICE_CUDA, 0}, kF32, 1, shape, HURRAY_ALLOC_SHAREABLE, stream,
+                            &g);
+    CHECK(st == HURRAY_OK, "shareable pool allocation: %s %s", hurray_status_name(st),
+          hurray_last_error());
+    if (st != HURRAY_OK) return;
+    {
+      CurrentContext in0(0);
+      CU(cuStreamSynchronize(stream));  // the allocation, before the legacy-stream copies
+    }
+    hurray_buffer other = round_trip_through_child(&g);
+    hurray_buffer_release(&other);
+    {
+      CurrentContext in0(0);
+      CU(cuStreamSynchronize(stream));  // the queued frees
+      CU(cuStreamDestroy(stream));
+    }
   });
 
   // Two VMM allocations mapped back to back in one reservation (PyTorch's

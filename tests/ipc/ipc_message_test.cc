@@ -483,6 +483,56 @@ TEST(IpcImport, GpuDescriptorOfWireVersion1IsRefused) {
   EXPECT_FALSE(fd_open(p[1]));
 }
 
+// CUDA pool memory (kinds 5 and 6, ipc.md §6.1): a GPU descriptor of f32
+// floats with the pool part; `kind`, `pool` its pool number, `nfds` fds
+// (a pipe's write end, then pipes' write ends for the others).
+hurray_ipc_message pool_descriptor(uint32_t kind, uint64_t pool, uint32_t nfds) {
+  hurray_ipc_message m = export_floats(256);
+  EXPECT_EQ(m.size, 96u);
+  EXPECT_EQ(hurray_ipc_message_discard(&m), HURRAY_OK);
+  put32(m.bytes + 12, 96 + 168 + 8);
+  put32(m.bytes + 16, kind);
+  put32(m.bytes + 20, kind == 5 ? 2 : 1);
+  put32(m.bytes + 32, HURRAY_DEVICE_CUDA);
+  put64(m.bytes + 56, 0);
+  put64(m.bytes + 64, 0);
+  put64(m.bytes + 72, 8192);
+  uint8_t *g = m.bytes + 96;
+  std::memset(g, 0, 168 + 8);
+  for (int i = 0; i < 16; ++i) g[i] = static_cast<uint8_t>(0x11 * (i + 1));
+  put32(g + 16, 4242);  // another process
+  for (int i = 0; i < 64; ++i) g[40 + i] = static_cast<uint8_t>(i + 1);
+  put64(g + 168, pool);
+  m.size = 96 + 168 + 8;
+  m.nfds = nfds;
+  for (uint32_t i = 0; i < nfds; ++i) {
+    int p[2];
+    EXPECT_EQ(pipe2(p, O_CLOEXEC), 0);
+    close(p[0]);
+    m.fds[i] = p[1];
+  }
+  return m;
+}
+
+// Kind 6 carries no pool fd: hurray_ipc_import (no connection) refuses it
+// before any driver call; a pool number 0 and kind 7 are refused by the
+// decoder; every fd closed.
+TEST(IpcImport, PoolKindsAreChecked) {
+  hurray_ipc_message m = pool_descriptor(6, 7, 1);
+  expect_refused(m, HURRAY_ERR_IPC, "kind 6 without a connection");
+  EXPECT_NE(std::strstr(hurray_last_error(), "once per connection"), nullptr)
+      << hurray_last_error();
+  m = pool_descriptor(5, 0, 2);
+  expect_refused(m, HURRAY_ERR_IPC, "pool number 0");
+  EXPECT_NE(std::strstr(hurray_last_error(), "pool number"), nullptr) << hurray_last_error();
+  m = pool_descriptor(6, 7, 2);
+  expect_refused(m, HURRAY_ERR_IPC, "kind 6 with two fds");
+  m = pool_descriptor(5, 7, 2);
+  put32(m.bytes + 16, 7);
+  expect_refused(m, HURRAY_ERR_IPC, "kind 7");
+  EXPECT_NE(std::strstr(hurray_last_error(), "kind 7 is unknown"), nullptr) << hurray_last_error();
+}
+
 TEST(IpcImport, OutNullClosesTheFds) {
   const uint64_t returns = ipc_returns();
   hurray_ipc_message m = export_floats(4);

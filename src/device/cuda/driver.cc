@@ -177,6 +177,21 @@ void resolve_vmm(Loader &l, CudaDriver &d) {
   g_error[0] = '\0';
 }
 
+// The memory-pool entry points of pool IPC (device/cuda/pool_ipc.cc), each
+// optional as above.
+void resolve_pool(Loader &l, CudaDriver &d) {
+  optional(l, "cuPointerGetAttribute", 4000, &d.pointer_get_attribute);
+  optional(l, "cuMemPoolCreate", 11020, &d.mem_pool_create);
+  optional(l, "cuMemPoolDestroy", 11020, &d.mem_pool_destroy);
+  optional(l, "cuMemAllocFromPoolAsync", 11020, &d.mem_alloc_from_pool_async);
+  optional(l, "cuMemPoolExportToShareableHandle", 11020, &d.mem_pool_export_to_shareable_handle);
+  optional(l, "cuMemPoolImportFromShareableHandle", 11020,
+           &d.mem_pool_import_from_shareable_handle);
+  optional(l, "cuMemPoolExportPointer", 11020, &d.mem_pool_export_pointer);
+  optional(l, "cuMemPoolImportPointer", 11020, &d.mem_pool_import_pointer);
+  g_error[0] = '\0';
+}
+
 bool load() {
   const char *env = std::getenv("HURRAY_CUDA_DRIVER_PATH");
   const bool overridden = env != nullptr && env[0] != '\0';
@@ -227,6 +242,7 @@ bool load() {
   if (!resolve_all(l, d)) return false;
   resolve_ipc(l, d);
   resolve_vmm(l, d);
+  resolve_pool(l, d);
   // Optional (driver 12.0+): without it, d.ctx_get_id stays NULL. A failed
   // lookup here does not fail the load; its message is never shown.
   if (d.version >= 12000) (void)l.get("cuCtxGetId", 12000, &d.ctx_get_id);

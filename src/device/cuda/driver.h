@@ -109,6 +109,25 @@ struct CudaDriver {
   PFN_cuMemUnmap_v10020 mem_unmap;
   PFN_cuMemSetAccess_v10020 mem_set_access;
   PFN_cuMemRelease_v10020 mem_release;
+  // Memory pools across processes (device/cuda/pool_ipc.cc, docs/impl/ipc.md
+  // §6, kinds 5 and 6); optional like the above: pool_ipc() says whether
+  // all are there, else pool memory is refused as before.
+  PFN_cuPointerGetAttribute_v4000 pointer_get_attribute;
+  PFN_cuMemPoolCreate_v11020 mem_pool_create;
+  PFN_cuMemPoolDestroy_v11020 mem_pool_destroy;
+  PFN_cuMemAllocFromPoolAsync_v11020 mem_alloc_from_pool_async;
+  PFN_cuMemPoolExportToShareableHandle_v11020 mem_pool_export_to_shareable_handle;
+  PFN_cuMemPoolImportFromShareableHandle_v11020 mem_pool_import_from_shareable_handle;
+  PFN_cuMemPoolExportPointer_v11020 mem_pool_export_pointer;
+  PFN_cuMemPoolImportPointer_v11020 mem_pool_import_pointer;
+
+  bool pool_ipc() const {
+    return pointer_get_attribute != nullptr && mem_pool_create != nullptr &&
+           mem_pool_destroy != nullptr && mem_alloc_from_pool_async != nullptr &&
+           mem_pool_export_to_shareable_handle != nullptr &&
+           mem_pool_import_from_shareable_handle != nullptr && mem_pool_export_pointer != nullptr &&
+           mem_pool_import_pointer != nullptr && mem_get_address_range != nullptr;
+  }
 
   bool vmm_ipc() const {
     return mem_retain_allocation_handle != nullptr && mem_get_allocation_properties != nullptr &&

@@ -14,6 +14,7 @@
 #include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/cuda/driver.h"
+#include "device/cuda/pool_ipc.h"
 #include "device/cuda/vendor.h"
 #include "device/cuda/vmm_ipc.h"
 #include "device/gpu_ipc.h"
@@ -53,16 +54,21 @@ void destroy_event(hurray_device device, void *event) {
 
 int32_t export_memory(hurray_device device, const void *data, bool stream_ordered, void *stream,
                       GpuIpcExport *out) {
-  if (stream_ordered) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "this CUDA memory comes from a stream-ordered pool (cuMemAllocAsync: hurray_alloc "
-                "with a stream), which legacy CUDA IPC cannot export; allocate it without a "
-                "stream to send it to another process");
-  }
   const CudaDriver *d = cuda_driver();
   if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (stream_ordered && !d->pool_ipc()) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this CUDA memory comes from a stream-ordered pool (cuMemAllocAsync: hurray_alloc "
+                "with a stream), and this CUDA driver lacks the memory-pool IPC entry points "
+                "(cuMemPoolExportToShareableHandle, cuMemPoolExportPointer, ...); allocate it "
+                "without a stream to send it to another process");
+  }
   int32_t st = missing(*d);
   if (st != HURRAY_OK) return st;
+  out->pool = nullptr;
+  out->pool_fd = -1;
+  PoolFound pool = PoolFound::kNotPool;
+  bool pool_failed = false;  // pool memory whose export failed
   CUresult got = CUDA_SUCCESS;
   VmmFound vmm = VmmFound::kNotVmm;
   bool vmm_failed = false;  // a VMM allocation whose export failed
@@ -76,6 +82,15 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     }
     if (vmm == VmmFound::kNoFdType || vmm == VmmFound::kNotWholeAllocation) return r;
     if (vmm == VmmFound::kNotVmm) {
+      // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
+      r = pool_export(drv, data, out, &call, &pool);
+      if (r != CUDA_SUCCESS) {
+        pool_failed = true;
+        return got = r;
+      }
+      if (pool == PoolFound::kNotExportable) return r;
+    }
+    if (vmm == VmmFound::kNotVmm && pool == PoolFound::kNotPool) {
       call = "cuMemGetAddressRange";
       CUdeviceptr base = 0;
       size_t size = 0;
@@ -116,6 +131,19 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     // Exported, but leaving the context failed: nothing is sent.
     close(out->vmm_fd);
     out->vmm_fd = -1;
+  }
+  if (st != HURRAY_OK && out->pool_fd >= 0) {
+    close(out->pool_fd);
+    out->pool_fd = -1;
+  }
+  if (st == HURRAY_OK && pool == PoolFound::kNotExportable) {
+    return pool_refuse_not_exportable(device, data);
+  }
+  if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY && pool_failed) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%p on CUDA device %" PRId32
+                " is stream-ordered pool memory that cannot be exported (%s failed with %s)",
+                data, device.device_id, call, cuda_error_name(got));
   }
   if (st == HURRAY_OK && vmm == VmmFound::kNoFdType) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -256,9 +284,10 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
 }  // namespace
 
 extern const GpuIpc kCudaIpc;
-const GpuIpc kCudaIpc = {&export_memory, &destroy_event, &wait_event, &open_mapping,
-                         &close_mapping, &vmm_open,      &vmm_close,  &is_stream_ordered,
-                         &device_count,  &device_uuid};
+const GpuIpc kCudaIpc = {
+    &export_memory, &destroy_event, &wait_event,        &open_mapping,       &close_mapping,
+    &vmm_open,      &vmm_close,     &is_stream_ordered, &device_count,       &device_uuid,
+    &pool_open,     &pool_close,    &pool_open_pointer, &pool_close_pointer, &pool_alloc_shareable};
 
 }  // namespace hurray::detail
 

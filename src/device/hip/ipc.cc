@@ -235,7 +235,8 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
 extern const GpuIpc kHipIpc;
 const GpuIpc kHipIpc = {&export_memory, &destroy_event, &wait_event, &open_mapping,
                         &close_mapping, nullptr,        nullptr,     &is_stream_ordered,
-                        &device_count,  &device_uuid};
+                        &device_count,  &device_uuid,   nullptr,     nullptr,
+                        nullptr,        nullptr,        nullptr};
 
 }  // namespace hurray::detail
 

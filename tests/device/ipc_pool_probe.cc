@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: Apache-2.0
+// CUDA stream-ordered pool memory across processes (descriptor kinds 5 and
+// 6, docs/impl/ipc.md §6) against the fake driver's pools
+// (tests/fake_drivers/fake_pool.h): the probe's `ipc-pool-*` commands (run
+// by ipc_test.cc with the CUDA fake). The producer's memory comes from
+// hurray_alloc_async with HURRAY_ALLOC_SHAREABLE (libhurray's IPC-capable
+// pool) on a stream of the fake.
+//
+//   probe ipc-pool-roundtrip 2  a child imports an allocation and a share of
+//                               it over one connection, reads, writes,
+//                               releases; exact driver calls on both sides
+//   probe ipc-pool-once 2       K buffers over one connection: one pool fd
+//                               (one import); a second connection gets it
+//                               again; standalone messages carry it each time
+//   probe ipc-pool-default 2    default-pool memory refused, nothing consumed
+//   probe ipc-pool-kill 2       the child is SIGKILLed holding the import
+//   probe ipc-pool-order 2      the fake counts an exporter's free before
+//                               the importer's (the documented order)
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <cinttypes>
+#include <cstring>
+
+#include "fake_control.h"
+#include "ipc_probe.h"
+
+namespace ipc_probe {
+namespace {
+
+constexpr int kElems = 16;
+
+template <typename Fn>
+Fn fake_fn(const char *name) {
+  return reinterpret_cast<Fn>(control(name));
+}
+int64_t pool_count(const char *what) {
+  auto f = fake_fn<int64_t (*)()>(what);
+  return f != nullptr ? f() : -1;
+}
+int64_t pool_imports() { return pool_count("pool_imports"); }
+int64_t pointer_imports() { return pool_count("pool_pointer_imports"); }
+int64_t live_pointer_imports() { return pool_count("pool_live_pointer_imports"); }
+int64_t pool_allocations() { return pool_count("pool_live_allocations"); }
+int64_t violations() { return pool_count("pool_order_violations"); }
+
+int count_fds() {
+  int n = 0;
+  for (int fd = 0; fd < 1024; ++fd) n += fd_open(fd) ? 1 : 0;
+  return n;
+}
+
+// Kills a holding child (fork_holder) on an early return, so that no
+// child outlives the probe (and holds its output open).
+struct HolderGuard {
+  pid_t pid;
+  ~HolderGuard() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      (void)wait_child(pid);
+    }
+  }
+};
+
+void *g_stream = nullptr;
+
+// 16 floats (values 1..16) of libhurray's IPC-capable pool on device 0.
+int32_t pool_handle(hurray_buffer *h, uint64_t flags = HURRAY_ALLOC_SHAREABLE) {
+  if (g_stream == nullptr) {
+    auto create = fake_fn<void *(*)(int)>("stream_create");
+    g_stream = create != nullptr ? create(0) : nullptr;
+  }
+  const int64_t shape[1] = {kElems};
+  const int32_t st =
+      hurray_alloc_async(hurray_device{HURRAY_DEVICE_CUDA, 0}, kF32, 1, shape, flags, g_stream, h);
+  check(st == HURRAY_OK, "alloc_async", "%s %s", hurray_status_name(st), hurray_last_error());
+  if (st != HURRAY_OK) return st;
+  for (int i = 0; i < kElems; ++i) static_cast<float *>(h->data)[i] = static_cast<float>(i + 1);
+  return HURRAY_OK;
+}
+
+// The child of roundtrip: two handles over one connection, then the end of
+// the connection.
+[[noreturn]] void roundtrip_child(int sock) {
+  const int fds_before = count_fds();
+  hurray_buffer a{}, b{};
+  child_recv_two(sock, &a, &b);
+  // The pool came once (kind 5, then kind 6), each pointer on its own.
+  check(pool_imports() == 1 && call_count("cuMemPoolImportFromShareableHandle") == 1 &&
+            pointer_imports() == 2 && call_count("cuIpcOpenMemHandle") == 0 &&
+            call_count("cuMemImportFromShareableHandle") == 0,
+        "child_imported", "pools %lld pointers %lld", static_cast<long long>(pool_imports()),
+        static_cast<long long>(pointer_imports()));
+  check(a.device.device_type == HURRAY_DEVICE_CUDA && a.ndim == 1 && a.shape[0] == kElems,
+        "child_layout", "");
+  const float *fa = static_cast<const float *>(a.data);
+  const float *fb = static_cast<const float *>(b.data);
+  check(fa[0] == 1.0f && fa[15] == 16.0f && fb[3] == 4.0f, "child_reads", "%g %g %g", fa[0], fa[15],
+        fb[3]);
+  static_cast<float *>(a.data)[1] = 42.0f;  // seen by the parent
+  check(hurray_buffer_release(&a) == HURRAY_OK && hurray_buffer_release(&b) == HURRAY_OK,
+        "child_release", "");
+  // Each imported pointer freed by the importer (cuMemFree); the pool stays
+  // with the connection until it ends.
+  check(call_count("cuMemFree") == 2 && live_pointer_imports() == 0 &&
+            call_count("cuMemPoolDestroy") == 0,
+        "child_freed_pointers", "frees %d live %lld destroys %d", call_count("cuMemFree"),
+        static_cast<long long>(live_pointer_imports()), call_count("cuMemPoolDestroy"));
+  hurray_buffer none{};
+  const int32_t st = hurray_ipc_recv(sock, &none);
+  check(st == HURRAY_ERR_IPC_CLOSED && call_count("cuMemPoolDestroy") == 1, "child_pool_destroyed",
+        "%s destroys %d", hurray_status_name(st), call_count("cuMemPoolDestroy"));
+  check(count_fds() == fds_before, "child_fds_back", "%d -> %d", fds_before, count_fds());
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+int cmd_roundtrip() {
+  int sv[2];
+  const pid_t pid = fork_receiver(sv, roundtrip_child);
+  if (pid < 0) return 2;
+  hurray_buffer a{}, shares[3]{};
+  if (pool_handle(&a) != HURRAY_OK) return 1;
+  check(call_count("cuMemPoolCreate") == 1 && call_count("cuMemAllocFromPoolAsync") == 1 &&
+            call_count("cuMemAllocAsync") == 0,
+        "allocated_from_own_pool", "creates %d allocs %d", call_count("cuMemPoolCreate"),
+        call_count("cuMemAllocFromPoolAsync"));
+  check(hurray_share(&a, 3, shares) == HURRAY_OK, "share", "");
+  hurray_buffer &h = shares[0], &s = shares[1], &keep = shares[2];
+  const uint64_t returns = ipc_returns();
+  int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK && h.release_fn == nullptr, "send", "%s %s", hurray_status_name(st),
+        hurray_last_error());
+  st = hurray_ipc_send(sv[0], &s, HURRAY_IPC_ZERO_COPY_ONLY);
+  check(st == HURRAY_OK, "send_share", "%s %s", hurray_status_name(st), hurray_last_error());
+  check(call_count("cuMemPoolExportToShareableHandle") == 1 &&
+            call_count("cuMemPoolExportPointer") == 2 && call_count("cuIpcGetMemHandle") == 0 &&
+            call_count("cuCtxSynchronize") == 0,
+        "exported_pool_once", "pool exports %d pointer exports %d",
+        call_count("cuMemPoolExportToShareableHandle"), call_count("cuMemPoolExportPointer"));
+  shutdown(sv[0], SHUT_WR);
+  const int code = wait_child(pid);
+  check(code == 0, "child", "exit %d", code);
+  check(wait_until([&] { return ipc_returns() == returns + 2; }), "returned", "%llu",
+        static_cast<unsigned long long>(ipc_returns() - returns));
+  check(call_count("cuMemFreeAsync") == 0 && pool_allocations() == 1, "kept_by_local_share", "");
+  check(static_cast<const float *>(keep.data)[1] == 42.0f, "child_write_seen", "%g",
+        static_cast<const float *>(keep.data)[1]);
+  check(hurray_buffer_release(&keep) == HURRAY_OK, "release_keep", "");
+  check(call_count("cuMemFreeAsync") == 1 && pool_allocations() == 0 && violations() == 0,
+        "producer_freed_once_after_the_importer", "frees %d live %lld violations %lld",
+        call_count("cuMemFreeAsync"), static_cast<long long>(pool_allocations()),
+        static_cast<long long>(violations()));
+  close(sv[0]);
+  return g_failures == 0 ? 0 : 1;
+}
+
+constexpr int kBuffers = 8;
+
+// The child of once: kBuffers handles over one connection.
+[[noreturn]] void once_child(int sock) {
+  hurray_buffer r[kBuffers]{};
+  int got = 0;
+  for (int i = 0; i < kBuffers; ++i) got += hurray_ipc_recv(sock, &r[i]) == HURRAY_OK ? 1 : 0;
+  check(got == kBuffers, "child_recv_all", "%d %s", got, hurray_last_error());
+  check(pool_imports() == 1 && pointer_imports() == kBuffers, "child_one_pool_fd",
+        "pool imports %lld pointer imports %lld", static_cast<long long>(pool_imports()),
+        static_cast<long long>(pointer_imports()));
+  bool values = true;
+  for (int i = 0; i < got; ++i) values = values && static_cast<const float *>(r[i].data)[0] == 1.0f;
+  check(values, "child_reads", "");
+  for (int i = 0; i < got; ++i) (void)hurray_buffer_release(&r[i]);
+  hurray_buffer none{};
+  check(hurray_ipc_recv(sock, &none) == HURRAY_ERR_IPC_CLOSED &&
+            call_count("cuMemPoolDestroy") == 1 && live_pointer_imports() == 0,
+        "child_done", "destroys %d", call_count("cuMemPoolDestroy"));
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+int cmd_once() {
+  // Two connections, each to its own child (both forked before any GPU
+  // call), served one after the other: each gets the pool's fd once.
+  int socks[2][2];
+  pid_t pids[2];
+  for (int conn = 0; conn < 2; ++conn) {
+    pids[conn] = fork_receiver(socks[conn], once_child);
+    if (pids[conn] < 0) return 2;
+  }
+  const uint64_t returns = ipc_returns();
+  for (int conn = 0; conn < 2; ++conn) {
+    int *sv = socks[conn];
+    const pid_t pid = pids[conn];
+    const int exports_before = call_count("cuMemPoolExportToShareableHandle");
+    for (int i = 0; i < kBuffers; ++i) {
+      hurray_buffer h{};
+      if (pool_handle(&h) != HURRAY_OK) return 1;
+      const int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+      check(st == HURRAY_OK, "send", "%s", hurray_last_error());
+    }
+    check(call_count("cuMemPoolExportToShareableHandle") == exports_before + 1,
+          "one_pool_fd_per_connection", "%d",
+          call_count("cuMemPoolExportToShareableHandle") - exports_before);
+    shutdown(sv[0], SHUT_WR);
+    check(wait_child(pid) == 0, "child", "");
+    close(sv[0]);
+  }
+  check(wait_until([&] { return ipc_returns() == returns + 2 * kBuffers; }), "returned", "");
+  check(wait_until([&] { return pool_allocations() == 0; }) && violations() == 0, "all_freed", "");
+  // A standalone message carries the pool's fd every time (kind 5, 2 fds).
+  for (int i = 0; i < 2; ++i) {
+    hurray_buffer h{};
+    if (pool_handle(&h) != HURRAY_OK) return 1;
+    hurray_ipc_message m;
+    const int32_t st = hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m);
+    check(st == HURRAY_OK && m.bytes[16] == 5 && m.nfds == 2 && fd_open(m.fds[1]),
+          "standalone_carries_the_pool", "%s kind %u nfds %u", hurray_status_name(st), m.bytes[16],
+          m.nfds);
+    if (st == HURRAY_OK) check(hurray_ipc_message_discard(&m) == HURRAY_OK, "discard", "");
+  }
+  check(wait_until([&] { return pool_allocations() == 0; }), "standalone_returned", "");
+  return g_failures == 0 ? 0 : 1;
+}
+
+int cmd_default() {
+  hurray_buffer h{};
+  if (pool_handle(&h, 0) != HURRAY_OK) return 1;  // cuMemAllocAsync: the default pool
+  const int fds = count_fds();
+  const int events = call_count("cuEventCreate");
+  hurray_ipc_message m;
+  std::memset(&m, 0, sizeof m);
+  int32_t st = hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m);
+  char want[1024];
+  std::snprintf(want, sizeof want,
+                "%p on CUDA device 0 comes from a stream-ordered memory pool that cannot be "
+                "shared with another process (the device's default pool, which cuMemAllocAsync "
+                "and hurray_alloc_async use, has no shareable handle type): allocate it with "
+                "hurray_alloc_async and HURRAY_ALLOC_SHAREABLE, or from a pool made by "
+                "cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
+                "CUmemPoolProps::handleTypes",
+                h.data);
+  check(st == HURRAY_ERR_UNSUPPORTED_DEVICE && std::strcmp(hurray_last_error(), want) == 0,
+        "export_refused", "%s %s", hurray_status_name(st), hurray_last_error());
+  check(h.release_fn != nullptr && m.nfds == 0 && count_fds() == fds &&
+            call_count("cuEventCreate") == events && call_count("cuMemPoolExportPointer") == 0,
+        "nothing_consumed", "fds %d -> %d", fds, count_fds());
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 2;
+  st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_ERR_UNSUPPORTED_DEVICE && std::strcmp(hurray_last_error(), want) == 0 &&
+            h.release_fn != nullptr,
+        "send_refused", "%s", hurray_last_error());
+  close(sv[0]);
+  close(sv[1]);
+  check(hurray_buffer_release(&h) == HURRAY_OK && call_count("cuMemFreeAsync") == 1,
+        "released_by_owner", "");
+  return g_failures == 0 ? 0 : 1;
+}
+
+int cmd_kill() {
+  int sv[2], ready[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || pipe(ready) != 0) return 2;
+  const pid_t pid = fork_holder(sv, ready[1]);
+  HolderGuard guard{pid};
+  hurray_buffer h{};
+  if (pool_handle(&h) != HURRAY_OK) return 1;
+  const uint64_t returns = ipc_returns();
+  const int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK, "send", "%s", hurray_last_error());
+  if (st != HURRAY_OK) return 1;
+  char byte = 0;
+  check(read(ready[0], &byte, 1) == 1 && byte == 'y', "child_imported", "%c", byte);
+  check(call_count("cuMemFreeAsync") == 0, "held_by_child", "");
+  kill(pid, SIGKILL);
+  check(wait_child(pid) == 128 + SIGKILL, "killed", "");
+  guard.pid = -1;
+  check(wait_until([&] { return ipc_returns() == returns + 1; }), "returned", "");
+  // The dead importer's import went with it: no order violation.
+  check(wait_until([&] { return pool_allocations() == 0; }) && call_count("cuMemFreeAsync") == 1 &&
+            violations() == 0,
+        "producer_freed_once", "frees %d violations %lld", call_count("cuMemFreeAsync"),
+        static_cast<long long>(violations()));
+  return g_failures == 0 ? 0 : 1;
+}
+
+// The fake's rule itself: an exporter that frees while a live importer
+// holds the pointer is counted (what the library must never do; the
+// roundtrip checks it does not).
+int cmd_order() {
+  int sv[2], ready[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || pipe(ready) != 0) return 2;
+  const pid_t pid = fork_holder(sv, ready[1]);
+  HolderGuard guard{pid};
+  hurray_buffer a{}, shares[2]{};
+  if (pool_handle(&a) != HURRAY_OK) return 1;
+  check(hurray_share(&a, 2, shares) == HURRAY_OK, "share", "");
+  hurray_buffer &h = shares[0], &raw = shares[1];
+  const int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK, "send", "%s", hurray_last_error());
+  if (st != HURRAY_OK) return 1;
+  char byte = 0;
+  check(read(ready[0], &byte, 1) == 1 && byte == 'y', "child_imported", "%c", byte);
+  // Free out of order through the driver itself, the child still holding it.
+  using GetProc = int (*)(const char *, void **, int, uint64_t);
+  void *lib = dlopen(std::getenv("HURRAY_CUDA_DRIVER_PATH"), RTLD_NOW | RTLD_LOCAL);
+  auto get = lib != nullptr ? reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress")) : nullptr;
+  void *fn = nullptr;
+  if (get != nullptr) (void)get("cuMemFree", &fn, 3020, 0);
+  auto set_current = fake_fn<void (*)(int)>("set_current_device");
+  if (set_current != nullptr) set_current(0);
+  const int r = fn != nullptr ? reinterpret_cast<int (*)(uint64_t)>(fn)(
+                                    static_cast<uint64_t>(reinterpret_cast<uintptr_t>(raw.data)))
+                              : -1;
+  if (set_current != nullptr) set_current(-1);
+  check(r == 0 && violations() == 1, "exporter_first_is_counted", "%d %lld", r,
+        static_cast<long long>(violations()));
+  kill(pid, SIGKILL);
+  check(wait_child(pid) == 128 + SIGKILL, "killed", "");
+  guard.pid = -1;
+  close(sv[0]);
+  // The library's own release now frees twice: counted as a failed release.
+  (void)hurray_buffer_release(&raw);
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int run_pool_command(const std::string &cmd) {
+  if (cmd == "roundtrip") return cmd_roundtrip();
+  if (cmd == "once") return cmd_once();
+  if (cmd == "default") return cmd_default();
+  if (cmd == "kill") return cmd_kill();
+  if (cmd == "order") return cmd_order();
+  return 64;
+}
+
+}  // namespace ipc_probe
