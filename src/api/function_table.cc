@@ -47,7 +47,12 @@ namespace {
   X(ipc_send)                       \
   X(ipc_recv)                       \
   X(ipc_export_async)               \
-  X(ipc_import_async)
+  X(ipc_import_async)               \
+  X(view)                           \
+  X(from_dlpack_versioned_n)        \
+  X(from_dlpack_n)                  \
+  X(to_dlpack_versioned_n)          \
+  X(to_dlpack_n)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

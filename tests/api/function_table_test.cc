@@ -74,6 +74,11 @@ std::vector<Member> members(const hurray_api *api) {
       MEMBER(ipc_recv),
       MEMBER(ipc_export_async),
       MEMBER(ipc_import_async),
+      MEMBER(view),
+      MEMBER(from_dlpack_versioned_n),
+      MEMBER(from_dlpack_n),
+      MEMBER(to_dlpack_versioned_n),
+      MEMBER(to_dlpack_n),
   };
 }
 #undef MEMBER
@@ -100,7 +105,7 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   const hurray_api *api = get_table();
   ASSERT_NE(api, nullptr);
   const size_t n = members(api).size();
-  EXPECT_EQ(n, 32u);
+  EXPECT_EQ(n, 37u);
   // Header: struct_size, abi_version, reserved, extension_start (c-ffi §8.1).
   const size_t header = 2 * sizeof(size_t) + sizeof(void *);
   EXPECT_EQ(offsetof(hurray_api, extension_start), 2 * sizeof(size_t));
@@ -113,7 +118,8 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   // The members follow each other in header order, right after the header.
   EXPECT_EQ(offsetof(hurray_api, check_version), header + 1 * sizeof(AnyFn));
   EXPECT_EQ(offsetof(hurray_api, check_label), header + 24 * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, ipc_import_async), header + (n - 1) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, ipc_import_async), header + 31 * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, to_dlpack_n), header + (n - 1) * sizeof(AnyFn));
 }
 
 TEST(ApiTable, HasSaysWhichMembersFitInStructSize) {
