@@ -29,7 +29,8 @@
  *    that consume or clear it at the same time.
  *  - Checking mode (c-ffi §9): a function that reads or consumes a handle
  *    passed in (hurray_buffer_validate, hurray_buffer_extent, hurray_share,
- *    hurray_to_dlpack*, hurray_copy*) also returns HURRAY_ERR_RELEASED when
+ *    hurray_view, hurray_to_dlpack* and their batch forms, hurray_copy*)
+ *    also returns HURRAY_ERR_RELEASED when
  *    that handle is tracked and its reference is already gone, found before
  *    any of its fields is read. The Returns lists below do not repeat it.
  *  - A function whose status can report an error the caller must handle is
@@ -660,7 +661,7 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  *   of them); out untouched.
  * Threads: safe from any thread; each handle's release, and so its tensor's
  *   deleter, runs on whichever thread releases it, in any order.
- * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5.1. */
+ * Spec: docs/spec/buffer-protocol.md §6.3-§6.5; docs/impl/c-ffi.md §5.1. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned_n(
     struct DLManagedTensorVersioned *const *ts, size_t n, uint32_t options, hurray_buffer *out,
     size_t *failed_index);
@@ -690,7 +691,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned_n(
  * On failure: the caller still owns every ts[i]; out untouched.
  * Threads: safe from any thread; each handle's release, and so its tensor's
  *   deleter, runs on whichever thread releases it, in any order.
- * Spec: docs/spec/buffer-protocol.md §6.3, §6.4; docs/impl/c-ffi.md §5.1. */
+ * Spec: docs/spec/buffer-protocol.md §6.3-§6.5; docs/impl/c-ffi.md §5.1. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_n(struct DLManagedTensor *const *ts,
                                                          size_t n, uint32_t options,
                                                          hurray_buffer *out, size_t *failed_index);
@@ -727,7 +728,7 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_n(struct DLManagedTensor 
  *   is then written for every j != i and out[i] is NULL.
  * Threads: safe from any thread; each tensor's deleter may be called from any
  *   thread, in any order.
- * Spec: docs/spec/buffer-protocol.md §6.2, §6.4; docs/impl/c-ffi.md §5.1. */
+ * Spec: docs/spec/buffer-protocol.md §6.2, §6.4, §6.5; docs/impl/c-ffi.md §5.1. */
 HURRAY_API HURRAY_NODISCARD int32_t
 hurray_to_dlpack_versioned_n(hurray_buffer *src, size_t n, struct DLManagedTensorVersioned **out,
                              size_t *failed_index);
@@ -756,7 +757,7 @@ hurray_to_dlpack_versioned_n(hurray_buffer *src, size_t n, struct DLManagedTenso
  *   of hurray_to_dlpack_versioned_n applies.
  * Threads: safe from any thread; each tensor's deleter may be called from any
  *   thread, in any order.
- * Spec: docs/spec/buffer-protocol.md §6.2, §6.4; docs/impl/c-ffi.md §5.1. */
+ * Spec: docs/spec/buffer-protocol.md §6.2, §6.4, §6.5; docs/impl/c-ffi.md §5.1. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_n(hurray_buffer *src, size_t n,
                                                        struct DLManagedTensor **out,
                                                        size_t *failed_index);
