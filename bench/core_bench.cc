@@ -226,9 +226,9 @@ BENCHMARK(BM_ReshareOne);
 constexpr int kMaxBatch = 32;
 
 void per_tensor(benchmark::State &state, size_t n) {
-  state.counters["per_tensor"] = benchmark::Counter(
-      static_cast<double>(n),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_tensor"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
 }
 
 struct ImportBatch {

@@ -662,9 +662,9 @@ HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
  * Threads: safe from any thread; each handle's release, and so its tensor's
  *   deleter, runs on whichever thread releases it, in any order.
  * Spec: docs/spec/buffer-protocol.md §6.3-§6.5; docs/impl/c-ffi.md §5.1. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_versioned_n(
-    struct DLManagedTensorVersioned *const *ts, size_t n, uint32_t options, hurray_buffer *out,
-    size_t *failed_index);
+HURRAY_API HURRAY_NODISCARD int32_t
+hurray_from_dlpack_versioned_n(struct DLManagedTensorVersioned *const *ts, size_t n,
+                               uint32_t options, hurray_buffer *out, size_t *failed_index);
 
 /* Imports n legacy DLManagedTensor as n handles in one call: for each i, what
  * hurray_from_dlpack(ts[i], options, &out[i]) does, all or nothing.
@@ -729,9 +729,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_n(struct DLManagedTensor 
  * Threads: safe from any thread; each tensor's deleter may be called from any
  *   thread, in any order.
  * Spec: docs/spec/buffer-protocol.md §6.2, §6.4, §6.5; docs/impl/c-ffi.md §5.1. */
-HURRAY_API HURRAY_NODISCARD int32_t
-hurray_to_dlpack_versioned_n(hurray_buffer *src, size_t n, struct DLManagedTensorVersioned **out,
-                             size_t *failed_index);
+HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned_n(
+    hurray_buffer *src, size_t n, struct DLManagedTensorVersioned **out, size_t *failed_index);
 
 /* Exports n handles as n legacy DLManagedTensor in one call: for each i, what
  * hurray_to_dlpack(&src[i], &out[i]) does (flags dropped), all or nothing.

@@ -376,10 +376,10 @@ int32_t export_n(hurray_buffer *src, size_t n, typename Form::Tensor **out, size
     }
     void *mem = LibraryBlocks::get();
     if (mem == nullptr) {
-      return fail_export_batch(
-          fail(HURRAY_ERR_OUT_OF_MEMORY, "src[%zu]: allocating the %zu-byte DLPack export block failed",
-               i, LibraryBlocks::kSize),
-          pending, i, failed_index);
+      return fail_export_batch(fail(HURRAY_ERR_OUT_OF_MEMORY,
+                                    "src[%zu]: allocating the %zu-byte DLPack export block failed",
+                                    i, LibraryBlocks::kSize),
+                               pending, i, failed_index);
     }
     std::memset(mem, 0, sizeof(void *));
     std::memcpy(tail, &mem, sizeof mem);

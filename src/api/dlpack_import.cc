@@ -92,8 +92,8 @@ __attribute__((noinline)) StridesBlock *alloc_strides_block(int32_t ndim, size_t
   return b;
 }
 
-void attach_strides_block(const DLTensor &t, void (*release)(void *), void *tensor,
-                          StridesBlock *b, hurray_buffer *h) {
+void attach_strides_block(const DLTensor &t, void (*release)(void *), void *tensor, StridesBlock *b,
+                          hurray_buffer *h) {
   b->release = release;
   b->tensor = tensor;
   compact_strides(t.ndim, t.shape, b->strides);

@@ -62,9 +62,15 @@ int32_t make_view(hurray_buffer *src, const hurray_view_desc &desc, hurray_buffe
   // bounds check's to answer (a source without data has no elements), so a
   // placeholder stands in for a NULL data here.
   void *data_for_check = src->data != nullptr ? src->data : static_cast<void *>(&se);
-  const Desc d{data_for_check,       desc.byte_offset, src->device.device_type,
-               src->device.device_id, desc.dtype,       desc.ndim,
-               desc.shape,            desc.strides,     flags};
+  const Desc d{data_for_check,
+               desc.byte_offset,
+               src->device.device_type,
+               src->device.device_id,
+               desc.dtype,
+               desc.ndim,
+               desc.shape,
+               desc.strides,
+               flags};
   hurray_extent ve;
   st = check_desc_exact(d, "desc", /*strides_required=*/false, &ve);
   if (st != HURRAY_OK) return st;

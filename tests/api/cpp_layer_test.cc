@@ -148,7 +148,8 @@ TEST(CppLayer, ViewsOfSharedPartsReleaseTheSourceOnce) {
 TEST(CppLayer, BatchedConversionIsAllOrNothing) {
   std::vector<DeleterLog> logs(3);
   std::vector<hurray::DLPackVersionedPtr> ts;
-  for (DeleterLog &l : logs) ts.emplace_back(hurray_test::make_versioned(l, hurray_test::dense({2})));
+  for (DeleterLog &l : logs)
+    ts.emplace_back(hurray_test::make_versioned(l, hurray_test::dense({2})));
   ts[1]->dl_tensor.dtype.lanes = 0;
   try {
     (void)hurray::Buffer::from_dlpack_n(ts);

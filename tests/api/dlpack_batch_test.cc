@@ -42,7 +42,8 @@ struct LegacyBatch {
   std::vector<DeleterLog> logs;
   std::vector<DLManagedTensor *> ts;
   explicit LegacyBatch(size_t n) : logs(n), ts(n) {
-    for (size_t i = 0; i < n; ++i) ts[i] = make_legacy(logs[i], dense({2, static_cast<int64_t>(i + 1)}));
+    for (size_t i = 0; i < n; ++i)
+      ts[i] = make_legacy(logs[i], dense({2, static_cast<int64_t>(i + 1)}));
   }
   int deleted() const {
     int c = 0;
@@ -60,8 +61,8 @@ TEST(ImportBatch, EveryTensorBecomesItsHandleAndEachDeleterRunsOnce) {
     const std::vector<Layout> layouts = preserved_layouts();
     std::vector<hurray_buffer> out(n);
     size_t failed = 12345;
-    ASSERT_OK(hurray_from_dlpack_versioned_n(b.ts.data(), n, HURRAY_IMPORT_DEFAULT, out.data(),
-                                             &failed));
+    ASSERT_OK(
+        hurray_from_dlpack_versioned_n(b.ts.data(), n, HURRAY_IMPORT_DEFAULT, out.data(), &failed));
     EXPECT_EQ(failed, 12345u) << "written only on failure";
     for (size_t i = 0; i < n; ++i) {
       SCOPED_TRACE(i);
@@ -174,7 +175,8 @@ TEST(ImportBatch, ABadTensorFirstInTheMiddleOrLastFailsTheWholeBatch) {
        HURRAY_ERR_UNSUPPORTED_VERSION, ".version is 2.3"},
       {"dtype", [](DLManagedTensorVersioned *t) { t->dl_tensor.dtype.code = 99; },
        HURRAY_ERR_UNSUPPORTED_DTYPE, ".dl_tensor.dtype.code is 99"},
-      {"device", [](DLManagedTensorVersioned *t) {
+      {"device",
+       [](DLManagedTensorVersioned *t) {
          t->dl_tensor.device.device_type = static_cast<DLDeviceType>(5);
        },
        HURRAY_ERR_UNSUPPORTED_DEVICE, "device_type is 5"},
@@ -406,7 +408,8 @@ TEST(BatchRoundTrip, ExportThenImportGivesTheOriginalHandlesBack) {
   constexpr size_t kN = 6;
   std::vector<HandleSource> srcs(kN);
   hurray_buffer hs[kN], orig[kN];
-  for (size_t i = 0; i < kN; ++i) orig[i] = hs[i] = srcs[i].handle(dense({static_cast<int64_t>(i + 1)}));
+  for (size_t i = 0; i < kN; ++i)
+    orig[i] = hs[i] = srcs[i].handle(dense({static_cast<int64_t>(i + 1)}));
   // One of them shared first, so the batch holds a share-block handle too.
   hurray_buffer extra;
   hurray_buffer two[2];

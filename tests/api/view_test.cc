@@ -274,12 +274,16 @@ TEST(View, BadDescriptionsGetTheirStatusAndConsumeNothing) {
   const std::vector<Case> cases = {
       {"dtype code 18", with(base, [](hurray_view_desc &d) { d.dtype.code = 18; }),
        HURRAY_ERR_UNSUPPORTED_DTYPE, "desc.dtype.code is 18"},
-      {"bool 1 bit", with(base, [](hurray_view_desc &d) { d.dtype = hurray_dtype{kDLBool, 1, 1}; }),
+      {"bool 1 bit",
+       with(base,
+            [](hurray_view_desc &d) {
+              d.dtype = hurray_dtype{kDLBool, 1, 1};
+            }),
        HURRAY_ERR_UNSUPPORTED_DTYPE, "desc.dtype.bits is 1"},
       {"lanes 0", with(base, [](hurray_view_desc &d) { d.dtype.lanes = 0; }),
        HURRAY_ERR_UNSUPPORTED_DTYPE, "desc.dtype.lanes is 0"},
-      {"ndim -1", with(base, [](hurray_view_desc &d) { d.ndim = -1; }),
-       HURRAY_ERR_INVALID_ARGUMENT, "desc.ndim is -1"},
+      {"ndim -1", with(base, [](hurray_view_desc &d) { d.ndim = -1; }), HURRAY_ERR_INVALID_ARGUMENT,
+       "desc.ndim is -1"},
       {"ndim 65", view_desc(f32(), many, nullptr, 0), HURRAY_ERR_INVALID_ARGUMENT,
        "desc.ndim is 65"},
       {"NULL shape", with(base, [](hurray_view_desc &d) { d.shape = nullptr; }),
@@ -297,10 +301,16 @@ TEST(View, BadDescriptionsGetTheirStatusAndConsumeNothing) {
       {"reserved flag", view_desc(f32(), s2, &st1, 0, uint64_t{1} << 9),
        HURRAY_ERR_INVALID_ARGUMENT, "desc.flags 0x200"},
       {"device change",
-       with(base, [](hurray_view_desc &d) { d.device = hurray_device{kDLCUDA, 0}; }),
+       with(base,
+            [](hurray_view_desc &d) {
+              d.device = hurray_device{kDLCUDA, 0};
+            }),
        HURRAY_ERR_INVALID_ARGUMENT, "a view stays on its source's device"},
       {"device id change",
-       with(base, [](hurray_view_desc &d) { d.device = hurray_device{kDLCPU, 1}; }),
+       with(base,
+            [](hurray_view_desc &d) {
+              d.device = hurray_device{kDLCPU, 1};
+            }),
        HURRAY_ERR_INVALID_ARGUMENT, "desc.device is kDLCPU (1) id 1"},
   };
   for (const Case &c : cases) {
@@ -529,7 +539,8 @@ TEST(View, ViewsReleasedFromManyThreadsReleaseOnce) {
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
-        for (int i = t; i < kViews; i += 4) (void)hurray_buffer_release(&views[static_cast<size_t>(i)]);
+        for (int i = t; i < kViews; i += 4)
+          (void)hurray_buffer_release(&views[static_cast<size_t>(i)]);
       });
     }
     for (std::thread &t : threads) t.join();

@@ -244,6 +244,8 @@ bool all_bytes(const void *p, size_t n, unsigned char c) {
   for (size_t i = 0; i < n; ++i) {
     if (b[i] != c) return false;
   }
+  return true;
+}
 
 // The fuzzed tensor as element p.order % 3 of a batch of three: the status
 // the single import would give (the caller checks it against the spec); on
@@ -297,8 +299,6 @@ int32_t import_batched(bool legacy, DLManagedTensorVersioned *tv, DLManagedTenso
              g_companion_calls);
   *out = hs[at];
   return st;
-}
-  return true;
 }
 
 // The extent libhurray reports for `b` must be the spec's.
@@ -485,7 +485,7 @@ void run_one(const uint8_t *data, size_t size) {
   hurray_buffer imported;
   std::memset(&imported, 0xA5, sizeof imported);
   const bool batched = (p.fill & 2) != 0;
-  const int32_t st = batched ? import_batched(legacy, tv, tl, p, &imported)
+  const int32_t st = batched  ? import_batched(legacy, tv, tl, p, &imported)
                      : legacy ? hurray_from_dlpack(tl, p.options, &imported)
                               : hurray_from_dlpack_versioned(tv, p.options, &imported);
   FUZZ_CHECK(status_allowed(v, st), "%s returned %s; the spec allows error mask 0x%x",
