@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Core costs: export + deleter, import + release, fan-out per consumer, and
-// release contended from two threads. Results go to docs/performance.md.
+// Core costs: export + deleter, import + release, fan-out per consumer,
+// release contended from two threads, batched conversion and views.
+// Results go to docs/performance.md.
 #include <benchmark/benchmark.h>
 #include <hurray/dlpack.h>
 
@@ -218,6 +219,109 @@ void BM_ReshareOne(benchmark::State &state) {
   hurray_buffer_release(&seed[1]);
 }
 BENCHMARK(BM_ReshareOne);
+
+// Batched conversion (c-ffi §5.1) of N tensors of ndim 2: one batched call
+// and the N releases (deleters), beside a loop of N single calls doing the
+// same work. The "per_tensor" counter is the iteration time divided by N.
+constexpr int kMaxBatch = 32;
+
+void per_tensor(benchmark::State &state, size_t n) {
+  state.counters["per_tensor"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+}
+
+struct ImportBatch {
+  DLManagedTensorVersioned tensors[kMaxBatch];
+  DLManagedTensorVersioned *ts[kMaxBatch];
+  hurray_buffer out[kMaxBatch];
+  ImportBatch() {
+    for (int i = 0; i < kMaxBatch; ++i) {
+      tensors[i] = hurray_bench::foreign_tensor(2, g_shape, g_strides, &noop_deleter, g_storage);
+      ts[i] = &tensors[i];
+    }
+  }
+};
+
+void BM_BatchImportRelease(benchmark::State &state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  ImportBatch b;
+  for (auto _ : state) {
+    if (hurray_from_dlpack_versioned_n(b.ts, n, HURRAY_IMPORT_DEFAULT, b.out, nullptr) !=
+        HURRAY_OK) {
+      std::abort();
+    }
+    benchmark::DoNotOptimize(b.out);
+    for (size_t i = 0; i < n; ++i) hurray_buffer_release(&b.out[i]);
+  }
+  per_tensor(state, n);
+}
+BENCHMARK(BM_BatchImportRelease)->Arg(1)->Arg(4)->Arg(8)->Arg(32);
+
+void BM_LoopImportRelease(benchmark::State &state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  ImportBatch b;
+  for (auto _ : state) {
+    for (size_t i = 0; i < n; ++i) {
+      if (hurray_from_dlpack_versioned(b.ts[i], HURRAY_IMPORT_DEFAULT, &b.out[i]) != HURRAY_OK) {
+        std::abort();
+      }
+    }
+    benchmark::DoNotOptimize(b.out);
+    for (size_t i = 0; i < n; ++i) hurray_buffer_release(&b.out[i]);
+  }
+  per_tensor(state, n);
+}
+BENCHMARK(BM_LoopImportRelease)->Arg(1)->Arg(4)->Arg(8)->Arg(32);
+
+void BM_BatchExportDelete(benchmark::State &state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  hurray_buffer hs[kMaxBatch];
+  DLManagedTensorVersioned *ts[kMaxBatch];
+  for (auto _ : state) {
+    for (size_t i = 0; i < n; ++i) hs[i] = foreign_handle();
+    if (hurray_to_dlpack_versioned_n(hs, n, ts, nullptr) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(ts);
+    for (size_t i = 0; i < n; ++i) ts[i]->deleter(ts[i]);
+  }
+  per_tensor(state, n);
+}
+BENCHMARK(BM_BatchExportDelete)->Arg(1)->Arg(4)->Arg(8)->Arg(32);
+
+void BM_LoopExportDelete(benchmark::State &state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  hurray_buffer hs[kMaxBatch];
+  DLManagedTensorVersioned *ts[kMaxBatch];
+  for (auto _ : state) {
+    for (size_t i = 0; i < n; ++i) hs[i] = foreign_handle();
+    for (size_t i = 0; i < n; ++i) {
+      if (hurray_to_dlpack_versioned(&hs[i], &ts[i]) != HURRAY_OK) std::abort();
+    }
+    benchmark::DoNotOptimize(ts);
+    for (size_t i = 0; i < n; ++i) ts[i]->deleter(ts[i]);
+  }
+  per_tensor(state, n);
+}
+BENCHMARK(BM_LoopExportDelete)->Arg(1)->Arg(4)->Arg(8)->Arg(32);
+
+// A view of a foreign handle and its release (one block from the cache, the
+// exact checks of the source and the view), beside a share to 1 (a move).
+void BM_ViewAndRelease(benchmark::State &state) {
+  const int64_t shape[1] = {512};
+  hurray_view_desc d{};
+  d.byte_offset = 4096;
+  d.dtype = {kDLFloat, 32, 1};
+  d.ndim = 1;
+  d.shape = shape;
+  for (auto _ : state) {
+    hurray_buffer h = foreign_handle();
+    hurray_buffer v;
+    if (hurray_view(&h, &d, &v) != HURRAY_OK) std::abort();
+    benchmark::DoNotOptimize(v);
+    hurray_buffer_release(&v);
+  }
+}
+BENCHMARK(BM_ViewAndRelease);
 
 }  // namespace
 

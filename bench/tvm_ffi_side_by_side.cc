@@ -5,7 +5,8 @@
 // with interleaved repetitions and prints the ratio table (docs/performance.md,
 // "Side by side with tvm-ffi"). Benchmarks are named op/impl/param:
 //   impl   "ours" (libhurray), "tvm_ffi" (libtvm_ffi.so's C API) or "floor"
-//   param  ndim:D (tensor rank) or n:N (consumers, at ndim 4)
+//   param  ndim:D (tensor rank) or n:N (consumers, or tensors of a batch,
+//          at ndim 4); "ours_loop" is ours as n single calls
 // The producers' deleters and release functions only count calls, so each
 // case measures the libraries' own work. Before any timing, main() runs every
 // case once and checks that each deleter/release ran exactly when it should
@@ -193,6 +194,73 @@ inline void tvm_fanout(TVMFFIObjectHandle obj, size_t n) {
   for (size_t i = 0; i < n; ++i) TVMFFIObjectDecRef(g_refs[i]);
 }
 
+// Batched conversion of n tensors of rank kFanOutNdim (c-ffi §5.1): our one
+// batched call, our loop of n single calls, tvm-ffi's loop of n single calls
+// (tvm-ffi has no batched form), each with the n releases / deleters.
+constexpr size_t kBatches[] = {1, 4, 8, 32};
+constexpr size_t kMaxBatch = 32;
+DLManagedTensorVersioned g_batch_src[kMaxBatch];
+DLManagedTensorVersioned *g_batch_ts[kMaxBatch];
+hurray_buffer g_batch_h[kMaxBatch];
+DLManagedTensorVersioned *g_batch_out[kMaxBatch];
+TVMFFIObjectHandle g_batch_obj[kMaxBatch];
+void init_batch() {
+  for (size_t i = 0; i < kMaxBatch; ++i) {
+    g_batch_src[i] = foreign_tensor(kFanOutNdim);
+    g_batch_ts[i] = &g_batch_src[i];
+  }
+}
+inline void ours_batch_import_release(size_t n) {
+  if (hurray_from_dlpack_versioned_n(g_batch_ts, n, HURRAY_IMPORT_DEFAULT, g_batch_h, nullptr) !=
+      HURRAY_OK) {
+    fail("batched import");
+  }
+  benchmark::DoNotOptimize(g_batch_h);
+  for (size_t i = 0; i < n; ++i) hurray_buffer_release(&g_batch_h[i]);
+}
+inline void ours_loop_import_release(size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (hurray_from_dlpack_versioned(g_batch_ts[i], HURRAY_IMPORT_DEFAULT, &g_batch_h[i]) !=
+        HURRAY_OK) {
+      fail("import");
+    }
+  }
+  benchmark::DoNotOptimize(g_batch_h);
+  for (size_t i = 0; i < n; ++i) hurray_buffer_release(&g_batch_h[i]);
+}
+inline void tvm_loop_import_release(size_t n) {
+  for (size_t i = 0; i < n; ++i) g_batch_obj[i] = tvm_tensor(g_batch_ts[i]);
+  benchmark::DoNotOptimize(g_batch_obj);
+  for (size_t i = 0; i < n; ++i) TVMFFIObjectDecRef(g_batch_obj[i]);
+}
+inline void ours_batch_export_delete(size_t n) {
+  for (size_t i = 0; i < n; ++i) g_batch_h[i] = foreign_handle(kFanOutNdim);
+  if (hurray_to_dlpack_versioned_n(g_batch_h, n, g_batch_out, nullptr) != HURRAY_OK) {
+    fail("batched export");
+  }
+  benchmark::DoNotOptimize(g_batch_out);
+  for (size_t i = 0; i < n; ++i) g_batch_out[i]->deleter(g_batch_out[i]);
+}
+inline void ours_loop_export_delete(size_t n) {
+  for (size_t i = 0; i < n; ++i) g_batch_h[i] = foreign_handle(kFanOutNdim);
+  for (size_t i = 0; i < n; ++i) {
+    if (hurray_to_dlpack_versioned(&g_batch_h[i], &g_batch_out[i]) != HURRAY_OK) fail("export");
+  }
+  benchmark::DoNotOptimize(g_batch_out);
+  for (size_t i = 0; i < n; ++i) g_batch_out[i]->deleter(g_batch_out[i]);
+}
+// tvm-ffi's export adds a reference to Tensors the caller keeps (as in the
+// export rows above): n exports of n kept Tensors, then the n deleters.
+inline void tvm_loop_export_delete(size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (TVMFFITensorToDLPackVersioned(g_batch_obj[i], &g_batch_out[i]) != 0) {
+      fail("TVMFFITensorToDLPackVersioned");
+    }
+  }
+  benchmark::DoNotOptimize(g_batch_out);
+  for (size_t i = 0; i < n; ++i) g_batch_out[i]->deleter(g_batch_out[i]);
+}
+
 // ---------------------------------------------------------------------------
 // Startup check: every case once, counting the producers' callbacks.
 // ---------------------------------------------------------------------------
@@ -243,6 +311,22 @@ void check_cases() {
   expect(g_source_deletes, 0, "tvm fan-out");
   TVMFFIObjectDecRef(obj);
   expect(g_source_deletes, 1, "tvm fan-out (last reference)");
+  g_source_deletes = g_foreign_releases = 0;
+  ours_batch_import_release(8);
+  expect(g_source_deletes, 8, "ours batched import+release");
+  ours_loop_import_release(8);
+  expect(g_source_deletes, 16, "ours loop import+release");
+  tvm_loop_import_release(8);
+  expect(g_source_deletes, 24, "tvm loop import+release");
+  ours_batch_export_delete(8);
+  expect(g_foreign_releases, 8, "ours batched export+deleter");
+  ours_loop_export_delete(8);
+  expect(g_foreign_releases, 16, "ours loop export+deleter");
+  for (size_t i = 0; i < 8; ++i) g_batch_obj[i] = tvm_tensor(g_batch_ts[i]);
+  tvm_loop_export_delete(8);
+  expect(g_source_deletes, 24, "tvm loop export+deleter (kept alive)");
+  for (size_t i = 0; i < 8; ++i) TVMFFIObjectDecRef(g_batch_obj[i]);
+  expect(g_source_deletes, 32, "tvm loop export+deleter (last references)");
 }
 
 // ---------------------------------------------------------------------------
@@ -356,6 +440,29 @@ void register_all() {
       TVMFFIObjectDecRef(obj);
     });
   }
+  for (size_t n : kBatches) {
+    const std::string p = "/n:" + std::to_string(n);
+    reg("batch_import_release/ours" + p, [n](benchmark::State &s) {
+      for (auto _ : s) ours_batch_import_release(n);
+    });
+    reg("batch_import_release/ours_loop" + p, [n](benchmark::State &s) {
+      for (auto _ : s) ours_loop_import_release(n);
+    });
+    reg("batch_import_release/tvm_ffi" + p, [n](benchmark::State &s) {
+      for (auto _ : s) tvm_loop_import_release(n);
+    });
+    reg("batch_export_delete/ours" + p, [n](benchmark::State &s) {
+      for (auto _ : s) ours_batch_export_delete(n);
+    });
+    reg("batch_export_delete/ours_loop" + p, [n](benchmark::State &s) {
+      for (auto _ : s) ours_loop_export_delete(n);
+    });
+    reg("batch_export_delete/tvm_ffi" + p, [n](benchmark::State &s) {
+      for (size_t i = 0; i < n; ++i) g_batch_obj[i] = tvm_tensor(g_batch_ts[i]);
+      for (auto _ : s) tvm_loop_export_delete(n);
+      for (size_t i = 0; i < n; ++i) TVMFFIObjectDecRef(g_batch_obj[i]);
+    });
+  }
   reg("atomic_add/floor", floor_atomic_add);
   reg("malloc_free/floor", floor_malloc_free);
   reg("indirect_call/floor", floor_indirect_call);
@@ -388,6 +495,7 @@ std::string wide_path() {
 
 int main(int argc, char **argv) {
   init_layouts();
+  init_batch();
   check_cases();
   register_all();
   benchmark::AddCustomContext("hurray_wide_path", wide_path());

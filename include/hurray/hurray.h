@@ -29,7 +29,8 @@
  *    that consume or clear it at the same time.
  *  - Checking mode (c-ffi §9): a function that reads or consumes a handle
  *    passed in (hurray_buffer_validate, hurray_buffer_extent, hurray_share,
- *    hurray_to_dlpack*, hurray_copy*) also returns HURRAY_ERR_RELEASED when
+ *    hurray_view, hurray_to_dlpack* and their batch forms, hurray_copy*)
+ *    also returns HURRAY_ERR_RELEASED when
  *    that handle is tracked and its reference is already gone, found before
  *    any of its fields is read. The Returns lists below do not repeat it.
  *  - A function whose status can report an error the caller must handle is
@@ -382,6 +383,85 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_buffer_extent(const hurray_buffer *h,
  * Spec: docs/spec/buffer-protocol.md §5; docs/impl/c-ffi.md §4. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_share(hurray_buffer *src, size_t n, hurray_buffer *out);
 
+/* What hurray_view makes of its source: the view's own element type, shape,
+ * strides and byte offset over the source's `data` pointer. 48 bytes on
+ * 64-bit targets. (spec §5.1) */
+typedef struct hurray_view_desc {
+  uint64_t byte_offset;   /* bytes from src's data to the view's element
+                             (0,...,0), like hurray_buffer::byte_offset    @0  */
+  uint64_t flags;         /* flag bits the view adds to src's: only
+                             HURRAY_FLAG_READ_ONLY and
+                             HURRAY_FLAG_SUBBYTE_PADDED                    @8  */
+  hurray_device device;   /* {0, 0}: src's device; anything else must equal
+                             src's device (a view never changes device)    @16 */
+  hurray_dtype dtype;     /* the view's element type                       @24 */
+  int32_t ndim;           /* 0..HURRAY_MAX_NDIM                            @28 */
+  const int64_t *shape;   /* ndim extents; copied; NULL allowed at ndim 0  @32 */
+  const int64_t *strides; /* ndim strides in elements of `dtype` (DLPack's
+                             rule); copied; NULL: compact row-major        @40 */
+} hurray_view_desc;
+
+/* Turns a handle into a view: a handle over part of the same memory with
+ * its own dtype, shape, strides and byte offset, which holds the source's
+ * reference to the memory.
+ *
+ * On success *src is consumed and zeroed and *out is a live handle with
+ * src's data pointer and device, desc's byte_offset, dtype, ndim, shape and
+ * strides (copied into a block the view owns), and src's flags with desc's
+ * added: read-only stays read-only, IS_COPIED, SUBBYTE_PADDED and reserved
+ * bits are kept, and a view can add READ_ONLY or SUBBYTE_PADDED but never
+ * drop a flag. The element size of both handles follows spec §3.3 (bits *
+ * lanes, packed unless SUBBYTE_PADDED; sub-byte addresses rounded down to a
+ * byte), so a packed int4 source can be viewed as uint8 bytes and back.
+ * The view must lie within the source: every byte it touches (spec §3.3,
+ * relative to data) is a byte src touches. A view without elements touches
+ * nothing and is always within bounds. The source's release runs exactly
+ * once, after the view and every handle made from it (hurray_share of the
+ * view, a DLPack export, a view of the view) are released, on the thread
+ * that releases last.
+ *
+ * Why it consumes src: like hurray_share, it moves the one reference src
+ * carries rather than adding one, so hurray_share stays the only function
+ * that adds references and the number of live handles never changes behind
+ * the caller's back (ADR-009); a handle of a foreign producer could not
+ * lend a reference anyway without being rewritten. Views are made from a
+ * handle the caller can spare: several views of one buffer are
+ * hurray_share(&src, n, parts) and one hurray_view per part (the share is
+ * one atomic add when src is already shared). The view is validated when it
+ * is made; a later hurray_share or DLPack export of it does not validate it
+ * again while it is unchanged (spec §3.4).
+ *
+ * Parameters:
+ *   src   [in, consumed on success]  a live, valid handle; zeroed on success
+ *   desc  [in]   what the view describes; only read, and its arrays need not
+ *                outlive the call
+ *   out   [out]  the view, owned by the caller; written only on success; may
+ *                be src itself
+ * Returns: HURRAY_OK, or, with a message naming the field at fault:
+ *   HURRAY_ERR_INVALID_ARGUMENT   desc or out NULL (checked first); src NULL,
+ *                                 empty or malformed; desc.flags with bits
+ *                                 other than READ_ONLY and SUBBYTE_PADDED;
+ *                                 desc.device neither {0, 0} nor src's
+ *                                 device; desc.ndim outside
+ *                                 0..HURRAY_MAX_NDIM; desc.shape NULL while
+ *                                 ndim > 0; a negative extent; the view
+ *                                 reaches outside src (the message gives
+ *                                 both byte ranges)
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE  desc.dtype not valid for DLPack 1.3
+ *   HURRAY_ERR_OVERFLOW           the view's element count, byte_offset or
+ *                                 byte extent beyond signed 64-bit range
+ *   HURRAY_ERR_OUT_OF_MEMORY      the view's block cannot be allocated
+ *   or any other error of hurray_buffer_validate for *src.
+ * Cost: one allocation (the view's block: 88 bytes plus 16 per dimension,
+ *   from the per-thread block cache up to 4 dimensions); src and the view
+ *   are checked with the exact arithmetic of spec §3.3.
+ * On failure: nothing consumed (*src unchanged, still the caller's); *out
+ *   untouched.
+ * Threads: safe from any thread; the view may be released from any thread.
+ * Spec: docs/spec/buffer-protocol.md §5.1, §3.3; docs/impl/c-ffi.md §4. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_view(hurray_buffer *src, const hurray_view_desc *desc,
+                                                hurray_buffer *out);
+
 /* ---------------------------------------------------------------------------
  * DLPack conversion (spec §6, c-ffi §5)
  * ------------------------------------------------------------------------- */
@@ -544,6 +624,149 @@ HURRAY_API int32_t hurray_dlpack_versioned_delete(struct DLManagedTensorVersione
  * Threads: safe from any thread; the deleter runs on the calling thread.
  * Spec: docs/impl/c-ffi.md §5. */
 HURRAY_API int32_t hurray_dlpack_delete(struct DLManagedTensor *t);
+
+/* Batched conversion (c-ffi §5.1). Each function below converts n tensors or
+ * handles in one call, all or nothing: every element is checked exactly as
+ * the single call checks it (the same statuses; messages name the element,
+ * "ts[3].dl_tensor.shape[1] is -3 (must be >= 0)") and everything that can
+ * fail (allocation included) is done before anything is consumed, so a
+ * failed batch consumes nothing and writes no output but *failed_index.
+ * n == 0 succeeds and touches nothing (the arrays may then be NULL). The
+ * elements must be distinct: a tensor or handle listed twice is consumed
+ * twice, as two single calls would consume it. */
+
+/* Value of *failed_index when a batch fails for a reason that is no
+ * element's (a NULL array, unknown options). */
+#define HURRAY_BATCH_NO_INDEX SIZE_MAX
+
+/* Imports n DLManagedTensorVersioned as n handles in one call: for each i,
+ * what hurray_from_dlpack_versioned(ts[i], options, &out[i]) does (including
+ * the unwrap of libhurray's own exports, spec §6.4), all or nothing.
+ *
+ * Parameters:
+ *   ts            [in, consumed on success]  array of n tensors, each
+ *                 non-NULL; the array itself is only read
+ *   n             [in]   number of tensors; 0 does nothing
+ *   options       [in]   as for hurray_from_dlpack_versioned, applied to
+ *                        every tensor
+ *   out           [out]  array of n handles; out[i] is ts[i]'s, owned by the
+ *                        caller; written only on success
+ *   failed_index  [out]  on failure, the index of the tensor at fault, or
+ *                        HURRAY_BATCH_NO_INDEX; may be NULL; written only on
+ *                        failure
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  ts or out NULL while n > 0; options with
+ *                                unknown bits; ts[i] NULL
+ *   HURRAY_ERR_OUT_OF_MEMORY     the compact strides of a tensor without
+ *                                strides cannot be allocated
+ *   or any other error of hurray_from_dlpack_versioned for ts[i] (the first
+ *   element at fault, in index order; the message names it "ts[i]").
+ * Cost: no allocation beyond the single call's (compact strides for a
+ *   tensor older than 1.2 without strides); each tensor's fields are read
+ *   twice (check, then write), the second time from cache.
+ * On failure: the caller still owns every ts[i] (nothing was called on any
+ *   of them); out untouched.
+ * Threads: safe from any thread; each handle's release, and so its tensor's
+ *   deleter, runs on whichever thread releases it, in any order.
+ * Spec: docs/spec/buffer-protocol.md §6.3-§6.5; docs/impl/c-ffi.md §5.1. */
+HURRAY_API HURRAY_NODISCARD int32_t
+hurray_from_dlpack_versioned_n(struct DLManagedTensorVersioned *const *ts, size_t n,
+                               uint32_t options, hurray_buffer *out, size_t *failed_index);
+
+/* Imports n legacy DLManagedTensor as n handles in one call: for each i, what
+ * hurray_from_dlpack(ts[i], options, &out[i]) does, all or nothing.
+ *
+ * Parameters:
+ *   ts            [in, consumed on success]  array of n tensors, each
+ *                 non-NULL; the array itself is only read
+ *   n             [in]   number of tensors; 0 does nothing
+ *   options       [in]   as for hurray_from_dlpack, applied to every tensor
+ *   out           [out]  array of n handles; out[i] is ts[i]'s, owned by the
+ *                        caller; written only on success
+ *   failed_index  [out]  on failure, the index of the tensor at fault, or
+ *                        HURRAY_BATCH_NO_INDEX; may be NULL; written only on
+ *                        failure
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  ts or out NULL while n > 0; options with
+ *                                unknown bits; ts[i] NULL
+ *   HURRAY_ERR_OUT_OF_MEMORY     the compact strides of a tensor without
+ *                                strides cannot be allocated
+ *   or any other error of hurray_from_dlpack for ts[i] (the first element
+ *   at fault; the message names it "ts[i]").
+ * Cost: no allocation beyond the single call's (compact strides for a
+ *   tensor without strides).
+ * On failure: the caller still owns every ts[i]; out untouched.
+ * Threads: safe from any thread; each handle's release, and so its tensor's
+ *   deleter, runs on whichever thread releases it, in any order.
+ * Spec: docs/spec/buffer-protocol.md §6.3-§6.5; docs/impl/c-ffi.md §5.1. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_from_dlpack_n(struct DLManagedTensor *const *ts,
+                                                         size_t n, uint32_t options,
+                                                         hurray_buffer *out, size_t *failed_index);
+
+/* Exports n handles as n DLManagedTensorVersioned in one call: for each i,
+ * what hurray_to_dlpack_versioned(&src[i], &out[i]) does (including the
+ * unwrap of handles imported from such tensors, spec §6.4), all or nothing.
+ * Each exported tensor is independent: its own deleter, called exactly once
+ * by its consumer, releases only its own handle.
+ *
+ * Parameters:
+ *   src           [in, consumed on success]  array of n live, valid
+ *                 handles; each zeroed on success
+ *   n             [in]   number of handles; 0 does nothing
+ *   out           [out]  array of n tensor pointers; out[i] is src[i]'s, now
+ *                        the caller's; written only on success
+ *   failed_index  [out]  on failure, the index of the handle at fault, or
+ *                        HURRAY_BATCH_NO_INDEX; may be NULL; written only on
+ *                        failure
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  src or out NULL while n > 0; src[i] empty
+ *                                or malformed
+ *   HURRAY_ERR_OUT_OF_MEMORY     an export block cannot be allocated
+ *   or any other error of hurray_to_dlpack_versioned for src[i] (the first
+ *   element at fault; the message names it "src[i]").
+ * Cost: what the n single calls cost: one export block per handle that is
+ *   not unwrapped, from the per-thread block cache, none allocated unless
+ *   all are.
+ * On failure: nothing consumed (every src[i] unchanged, still the caller's);
+ *   out untouched. One exception, in checking mode only (c-ffi §9): a
+ *   tracked src[i] whose reference another thread consumes or releases
+ *   while the batch runs (a double release, reported) fails the batch with
+ *   HURRAY_ERR_RELEASED after the elements before it were exported; out[j]
+ *   is then written for every j != i and out[i] is NULL.
+ * Threads: safe from any thread; each tensor's deleter may be called from any
+ *   thread, in any order.
+ * Spec: docs/spec/buffer-protocol.md §6.2, §6.4, §6.5; docs/impl/c-ffi.md §5.1. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_versioned_n(
+    hurray_buffer *src, size_t n, struct DLManagedTensorVersioned **out, size_t *failed_index);
+
+/* Exports n handles as n legacy DLManagedTensor in one call: for each i, what
+ * hurray_to_dlpack(&src[i], &out[i]) does (flags dropped), all or nothing.
+ *
+ * Parameters:
+ *   src           [in, consumed on success]  array of n live, valid
+ *                 handles; each zeroed on success
+ *   n             [in]   number of handles; 0 does nothing
+ *   out           [out]  array of n tensor pointers; out[i] is src[i]'s, now
+ *                        the caller's; written only on success
+ *   failed_index  [out]  on failure, the index of the handle at fault, or
+ *                        HURRAY_BATCH_NO_INDEX; may be NULL; written only on
+ *                        failure
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  src or out NULL while n > 0; src[i] empty
+ *                                or malformed
+ *   HURRAY_ERR_OUT_OF_MEMORY     an export block cannot be allocated
+ *   or any other error of hurray_to_dlpack for src[i] (the first element at
+ *   fault; the message names it "src[i]").
+ * Cost: one export block per handle that is not unwrapped, none allocated
+ *   unless all are.
+ * On failure: nothing consumed; out untouched; the checking-mode exception
+ *   of hurray_to_dlpack_versioned_n applies.
+ * Threads: safe from any thread; each tensor's deleter may be called from any
+ *   thread, in any order.
+ * Spec: docs/spec/buffer-protocol.md §6.2, §6.4, §6.5; docs/impl/c-ffi.md §5.1. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_n(hurray_buffer *src, size_t n,
+                                                       struct DLManagedTensor **out,
+                                                       size_t *failed_index);
 
 /* ---------------------------------------------------------------------------
  * Allocation and copies (spec §7, c-ffi §6)
@@ -1790,6 +2013,17 @@ typedef struct hurray_api {
   int32_t (*event_release)(hurray_event *event);
   /* Releases deferred during a graph capture (docs/impl/gpu.md §2) */
   int32_t (*retire_deferred_frees)(hurray_device device, size_t *remaining);
+  /* Views (c-ffi §4) */
+  int32_t (*view)(hurray_buffer *src, const hurray_view_desc *desc, hurray_buffer *out);
+  /* Batched DLPack conversion (c-ffi §5.1) */
+  int32_t (*from_dlpack_versioned_n)(struct DLManagedTensorVersioned *const *ts, size_t n,
+                                     uint32_t options, hurray_buffer *out, size_t *failed_index);
+  int32_t (*from_dlpack_n)(struct DLManagedTensor *const *ts, size_t n, uint32_t options,
+                           hurray_buffer *out, size_t *failed_index);
+  int32_t (*to_dlpack_versioned_n)(hurray_buffer *src, size_t n,
+                                   struct DLManagedTensorVersioned **out, size_t *failed_index);
+  int32_t (*to_dlpack_n)(hurray_buffer *src, size_t n, struct DLManagedTensor **out,
+                         size_t *failed_index);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 

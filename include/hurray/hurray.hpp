@@ -128,6 +128,63 @@ class Buffer {
     return result;
   }
 
+  // A view of part of this Buffer's memory (hurray_view): `dtype`, `shape`,
+  // `strides` in elements (empty: compact row-major) and `byte_offset` from
+  // data(); `flags` may add HURRAY_FLAG_READ_ONLY / _SUBBYTE_PADDED. Like
+  // share, it consumes this Buffer (empty afterwards; if this throws, this
+  // Buffer still owns its handle). Several views of one Buffer:
+  // share(n), then view each part.
+  Buffer view(hurray_dtype dtype, const std::vector<int64_t> &shape,
+              const std::vector<int64_t> &strides = {}, uint64_t byte_offset = 0,
+              uint64_t flags = 0) {
+    if (!strides.empty() && strides.size() != shape.size()) {
+      throw Error(HURRAY_ERR_INVALID_ARGUMENT,
+                  "hurray::Buffer::view: strides has " + std::to_string(strides.size()) +
+                      " entries for " + std::to_string(shape.size()) + " dimensions");
+    }
+    hurray_view_desc d = hurray_view_desc();
+    d.byte_offset = byte_offset;
+    d.flags = flags;
+    d.dtype = dtype;
+    d.ndim = static_cast<int32_t>(shape.size());
+    d.shape = shape.data();
+    d.strides = strides.empty() ? nullptr : strides.data();
+    hurray_buffer h;
+    check(hurray_view(&h_, &d, &h));
+    return Buffer(h);
+  }
+
+  // Imports n DLPack tensors in one call (hurray_from_dlpack[_versioned]_n),
+  // all or nothing. On success every pointer in `ts` is left empty; if this
+  // throws (the message names the tensor at fault, "ts[3]..."), `ts` still
+  // owns every tensor.
+  static std::vector<Buffer> from_dlpack_n(std::vector<DLPackVersionedPtr> &ts) {
+    std::vector<DLManagedTensorVersioned *> raw(ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) raw[i] = ts[i].get();
+    return adopt_n(ts, raw, [&](hurray_buffer *out) {
+      return hurray_from_dlpack_versioned_n(raw.data(), raw.size(), HURRAY_IMPORT_DEFAULT, out,
+                                            nullptr);
+    });
+  }
+  static std::vector<Buffer> from_dlpack_n(std::vector<DLPackPtr> &ts) {
+    std::vector<DLManagedTensor *> raw(ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) raw[i] = ts[i].get();
+    return adopt_n(ts, raw, [&](hurray_buffer *out) {
+      return hurray_from_dlpack_n(raw.data(), raw.size(), HURRAY_IMPORT_DEFAULT, out, nullptr);
+    });
+  }
+
+  // Exports n Buffers in one call (hurray_to_dlpack[_versioned]_n), all or
+  // nothing: on success every Buffer is empty and tensor i is buffers[i]'s;
+  // if this throws, every Buffer still owns its handle.
+  static std::vector<DLPackVersionedPtr> to_dlpack_versioned_n(std::vector<Buffer> &buffers) {
+    return export_n<DLManagedTensorVersioned, DLPackVersionedPtr>(buffers,
+                                                                  &hurray_to_dlpack_versioned_n);
+  }
+  static std::vector<DLPackPtr> to_dlpack_n(std::vector<Buffer> &buffers) {
+    return export_n<DLManagedTensor, DLPackPtr>(buffers, &hurray_to_dlpack_n);
+  }
+
   // A private copy on `device` (hurray_copy); this Buffer is only read.
   Buffer copy_to(hurray_device device) const {
     hurray_buffer h;
@@ -163,6 +220,37 @@ class Buffer {
   uint64_t flags() const noexcept { return h_.flags; }
 
  private:
+  // Runs a batched import into n handles and hands each to a Buffer; the
+  // owning pointers let go only on success. Every allocation happens first.
+  template <typename Ptr, typename Raw, typename Import>
+  static std::vector<Buffer> adopt_n(std::vector<Ptr> &ts, const std::vector<Raw> &raw,
+                                     Import import) {
+    std::vector<hurray_buffer> out(raw.size());
+    std::vector<Buffer> result;
+    result.reserve(raw.size());
+    check(import(out.data()));
+    for (Ptr &t : ts) (void)t.release();
+    for (const hurray_buffer &h : out) result.emplace_back(h);
+    return result;
+  }
+
+  // A batched export of the Buffers' handles, which are copied out and
+  // written back only where the call consumed them (all, on success).
+  template <typename Tensor, typename Ptr>
+  static std::vector<Ptr> export_n(std::vector<Buffer> &buffers,
+                                   int32_t (*fn)(hurray_buffer *, std::size_t, Tensor **,
+                                                 std::size_t *)) {
+    std::vector<hurray_buffer> hs(buffers.size());
+    for (std::size_t i = 0; i < buffers.size(); ++i) hs[i] = buffers[i].h_;
+    std::vector<Tensor *> raw(buffers.size(), nullptr);
+    std::vector<Ptr> result;
+    result.reserve(buffers.size());
+    check(fn(hs.data(), hs.size(), raw.data(), nullptr));
+    for (Buffer &b : buffers) b.h_ = hurray_buffer();
+    for (Tensor *t : raw) result.emplace_back(t);
+    return result;
+  }
+
   hurray_buffer h_;
 };
 

@@ -2,7 +2,9 @@
 // hurray_buffer -> DLManagedTensorVersioned / DLManagedTensor (spec §6.2).
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "checking/checking.h"
 #include "common/block_cache.h"
@@ -238,6 +240,192 @@ HURRAY_API int32_t hurray_dlpack_versioned_delete(DLManagedTensorVersioned *t) {
 HURRAY_API int32_t hurray_dlpack_delete(DLManagedTensor *t) {
   if (t != nullptr && t->deleter != nullptr) t->deleter(t);
   return HURRAY_OK;
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------------------
+// Batched export (c-ffi §5.1)
+// ---------------------------------------------------------------------------
+
+namespace hurray::detail {
+namespace {
+
+// The two DLPack forms, for the batched export: what the single export does
+// with one handle, split into the check and the commit.
+struct VersionedExport {
+  using Tensor = DLManagedTensorVersioned;
+  // The tensor a handle imported from this form gives back (spec §6.4), or
+  // nullptr: the single export's unwrap condition.
+  static Tensor *unwrap_of(const hurray_buffer &h) {
+    if (h.release_fn != &imported_versioned_release || h.version != HURRAY_BUFFER_VERSION) {
+      return nullptr;
+    }
+    auto *orig = static_cast<Tensor *>(h.user_data);
+    return orig->flags == h.flags && same_tensor(orig->dl_tensor, h) ? orig : nullptr;
+  }
+  // An unwrapped handle whose flags the import did not check (legacy only).
+  static bool unwrap_needs_check(const hurray_buffer &) { return false; }
+  static Tensor *fill_block(void *mem, hurray_buffer *src) {
+    auto *block = static_cast<ExportedVersioned *>(mem);
+    fill_versioned(block, src);
+    return &block->tensor;
+  }
+};
+struct LegacyExport {
+  using Tensor = DLManagedTensor;
+  static Tensor *unwrap_of(const hurray_buffer &h) {
+    if (h.release_fn != &imported_legacy_release || h.version != HURRAY_BUFFER_VERSION) {
+      return nullptr;
+    }
+    auto *orig = static_cast<Tensor *>(h.user_data);
+    return same_tensor(orig->dl_tensor, h) ? orig : nullptr;
+  }
+  // Import checked the fields with flags 0; other flags change the element
+  // size, so hurray_to_dlpack checks them before it unwraps.
+  static bool unwrap_needs_check(const hurray_buffer &h) { return h.flags != 0; }
+  static Tensor *fill_block(void *mem, hurray_buffer *src) {
+    auto *block = static_cast<ExportedLegacy *>(mem);
+    fill(block, src);
+    block->tensor.deleter = &exported_legacy_deleter;
+    return &block->tensor;
+  }
+};
+
+// The handle check of the single exports on src[index], named "src[index]"
+// in its message (formatted only when the fast check misses).
+int32_t check_element(const hurray_buffer *h, size_t index) {
+  if (h->release_fn != nullptr && h->version == HURRAY_BUFFER_VERSION &&
+      desc_fast_ok(h->data, h->byte_offset, h->device.device_type, h->device.device_id, h->dtype,
+                   h->ndim, h->shape, h->strides)) {
+    return HURRAY_OK;
+  }
+  char name[32];
+  std::snprintf(name, sizeof name, "src[%zu]", index);
+  return check_handle_exact(h, name, nullptr);
+}
+
+// Blocks a batch got before it consumes anything, chained through their
+// first word until they are filled.
+inline void *pop_block(void **pending) {
+  void *b = *pending;
+  std::memcpy(pending, b, sizeof b);
+  return b;
+}
+
+__attribute__((noinline, cold)) int32_t fail_export_batch(int32_t st, void *pending, size_t index,
+                                                          size_t *failed_index) {
+  while (pending != nullptr) LibraryBlocks::put(pop_block(&pending));
+  if (failed_index != nullptr) *failed_index = index;
+  return st;
+}
+
+// A tracked element (checking mode) is exported as the handle it stands
+// for, into the block the batch got for it (or unwrapped, giving the block
+// back): a step that cannot fail.
+template <typename Form>
+int32_t export_tracked_step(hurray_buffer *inner, void *ctx) {
+  auto *a = static_cast<std::pair<void *, typename Form::Tensor **> *>(ctx);
+  if (typename Form::Tensor *orig = Form::unwrap_of(*inner)) {
+    clear(inner);
+    LibraryBlocks::put(a->first);
+    *a->second = orig;
+  } else {
+    *a->second = Form::fill_block(a->first, inner);
+  }
+  return HURRAY_OK;
+}
+
+// The batched export: one pass that checks every handle exactly as the
+// single export does and gets one block per handle that needs one,
+// consuming nothing; then one pass that fills the blocks and empties the
+// handles, which cannot fail (but for the checking-mode race the header
+// describes).
+template <typename Form>
+int32_t export_n(hurray_buffer *src, size_t n, typename Form::Tensor **out, size_t *failed_index,
+                 const char *name) {
+  if (n == 0) return HURRAY_OK;
+  if (src == nullptr) {
+    return fail_export_batch(fail(HURRAY_ERR_INVALID_ARGUMENT, "src is NULL while n is %zu", n),
+                             nullptr, HURRAY_BATCH_NO_INDEX, failed_index);
+  }
+  if (out == nullptr) {
+    return fail_export_batch(fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL while n is %zu", n),
+                             nullptr, HURRAY_BATCH_NO_INDEX, failed_index);
+  }
+  void *pending = nullptr;
+  void **tail = &pending;
+  for (size_t i = 0; i < n; ++i) {
+    const hurray_buffer *h = &src[i];
+    if (!is_unchanged_share(*h)) {
+      if (Form::unwrap_of(*h) != nullptr) {
+        if (Form::unwrap_needs_check(*h)) {
+          int32_t st = check_element(h, i);
+          if (st != HURRAY_OK) return fail_export_batch(st, pending, i, failed_index);
+        }
+        continue;  // no block
+      }
+      if (check::is_tracked(h)) {
+        char what[32];
+        std::snprintf(what, sizeof what, "src[%zu]", i);
+        int32_t st = check::require_live(h, what, name);
+        if (st != HURRAY_OK) return fail_export_batch(st, pending, i, failed_index);
+      }
+      int32_t st = check_element(h, i);
+      if (st != HURRAY_OK) return fail_export_batch(st, pending, i, failed_index);
+    }
+    void *mem = LibraryBlocks::get();
+    if (mem == nullptr) {
+      return fail_export_batch(fail(HURRAY_ERR_OUT_OF_MEMORY,
+                                    "src[%zu]: allocating the %zu-byte DLPack export block failed",
+                                    i, LibraryBlocks::kSize),
+                               pending, i, failed_index);
+    }
+    std::memset(mem, 0, sizeof(void *));
+    std::memcpy(tail, &mem, sizeof mem);
+    tail = static_cast<void **>(mem);
+  }
+  // Every handle is valid and every block got: nothing below fails.
+  int32_t result = HURRAY_OK;
+  for (size_t i = 0; i < n; ++i) {
+    hurray_buffer *h = &src[i];
+    if (is_unchanged_share(*h)) {
+      out[i] = Form::fill_block(pop_block(&pending), h);
+    } else if (typename Form::Tensor *orig = Form::unwrap_of(*h)) {
+      clear(h);
+      out[i] = orig;
+    } else if (__builtin_expect(check::is_tracked(h), 0)) {
+      std::pair<void *, typename Form::Tensor **> args{pop_block(&pending), &out[i]};
+      int32_t st = check::consume(h, name, &export_tracked_step<Form>, &args, nullptr, 0);
+      if (st != HURRAY_OK) {  // another thread took its reference meanwhile
+        LibraryBlocks::put(args.first);
+        out[i] = nullptr;
+        if (result == HURRAY_OK && failed_index != nullptr) *failed_index = i;
+        if (result == HURRAY_OK) result = st;
+      }
+    } else {
+      out[i] = Form::fill_block(pop_block(&pending), h);
+    }
+  }
+  return result;
+}
+
+}  // namespace
+}  // namespace hurray::detail
+
+extern "C" {
+
+HURRAY_API int32_t hurray_to_dlpack_versioned_n(hurray_buffer *src, size_t n,
+                                                DLManagedTensorVersioned **out,
+                                                size_t *failed_index) {
+  using namespace hurray::detail;
+  return export_n<VersionedExport>(src, n, out, failed_index, "hurray_to_dlpack_versioned_n");
+}
+
+HURRAY_API int32_t hurray_to_dlpack_n(hurray_buffer *src, size_t n, DLManagedTensor **out,
+                                      size_t *failed_index) {
+  using namespace hurray::detail;
+  return export_n<LegacyExport>(src, n, out, failed_index, "hurray_to_dlpack_n");
 }
 
 }  // extern "C"

@@ -51,7 +51,12 @@ namespace {
   X(event_record)                   \
   X(event_wait)                     \
   X(event_release)                  \
-  X(retire_deferred_frees)
+  X(retire_deferred_frees)          \
+  X(view)                           \
+  X(from_dlpack_versioned_n)        \
+  X(from_dlpack_n)                  \
+  X(to_dlpack_versioned_n)          \
+  X(to_dlpack_n)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

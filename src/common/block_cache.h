@@ -11,7 +11,8 @@
 //   frees when that cache already holds Bound blocks. So a thread never holds
 //   more than Bound blocks, whatever the pattern.
 // - Blocks are plain malloc blocks: put() may receive a block get() handed out
-//   on another thread, and std::free of a cached block is always valid.
+//   on another thread, or a larger malloc block (a view's, api/view.cc), and
+//   std::free of a cached block is always valid.
 // - Where a thread's cache lives: in a process-wide table of kSlots slots,
 //   found from the thread pointer (unique among live threads) by a hash, two
 //   candidate slots per thread. The fast paths read no thread_local: in a
@@ -118,7 +119,8 @@ class BlockCache {
     return true;
   }
 
-  // Takes back a block from get() of any thread (or any malloc of Size bytes).
+  // Takes back a block from get() of any thread (or any malloc of at least
+  // Size bytes: the rest of a larger block is simply unused while cached).
   static void put(void *p) {
     const uintptr_t me = thread_id_word();
     Slot *s = mine(me);

@@ -98,12 +98,14 @@ int32_t shareable_cpu_alloc(hurray_dtype dtype, int32_t ndim, const int64_t *sha
 }
 
 const MemfdBlock *memfd_block_of(const hurray_buffer &h) {
-  if (h.release_fn == &memfd_release) return static_cast<const MemfdBlock *>(h.user_data);
-  if (h.release_fn == &share_release) {
-    // A live shared handle keeps its block, and so the block's source, alive.
-    const hurray_buffer &src = static_cast<const ShareBlock *>(h.user_data)->source;
-    if (src.release_fn == &memfd_release) return static_cast<const MemfdBlock *>(src.user_data);
-  }
+  // A live shared handle keeps its block, and so the block's source, alive;
+  // a view (api/view.cc) is a share block too, whose source may be a shared
+  // handle again (a view of one part of a share): follow the chain to the
+  // allocation. The caller checks that h's own layout lies in the mapping.
+  const hurray_buffer *p = &h;
+  while (p->release_fn == &share_release)
+    p = &static_cast<const ShareBlock *>(p->user_data)->source;
+  if (p->release_fn == &memfd_release) return static_cast<const MemfdBlock *>(p->user_data);
   return nullptr;
 }
 

@@ -11,9 +11,14 @@
 
 namespace hurray::detail {
 
-// One per shared source. `source` is the handle hurray_share validated when
-// it made the block; nothing writes it afterwards, so it is also the record
-// against which later steps recognise an unchanged consumer handle.
+// One per shared source, and one per view. `source` is the handle
+// hurray_share validated when it made the block (or the view hurray_view
+// validated, with its source's release_fn and user_data, its shape and
+// strides in the block's tail: api/view.cc); nothing writes it afterwards,
+// so it is also the record against which later steps recognise an
+// unchanged consumer handle. A view's block may be larger than the block
+// cache's size (ndim > 4, malloc'd); the cache takes any block of at least
+// its size.
 struct ShareBlock {
   std::atomic<uint64_t> refs;
   hurray_buffer source;  // released when refs drops to 0

@@ -120,6 +120,65 @@ TEST(CppLayer, FailedImportLeavesTheTensorWithTheCaller) {
   EXPECT_EQ(log.calls.load(), 1);
 }
 
+TEST(CppLayer, ViewsOfSharedPartsReleaseTheSourceOnce) {
+  HandleSource src;
+  hurray::Buffer b(src.handle(hurray_test::dense({4, 8})));
+  std::vector<hurray::Buffer> parts = b.share(2);
+  hurray::Buffer row = parts[0].view({kDLFloat, 32, 1}, {8}, {}, 32);
+  hurray::Buffer col = parts[1].view({kDLFloat, 32, 1}, {4}, {8}, 4, HURRAY_FLAG_READ_ONLY);
+  EXPECT_FALSE(static_cast<bool>(parts[0]));
+  EXPECT_EQ(row.byte_offset(), 32u);
+  EXPECT_EQ(col.stride(0), 8);
+  EXPECT_EQ(col.flags(), HURRAY_FLAG_READ_ONLY);
+  EXPECT_EQ(col.extent().highest, 4 + 3 * 32 + 4);
+  try {
+    (void)row.view({kDLFloat, 32, 1}, {9}, {}, 32);
+    FAIL() << "a view past its source was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_INVALID_ARGUMENT);
+  }
+  EXPECT_TRUE(static_cast<bool>(row)) << "a throwing view keeps the handle";
+  EXPECT_THROW((void)row.view({kDLFloat, 32, 1}, {2}, {1, 1}), hurray::Error);
+  row.reset();
+  EXPECT_EQ(src.log.calls.load(), 0);
+  col.reset();
+  EXPECT_EQ(src.log.calls.load(), 1);
+}
+
+TEST(CppLayer, BatchedConversionIsAllOrNothing) {
+  std::vector<DeleterLog> logs(3);
+  std::vector<hurray::DLPackVersionedPtr> ts;
+  for (DeleterLog &l : logs)
+    ts.emplace_back(hurray_test::make_versioned(l, hurray_test::dense({2})));
+  ts[1]->dl_tensor.dtype.lanes = 0;
+  try {
+    (void)hurray::Buffer::from_dlpack_n(ts);
+    FAIL() << "lanes 0 was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_UNSUPPORTED_DTYPE);
+    EXPECT_NE(std::string(e.what()).find("ts[1]"), std::string::npos) << e.what();
+  }
+  for (const auto &t : ts) EXPECT_NE(t, nullptr) << "still the caller's";
+  ts[1]->dl_tensor.dtype.lanes = 1;
+  std::vector<hurray::Buffer> bufs = hurray::Buffer::from_dlpack_n(ts);
+  for (const auto &t : ts) EXPECT_EQ(t, nullptr);
+  ASSERT_EQ(bufs.size(), 3u);
+  // A bad Buffer makes the export throw and every Buffer keep its handle.
+  bufs.emplace_back();
+  EXPECT_THROW((void)hurray::Buffer::to_dlpack_versioned_n(bufs), hurray::Error);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(static_cast<bool>(bufs[i]));
+  bufs.pop_back();
+  std::vector<hurray::DLPackVersionedPtr> back = hurray::Buffer::to_dlpack_versioned_n(bufs);
+  for (const hurray::Buffer &b : bufs) EXPECT_FALSE(static_cast<bool>(b));
+  ASSERT_EQ(back.size(), 3u);
+  std::vector<hurray::Buffer> again = hurray::Buffer::from_dlpack_n(back);
+  std::vector<hurray::DLPackPtr> legacy = hurray::Buffer::to_dlpack_n(again);
+  std::vector<hurray::Buffer> last = hurray::Buffer::from_dlpack_n(legacy);
+  for (const DeleterLog &l : logs) EXPECT_EQ(l.calls.load(), 0);
+  last.clear();
+  for (const DeleterLog &l : logs) EXPECT_EQ(l.calls.load(), 1);
+}
+
 TEST(CppLayer, AllocCopyAndExtent) {
   hurray::Buffer a = hurray::Buffer::alloc({HURRAY_DEVICE_CPU, 0}, {2, 32, 1}, {3, 5});
   auto *p = static_cast<float *>(a.data());

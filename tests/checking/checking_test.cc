@@ -250,6 +250,87 @@ TEST_F(Check, EachConsumerOfAShareIsTrackedAndTheSourceIsConsumed) {
   EXPECT_EQ(state().live, 0u);
 }
 
+TEST_F(Check, AViewConsumesItsTrackedSourceAndIsTrackedItself) {
+  DeleterLog log;
+  hurray_buffer src;
+  ASSERT_OK(hurray_from_dlpack_versioned(make_versioned(log, dense({4, 4})), 0, &src));
+  const hurray_buffer stale = src;
+  const int64_t shape[1] = {4};
+  hurray_view_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.byte_offset = 16;
+  d.dtype = f32();
+  d.ndim = 1;
+  d.shape = shape;
+  const uint64_t mark = state().next_id;
+  hurray_buffer v;
+  ASSERT_OK(hurray_view(&src, &d, &v));
+  EXPECT_EQ(src.release_fn, nullptr);
+  Entries e = live_since(mark);
+  ASSERT_EQ(e.ids.size(), 1u);
+  EXPECT_EQ(e.made_by[0], "hurray_view");
+  // The source's reference went into the view: viewing a copy of it again
+  // is refused and counted, and consumes nothing.
+  hurray_buffer again = stale;
+  const uint64_t before = double_releases();
+  hurray_buffer v2 = sentinel_handle();
+  EXPECT_STATUS(hurray_view(&again, &d, &v2), HURRAY_ERR_RELEASED);
+  EXPECT_TRUE(same_bytes(v2, sentinel_handle()));
+  EXPECT_EQ(double_releases(), before + 1);
+  EXPECT_NE(hook_.last().find("first consumed by hurray_view"), std::string::npos) << hook_.last();
+  // A bad view of a live tracked handle keeps the handle live and tracked.
+  hurray_buffer w;
+  ASSERT_OK(hurray_share(&v, 1, &w));
+  d.byte_offset = 48;
+  EXPECT_STATUS(hurray_view(&w, &d, &v2), HURRAY_ERR_INVALID_ARGUMENT);
+  // A double release of the view is caught; the producer's deleter runs once.
+  hurray_buffer copy = w;
+  ASSERT_OK(hurray_buffer_release(&w));
+  EXPECT_EQ(log.calls.load(), 1);
+  ASSERT_OK(hurray_buffer_release(&copy));
+  EXPECT_EQ(log.calls.load(), 1);
+  EXPECT_EQ(double_releases(), before + 2);
+  EXPECT_EQ(state().live, 0u);
+}
+
+TEST_F(Check, BatchImportTracksEveryHandleAndBatchExportConsumesTrackedOnes) {
+  std::vector<DeleterLog> logs(4);
+  std::vector<DLManagedTensorVersioned *> ts;
+  for (DeleterLog &l : logs) ts.push_back(make_versioned(l, dense({3})));
+  const uint64_t mark = state().next_id;
+  hurray_buffer hs[4];
+  ASSERT_OK(hurray_from_dlpack_versioned_n(ts.data(), 4, 0, hs, nullptr));
+  Entries e = live_since(mark);
+  ASSERT_EQ(e.ids.size(), 4u);
+  for (const std::string &m : e.made_by) EXPECT_EQ(m, "hurray_from_dlpack_versioned_n");
+  // A released one in the batch: refused before anything is consumed.
+  hurray_buffer stale = hs[2];
+  hurray_buffer kept[4] = {hs[0], hs[1], hs[2], hs[3]};
+  ASSERT_OK(hurray_buffer_release(&hs[2]));
+  EXPECT_EQ(logs[2].calls.load(), 1);
+  kept[2] = stale;
+  DLManagedTensorVersioned *out[4] = {};
+  size_t failed = 0;
+  EXPECT_STATUS(hurray_to_dlpack_versioned_n(kept, 4, out, &failed), HURRAY_ERR_RELEASED);
+  EXPECT_EQ(failed, 2u);
+  EXPECT_EQ(out[0], nullptr);
+  EXPECT_EQ(kept[0].release_fn, hs[0].release_fn) << "nothing consumed";
+  EXPECT_EQ(state().live, 3u);
+  // Without it, the three live ones export and unwrap to their tensors.
+  hurray_buffer three[3] = {hs[0], hs[1], hs[3]};
+  ASSERT_OK(hurray_to_dlpack_versioned_n(three, 3, out, nullptr));
+  EXPECT_EQ(out[0], ts[0]);
+  EXPECT_EQ(out[1], ts[1]);
+  EXPECT_EQ(out[2], ts[3]);
+  EXPECT_EQ(state().live, 0u);
+  // Their records are gone: a release of an old copy is a double release.
+  const uint64_t before = double_releases();
+  ASSERT_OK(hurray_buffer_release(&hs[0]));
+  EXPECT_EQ(double_releases(), before + 1);
+  for (int i = 0; i < 3; ++i) out[i]->deleter(out[i]);
+  for (const DeleterLog &l : logs) EXPECT_EQ(l.calls.load(), 1);
+}
+
 TEST_F(Check, ShareIntoItsOwnSourceSlotKeepsTheNewHandle) {
   hurray_buffer h[2];
   ASSERT_OK(check_test_make_leak(&h[0]));

@@ -91,6 +91,26 @@ const uint8_t kDtypes[][2] = {{0, 1},  {0, 2},  {0, 4},  {0, 8},  {0, 16},  {0, 
 const int32_t kDeviceTypes[] = {1, 1, 1,  1,  1,  1,  3,  11, 2, 10, 13, 4,  7,
                                 8, 9, 12, 14, 15, 16, 17, 18, 0, 5,  6,  19, -1};
 
+// Companions of a batched import: two valid tensors of each form, whose
+// deleters count calls (a failed batch must call none, a successful one hands
+// each to its handle, released right away: one call each).
+int g_companion_calls = 0;
+int64_t g_companion_shape[1] = {4};
+int64_t g_companion_strides[1] = {1};
+float g_companion_data[4];
+void companion_versioned_deleter(DLManagedTensorVersioned *) { ++g_companion_calls; }
+void companion_legacy_deleter(DLManagedTensor *) { ++g_companion_calls; }
+DLTensor companion_dl() {
+  DLTensor t{};
+  t.data = g_companion_data;
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = {kDLFloat, 32, 1};
+  t.shape = g_companion_shape;
+  t.strides = g_companion_strides;
+  return t;
+}
+
 // Header fields in the order docs/impl/fuzzing.md gives.
 struct Plan {
   uint8_t mode, plan, order, fill;
@@ -225,6 +245,60 @@ bool all_bytes(const void *p, size_t n, unsigned char c) {
     if (b[i] != c) return false;
   }
   return true;
+}
+
+// The fuzzed tensor as element p.order % 3 of a batch of three: the status
+// the single import would give (the caller checks it against the spec); on
+// failure the index names it, and nothing was consumed or written, the
+// companions included; on success *out is its handle and the companions'
+// handles are released (one deleter call each).
+int32_t import_batched(bool legacy, DLManagedTensorVersioned *tv, DLManagedTensor *tl,
+                       const Plan &p, hurray_buffer *out) {
+  const size_t at = p.order % 3;
+  DLManagedTensorVersioned cv[2] = {};
+  DLManagedTensor cl[2] = {};
+  DLManagedTensorVersioned *vs[3];
+  DLManagedTensor *ls[3];
+  for (size_t i = 0, c = 0; i < 3; ++i) {
+    if (i == at) {
+      vs[i] = tv;
+      ls[i] = tl;
+      continue;
+    }
+    cv[c].version = {1, 3};
+    cv[c].deleter = &companion_versioned_deleter;
+    cv[c].dl_tensor = companion_dl();
+    cl[c].deleter = &companion_legacy_deleter;
+    cl[c].dl_tensor = companion_dl();
+    vs[i] = &cv[c];
+    ls[i] = &cl[c];
+    ++c;
+  }
+  hurray_buffer hs[3];
+  std::memset(hs, 0xA5, sizeof hs);
+  size_t failed = 12345;
+  g_companion_calls = 0;
+  const int32_t st = legacy ? hurray_from_dlpack_n(ls, 3, p.options, hs, &failed)
+                            : hurray_from_dlpack_versioned_n(vs, 3, p.options, hs, &failed);
+  FUZZ_CHECK(g_companion_calls == 0, "a batched import called a companion's deleter");
+  if (st != HURRAY_OK) {
+    FUZZ_CHECK(all_bytes(hs, sizeof hs, 0xA5), "a failed batched import wrote out");
+    FUZZ_CHECK(failed == at || (failed == HURRAY_BATCH_NO_INDEX &&
+                                (p.options & ~HURRAY_IMPORT_CHECK_DEVICE_POINTER) != 0),
+               "a failed batched import named index %zu, the fuzzed tensor is %zu", failed, at);
+    return st;
+  }
+  FUZZ_CHECK(failed == 12345, "a successful batched import wrote failed_index");
+  for (size_t i = 0; i < 3; ++i) {
+    if (i == at) continue;
+    FUZZ_CHECK(hs[i].data == g_companion_data && hs[i].shape == g_companion_shape,
+               "a companion's handle describes something else");
+    (void)hurray_buffer_release(&hs[i]);
+  }
+  FUZZ_CHECK(g_companion_calls == 2, "companions' deleters ran %d times (must be 2)",
+             g_companion_calls);
+  *out = hs[at];
+  return st;
 }
 
 // The extent libhurray reports for `b` must be the spec's.
@@ -406,13 +480,16 @@ void run_one(const uint8_t *data, size_t size) {
   v = judge_import(h, p, legacy);  // now with the data pointer it really has
   if (g_trace) trace(h, p);
 
-  // 1. Import.
+  // 1. Import: alone, or (fill bit 1) as element order % 3 of a batch of
+  // three whose other two are valid companions.
   hurray_buffer imported;
   std::memset(&imported, 0xA5, sizeof imported);
-  const int32_t st = legacy ? hurray_from_dlpack(tl, p.options, &imported)
-                            : hurray_from_dlpack_versioned(tv, p.options, &imported);
-  FUZZ_CHECK(status_allowed(v, st), "import returned %s; the spec allows error mask 0x%x",
-             hurray_status_name(st), v.errors);
+  const bool batched = (p.fill & 2) != 0;
+  const int32_t st = batched  ? import_batched(legacy, tv, tl, p, &imported)
+                     : legacy ? hurray_from_dlpack(tl, p.options, &imported)
+                              : hurray_from_dlpack_versioned(tv, p.options, &imported);
+  FUZZ_CHECK(status_allowed(v, st), "%s returned %s; the spec allows error mask 0x%x",
+             batched ? "batched import" : "import", hurray_status_name(st), v.errors);
   FUZZ_CHECK(g.calls == 0, "import called the deleter");
   std::vector<int64_t *> extra_shapes;
   if (st != HURRAY_OK) {

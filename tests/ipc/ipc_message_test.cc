@@ -130,6 +130,43 @@ TEST(IpcMessage, ExportImportMapsTheSamePagesAndReturnsOnce) {
   EXPECT_EQ(count_fds(), fds);
 }
 
+TEST(IpcMessage, AViewOfShareableMemoryTravelsWithoutACopy) {
+  // hurray_view keeps the memfd allocation's release behind the view's
+  // block, so the view is sent zero-copy, with its own layout.
+  warm_watcher();
+  const uint64_t returns = ipc_returns(), copies = ipc_copies();
+  hurray_buffer h = shareable(1024);
+  float *mine = static_cast<float *>(h.data);
+  const int64_t shape[2] = {16, 8};
+  const int64_t strides[2] = {16, 2};  // every other float of 16 rows
+  hurray_view_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.byte_offset = 256 * sizeof(float);
+  d.dtype = hurray_dtype{kDLFloat, 32, 1};
+  d.ndim = 2;
+  d.shape = shape;
+  d.strides = strides;
+  // A view of one part of a share (the way to make several views).
+  hurray_buffer parts[2], v;
+  ASSERT_OK(hurray_share(&h, 2, parts));
+  ASSERT_OK(hurray_view(&parts[0], &d, &v));
+  hurray_ipc_message m;
+  ASSERT_OK(hurray_ipc_export(&v, HURRAY_IPC_ZERO_COPY_ONLY, &m));
+  hurray_buffer r;
+  ASSERT_OK(hurray_ipc_import(&m, &r));
+  ASSERT_EQ(r.ndim, 2);
+  EXPECT_EQ(r.strides[0], 16);
+  EXPECT_EQ(r.strides[1], 2);
+  // Element (1, 3) of the view is float 256 + 16 + 6 of the allocation.
+  float *base = reinterpret_cast<float *>(static_cast<char *>(r.data) + r.byte_offset);
+  base[1 * 16 + 3 * 2] = 5.0f;
+  EXPECT_EQ(mine[256 + 16 + 6], 5.0f);
+  EXPECT_EQ(ipc_copies(), copies);
+  ASSERT_OK(hurray_buffer_release(&r));
+  ASSERT_TRUE(wait_until([&] { return ipc_returns() == returns + 1; }));
+  ASSERT_OK(hurray_buffer_release(&parts[1]));
+}
+
 TEST(IpcMessage, DiscardGivesTheReferenceBack) {
   warm_watcher();
   const uint64_t returns = ipc_returns();
