@@ -68,10 +68,14 @@ TEST(ImportBatch, EveryTensorBecomesItsHandleAndEachDeleterRunsOnce) {
       SCOPED_TRACE(i);
       const Layout &l = layouts[i % layouts.size()];
       // No strides block where the tensor has strides: user_data is the tensor.
-      if (l.has_strides || l.ndim() == 0) EXPECT_EQ(out[i].user_data, b.ts[i]);
+      if (l.has_strides || l.ndim() == 0) {
+        EXPECT_EQ(out[i].user_data, b.ts[i]);
+      }
       ExpectHandleIs(out[i], l, b.ts[i]->dl_tensor.data, l.flags);
       // Same as the single import: shape/strides point into the tensor.
-      if (l.ndim() > 0 && l.has_strides) EXPECT_EQ(out[i].shape, b.ts[i]->dl_tensor.shape);
+      if (l.ndim() > 0 && l.has_strides) {
+        EXPECT_EQ(out[i].shape, b.ts[i]->dl_tensor.shape);
+      }
     }
     EXPECT_EQ(b.deleted(), 0);
     for (size_t i = 0; i < n; ++i) {
@@ -344,7 +348,9 @@ TEST(ExportBatch, ABadHandleFirstInTheMiddleOrLastConsumesNothing) {
       std::vector<hurray_buffer> hs(n);
       for (size_t i = 0; i < n; ++i) hs[i] = srcs[i].handle(dense({2, 3}));
       // A shared one before the bad one: its block must not be consumed either.
-      if (at > 0) ASSERT_OK(hurray_share(&hs[0], 1, &hs[0]));
+      if (at > 0) {
+        ASSERT_OK(hurray_share(&hs[0], 1, &hs[0]));
+      }
       hs[at].dtype.bits = 7;
       const std::vector<hurray_buffer> before = hs;
       std::vector<DLManagedTensorVersioned *> out(n, sentinel_ptr<DLManagedTensorVersioned>());
