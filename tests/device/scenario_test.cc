@@ -253,7 +253,8 @@ TEST(HipLoading, RealRocmRuntimeWithoutAGpuGivesDeviceUnavailable) {
   // the target's library directory, found by tests/device/CMakeLists.txt.
   const char *real = HURRAY_REAL_HIP_RUNTIME_OR_EMPTY;
   struct stat st;
-  if (real[0] == '\0') GTEST_SKIP() << "no libamdhip64.so.5 was found for this target at configure time";
+  if (real[0] == '\0')
+    GTEST_SKIP() << "no libamdhip64.so.5 was found for this target at configure time";
   if (stat(real, &st) != 0) GTEST_SKIP() << real << " is not installed";
   if (stat("/dev/kfd", &st) == 0) GTEST_SKIP() << "this machine may have an AMD GPU";
   ProbeResult r =
