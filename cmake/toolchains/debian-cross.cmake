@@ -9,10 +9,10 @@
 # ctest prefixes it to tests whose command is a target, gtest_discover_tests
 # to its listing, and the tests' cmake -P scripts receive it as -DEMULATOR
 # (tests/README.md). It is qemu-user with -L <sysroot>, so no binfmt_misc
-# registration is needed; a program that exec()s another target program
-# still needs one, and is left out of the cross stage (tests/cross/run.sh).
-# Set CMAKE_CROSSCOMPILING_EMULATOR yourself to run them another way (or
-# to the empty string to build only).
+# registration is needed; a test program that starts another program of the
+# build must put the emulator before it too (tests/device/support.cc does,
+# for its probe). Set CMAKE_CROSSCOMPILING_EMULATOR yourself to run the
+# programs another way (or to the empty string to build only).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR "${HURRAY_CROSS_PROCESSOR}")
 
