@@ -3,9 +3,11 @@
 #
 #   cmake -DMODE=needed  -DEXE=<program> -DREADELF=<readelf> -P check_dlopen_runtime.cmake
 #     The program links nothing of libhurray: no NEEDED entry names it.
-#   cmake -DMODE=missing -DEXE=<program> -DBOGUS=<path> -P check_dlopen_runtime.cmake
+#   cmake -DMODE=missing -DEXE=<program> -DBOGUS=<path> [-DEMULATOR=<runner;args>]
+#         -P check_dlopen_runtime.cmake
 #     Given a library path that does not exist, it exits non-zero and says
-#     what it tried and why dlopen failed.
+#     what it tried and why dlopen failed. EMULATOR runs the program in a
+#     cross build (CMAKE_CROSSCOMPILING_EMULATOR).
 cmake_minimum_required(VERSION 3.25)
 if(NOT EXE)
   message(FATAL_ERROR "check_dlopen_runtime.cmake: EXE is not set")
@@ -31,7 +33,7 @@ if(MODE STREQUAL "needed")
   endif()
   message(STATUS "${EXE} does not link libhurray")
 elseif(MODE STREQUAL "missing")
-  execute_process(COMMAND "${EXE}" "${BOGUS}"
+  execute_process(COMMAND ${EMULATOR} "${EXE}" "${BOGUS}"
     OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   message(STATUS "exit status ${rc}; stderr: ${err}")
   if(rc EQUAL 0)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The one place that installs the Debian packages the build and the tests
 # need. Every script that needs a system package calls it: tests/run_all.sh
-# (its deps and fuzz stages), tests/style/check.sh, bindings/run_tests.sh and
+# (its deps, fuzz and cross stages), tests/style/check.sh, bindings/run_tests.sh and
 # python/scripts/env.sh (python/run_tests.sh and the examples' scripts).
 #
 #   bash tests/deps.sh SET...        install what is missing of each SET
@@ -21,6 +21,11 @@
 #   style     what tests/style/check.sh runs: clang-format-14, Go (gofmt, and
 #             go vet, whose cgo needs gcc) and python3 with venv support (ruff
 #             itself comes from PyPI into the venv), each only when missing
+#   cross     tests/cross/run.sh (the cross stage): Debian's cross compilers
+#             for aarch64 and s390x (g++-aarch64-linux-gnu, g++-s390x-linux-gnu,
+#             with their libc in /usr/<triplet>), qemu-user-static (qemu-aarch64-static,
+#             qemu-s390x-static; run directly, no binfmt_misc registration),
+#             GoogleTest's sources (googletest, /usr/src/googletest), CMake and Ninja
 #
 # Nothing is installed that is there already, and with nothing missing it
 # needs no privileges. Otherwise it runs apt-get (update, then install
@@ -107,6 +112,11 @@ set_style() {
   [ ${#need[@]} -eq 0 ] || install_packages "${need[@]}"
 }
 
+set_cross() {
+  install_packages cmake ninja-build googletest g++-aarch64-linux-gnu g++-s390x-linux-gnu \
+    qemu-user-static
+}
+
 set_python() {
   local need=()
   command -v cmake >/dev/null 2>&1 || need+=(cmake)
@@ -124,8 +134,8 @@ fi
 rc=0
 for set in "$@"; do
   case "$set" in
-    core|fuzz|bindings|python|style|docs) "set_$set" || rc=1 ;;
-    *) deps_log "unknown set '$set' (known: core fuzz bindings python style docs)"; rc=2 ;;
+    core|fuzz|bindings|python|style|docs|cross) "set_$set" || rc=1 ;;
+    *) deps_log "unknown set '$set' (known: core fuzz bindings python style docs cross)"; rc=2 ;;
   esac
 done
 exit "$rc"

@@ -47,6 +47,11 @@
 #   bindings        bash bindings/run_tests.sh build/prefix: the Go and Java
 #                   bindings against the installed Release library, each suite
 #                   also once with HURRAY_CHECK=1
+#   cross           tests/cross/run.sh: libhurray, its GoogleTest suite, the packaging
+#                   and example tests cross-built for aarch64 (CUDA and HIP back ends
+#                   on, the fake-driver suite too) and s390x (big-endian) with Debian's
+#                   cross compilers, no warnings allowed, and run under qemu-user
+#                   (tests/deps.sh cross); what qemu cannot run is named there
 # Name stages to run only those (deps always runs first), e.g.
 #   bash tests/run_all.sh dev tsan
 #
@@ -67,7 +72,7 @@ VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
 total_start=$(date +%s)
-DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python docs distributed extensions bindings)
+DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python docs distributed extensions bindings cross)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -207,6 +212,14 @@ stage_bindings() {
   junit_failed=$(sed -n 's/^\[ *\([0-9]*\) tests failed.*/\1/p' build/bindings/java-test.log 2>/dev/null)
   echo "go: ${go_ok:-0} package(s) ok; junit: ${junit_ok:-0} passed, ${junit_failed:-?} failed" > "$STAGE_NOTE"
   return "$rc"
+}
+
+# cross: aarch64 and s390x builds run under qemu-user (tests/cross/run.sh);
+# HURRAY_CROSS_ARCHES="aarch64" runs one of them.
+stage_cross() {
+  local arches
+  read -r -a arches <<< "${HURRAY_CROSS_ARCHES:-aarch64 s390x}"
+  bash tests/deps.sh cross && bash tests/cross/run.sh "${arches[@]}"
 }
 
 # --------------------------------------------------------------------------

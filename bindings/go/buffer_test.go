@@ -3,7 +3,6 @@
 package hurray_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand"
@@ -14,6 +13,7 @@ import (
 	"unsafe"
 
 	hurray "github.com/libhurray/libhurray/bindings/go"
+	"github.com/libhurray/libhurray/bindings/go/internal/nativeendian"
 	"github.com/libhurray/libhurray/bindings/go/internal/testprod"
 )
 
@@ -37,7 +37,7 @@ func floats(t *testing.T, b *hurray.Buffer) []float32 {
 	}
 	out := make([]float32, len(raw)/4)
 	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		out[i] = math.Float32frombits(nativeendian.Order.Uint32(raw[4*i:]))
 	}
 	runtime.KeepAlive(b)
 	return out
@@ -192,7 +192,7 @@ func TestExportFromGoReleasedInC(t *testing.T) {
 		t.Fatalf("Bytes: %d bytes, %v", len(raw), err)
 	}
 	for i := 0; i < 6; i++ {
-		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(i+1)))
+		nativeendian.Order.PutUint32(raw[4*i:], math.Float32bits(float32(i+1)))
 	}
 	runtime.KeepAlive(a)
 	tensor, err := a.ToDLPackVersioned()

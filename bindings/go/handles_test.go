@@ -4,7 +4,6 @@ package hurray_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"math"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	hurray "github.com/libhurray/libhurray/bindings/go"
 	"github.com/libhurray/libhurray/bindings/go/internal/freshcheck"
+	"github.com/libhurray/libhurray/bindings/go/internal/nativeendian"
 	"github.com/libhurray/libhurray/bindings/go/internal/testprod"
 )
 
@@ -123,8 +123,8 @@ func oddRound(kind int) error {
 		if raw == nil || len(raw) != wantBytes {
 			return errors.New("kind " + strconv.Itoa(kind) + ": Bytes spans " + strconv.Itoa(len(raw)))
 		}
-		if kind == 1 && math.Float32frombits(binary.LittleEndian.Uint32(raw[12:])) != 3 ||
-			kind == 2 && math.Float32frombits(binary.LittleEndian.Uint32(raw)) != 7 {
+		if kind == 1 && math.Float32frombits(nativeendian.Order.Uint32(raw[12:])) != 3 ||
+			kind == 2 && math.Float32frombits(nativeendian.Order.Uint32(raw)) != 7 {
 			return errors.New("kind " + strconv.Itoa(kind) + ": wrong contents")
 		}
 		runtime.KeepAlive(x)

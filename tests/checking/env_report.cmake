@@ -3,10 +3,11 @@
 # HURRAY_CHECK=stderr and checks what the
 # checking mode printed: the double release caught (the producer released
 # once), the leak with where it was made, and the summary at exit.
-#   cmake -DPROBE=<check_env_probe> -P env_report.cmake
+#   cmake -DPROBE=<check_env_probe> [-DEMULATOR=<runner;args>] -P env_report.cmake
+# EMULATOR runs the probe in a cross build (CMAKE_CROSSCOMPILING_EMULATOR).
 cmake_minimum_required(VERSION 3.25)
 set(ENV{HURRAY_CHECK} stderr)
-execute_process(COMMAND "${PROBE}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+execute_process(COMMAND ${EMULATOR} "${PROBE}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message(STATUS "stdout:\n${out}\nstderr:\n${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "probe exited with ${rc}")

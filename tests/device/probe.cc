@@ -314,18 +314,28 @@ int cmd_fork_in_hook(int type) {
 }
 
 int cmd_fork_in_load(int type) {
+  auto init_count = reinterpret_cast<int (*)(void)>(control(type, "init_count"));
+  if (init_count == nullptr) return 2;
   std::thread first([&] {
     hurray_buffer h{};
     if (alloc(type, 0, &h) == HURRAY_OK) hurray_buffer_release(&h);
   });
-  usleep(100 * 1000);  // the first request is inside the driver's initialisation by now
+  // Fork once the first request is inside the driver's initialisation: the
+  // fake counts cuInit on entry, then sleeps FAKE_CUDA_INIT_DELAY_MS. No
+  // fixed sleep: a slow machine (an emulator, a sanitizer) may take longer
+  // than any guess to get there. At most 10 s.
+  for (int i = 0; i < 10000 && init_count() == 0; ++i) usleep(1000);
+  if (init_count() == 0) {
+    out("the first request never reached cuInit\n");
+    first.join();
+    return 1;
+  }
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     alarm(5);
     hurray_buffer h{};
     const int32_t st = alloc(type, 0, &h);
-    auto init_count = reinterpret_cast<int (*)(void)>(control(type, "init_count"));
     out("child status=%s init_count=%d fork_named=%d\n", hurray_status_name(st),
         init_count != nullptr ? init_count() : -1,
         std::strstr(hurray_last_error(), "fork") != nullptr ? 1 : 0);

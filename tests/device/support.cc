@@ -124,7 +124,15 @@ ProbeResult run_probe(const std::vector<std::string> &args,
   for (std::string &s : env_strings) envp.push_back(&s[0]);
   envp.push_back(nullptr);
 
-  std::vector<std::string> argv_strings{HURRAY_GPU_PROBE_PATH};
+  // The emulator first in a cross build (HURRAY_GPU_PROBE_EMULATOR: its
+  // words joined by '|'; empty in a native build), then the probe.
+  std::vector<std::string> argv_strings;
+  for (std::string rest = HURRAY_GPU_PROBE_EMULATOR; !rest.empty();) {
+    const size_t bar = rest.find('|');
+    argv_strings.push_back(rest.substr(0, bar));
+    rest = bar == std::string::npos ? std::string() : rest.substr(bar + 1);
+  }
+  argv_strings.push_back(HURRAY_GPU_PROBE_PATH);
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char *> argv;
   for (std::string &s : argv_strings) argv.push_back(&s[0]);
@@ -138,7 +146,7 @@ ProbeResult run_probe(const std::vector<std::string> &args,
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0600);
   pid_t pid;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc == 0) {
     int status = 0;

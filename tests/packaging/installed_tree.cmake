@@ -7,7 +7,9 @@
 #   STEP=pkg_config    compile and run consumer/consumer.c with the flags
 #                      `pkg-config --cflags --libs hurray` gives.
 # Compilers and flags are the ones of the build under test, so sanitizer
-# builds produce sanitizer consumers.
+# builds produce sanitizer consumers, and cross builds consumers for the
+# target, run through EMULATOR (CMAKE_CROSSCOMPILING_EMULATOR; empty in a
+# native build).
 cmake_minimum_required(VERSION 3.25)
 
 set(prefix "${WORK_DIR}/prefix")
@@ -96,7 +98,7 @@ elseif(STEP STREQUAL "find_package")
       message(FATAL_ERROR "consumer program ${exe} was not built")
     endif()
     list(GET found 0 found)
-    run_checked("running ${exe}" "${found}")
+    run_checked("running ${exe}" ${EMULATOR} "${found}")
   endforeach()
 
 elseif(STEP STREQUAL "pkg_config")
@@ -133,7 +135,7 @@ elseif(STEP STREQUAL "pkg_config")
   run_checked("compiling with pkg-config flags"
     "${C_COMPILER}" ${c_flags} -std=c11 -Wall -Wextra -Wpedantic -Werror
       "${CONSUMER_DIR}/consumer.c" ${flags} "-Wl,-rpath,${pc_libdir}" -o "${exe}")
-  run_checked("running the pkg-config consumer" "${exe}")
+  run_checked("running the pkg-config consumer" ${EMULATOR} "${exe}")
 
 else()
   message(FATAL_ERROR "installed_tree.cmake: unknown STEP '${STEP}'")

@@ -17,7 +17,8 @@
 #   ```cmake  a CMakeLists.txt; the one naming app.c / app.cpp belongs to it
 #   ```text   what both programs print (exactly one), compared line for line
 # Compilers and flags are those of the build under test (sanitizer builds
-# build sanitized examples); -Wall -Wextra -Werror come from the README's own
+# build sanitized examples; cross builds build them for the target and run
+# them through -DEMULATOR=<runner;args>, CMAKE_CROSSCOMPILING_EMULATOR); -Wall -Wextra -Werror come from the README's own
 # CMakeLists.txt and pkg-config command line.
 cmake_minimum_required(VERSION 3.25)
 
@@ -66,7 +67,7 @@ include("${CMAKE_CURRENT_LIST_DIR}/run_checked.cmake")
 # Runs the example and compares what it prints with the README's ```text block.
 function(run_example exe needle)
   readme_block(want text "${needle}")
-  execute_process(COMMAND "${exe}" RESULT_VARIABLE rc OUTPUT_VARIABLE got ERROR_VARIABLE err)
+  execute_process(COMMAND ${EMULATOR} "${exe}" RESULT_VARIABLE rc OUTPUT_VARIABLE got ERROR_VARIABLE err)
   message("${exe} printed:\n${got}${err}")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${exe} exited with ${rc}")

@@ -10,7 +10,6 @@
 package freshcheck
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"runtime"
@@ -18,6 +17,7 @@ import (
 	"unsafe"
 
 	hurray "github.com/libhurray/libhurray/bindings/go"
+	"github.com/libhurray/libhurray/bindings/go/internal/nativeendian"
 	"github.com/libhurray/libhurray/bindings/go/internal/testprod"
 )
 
@@ -159,7 +159,7 @@ func checkBuffer(b *hurray.Buffer, data uintptr, start float32) error {
 		return fmt.Errorf("data pointer %#x, want the producer's %#x", got, data)
 	}
 	for i := 0; i < 6; i++ {
-		if v := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])); v != start+float32(i) {
+		if v := math.Float32frombits(nativeendian.Order.Uint32(raw[4*i:])); v != start+float32(i) {
 			return fmt.Errorf("element %d is %v, want %v", i, v, start+float32(i))
 		}
 	}

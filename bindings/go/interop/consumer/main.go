@@ -13,7 +13,6 @@ package main
 import "C"
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand"
 	"runtime"
@@ -23,6 +22,7 @@ import (
 
 	hurray "github.com/libhurray/libhurray/bindings/go"
 	"github.com/libhurray/libhurray/bindings/go/internal/freshcheck"
+	"github.com/libhurray/libhurray/bindings/go/internal/nativeendian"
 )
 
 var pending sync.WaitGroup
@@ -45,7 +45,7 @@ func HurrayGoConsume(tensor unsafe.Pointer, n C.int, note C.hgo_note_fn, sum *C.
 	}
 	s := 0.0
 	for i := 0; i+4 <= len(raw); i += 4 {
-		s += float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[i:])))
+		s += float64(math.Float32frombits(nativeendian.Order.Uint32(raw[i:])))
 	}
 	runtime.KeepAlive(b)
 	*sum = C.double(s)
