@@ -1019,6 +1019,63 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_async(hurray_device device, hur
                                                        uint64_t flags, void *stream,
                                                        hurray_buffer *out);
 
+/* Byte alignment of every tensor of a group (hurray_alloc_group) on every
+ * device: each tensor's data address (data + byte_offset) is a multiple of
+ * it. 256 is CUDA's and HIP's allocation alignment, four AVX-512 vectors,
+ * and more than any DLPack consumer asks for (DLPack leaves it open). */
+#define HURRAY_GROUP_ALIGNMENT 256u
+
+/* One tensor of a group: a compact row-major tensor of `dtype` and `shape`. */
+typedef struct hurray_tensor_desc {
+  hurray_dtype dtype;   /* the element type                               @0  */
+  int32_t ndim;         /* 0..HURRAY_MAX_NDIM                              @4  */
+  const int64_t *shape; /* ndim extents; copied; NULL allowed at ndim 0   @8  */
+  uint64_t flags;       /* the handle's flags: 0, HURRAY_FLAG_READ_ONLY,
+                           HURRAY_FLAG_SUBBYTE_PADDED                     @16 */
+} hurray_tensor_desc;
+
+/* Allocates n tensors in one allocation of `device` (a tensor group): each
+ * is its own handle with one reference, and the memory is freed once, after
+ * the last of the n handles is released, in any order, from any threads.
+ * Tensor i is compact row-major at a data address that is a multiple of
+ * HURRAY_GROUP_ALIGNMENT, after tensor i - 1 (zero-element tensors take no
+ * bytes). Each handle exports to DLPack and crosses processes as any handle
+ * does; with HURRAY_ALLOC_SHAREABLE the whole group is one memfd (CPU) or
+ * one pool allocation (CUDA, with a stream), so a group crosses processes
+ * as one allocation. The memory's contents are unspecified.
+ *
+ * Parameters:
+ *   device        [in]   as hurray_alloc (kDLCPU, kDLCUDA, kDLCUDAHost,
+ *                        kDLCUDAManaged, kDLROCM, kDLROCMHost)
+ *   n             [in]   number of tensors; 0 does nothing and succeeds
+ *   descs         [in]   n descriptions; read only during the call
+ *   flags         [in]   allocation options of hurray_alloc (bits 32..63:
+ *                        HURRAY_ALLOC_SHAREABLE); handle flags go in descs
+ *   stream        [in]   NULL: allocated as hurray_alloc does; else a stream
+ *                        of `device`, as hurray_alloc_async takes it
+ *   out           [out]  caller-provided array of n handles, written only on
+ *                        success
+ *   failed_index  [out]  on failure, the index of the description at fault,
+ *                        or HURRAY_BATCH_NO_INDEX when none is (an argument,
+ *                        the allocation); may be NULL; written only on
+ *                        failure
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT     descs or out NULL (n > 0); n > 2^32; a
+ *                                   description's bad ndim, shape or flags
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE    a description's dtype
+ *   HURRAY_ERR_OVERFLOW             the group's bytes pass 2^62
+ *   or any error of hurray_alloc / hurray_alloc_async for the whole group.
+ * Cost: one allocation of the memory, one of the count, one host block per
+ *   tensor (its shape and strides) and a temporary array of n offsets.
+ * On failure: nothing allocated stays allocated; out untouched.
+ * Threads: safe from any thread; the handles may be released from any
+ *   threads, in any order.
+ * Spec: docs/impl/c-ffi.md §6.2; docs/spec/buffer-protocol.md §5. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_alloc_group(hurray_device device, size_t n,
+                                                       const hurray_tensor_desc *descs,
+                                                       uint64_t flags, void *stream,
+                                                       hurray_buffer *out, size_t *failed_index);
+
 /* Retires now the releases of GPU memory that were deferred because their
  * stream was being captured into a graph (docs/impl/gpu.md §2): each one
  * whose memory is on `device`, or whose free waits for a stream of
@@ -2023,6 +2080,10 @@ typedef struct hurray_api {
   int32_t (*to_dlpack_versioned_n)(hurray_buffer *src, size_t n,
                                    struct DLManagedTensorVersioned **out, size_t *failed_index);
   int32_t (*to_dlpack_n)(hurray_buffer *src, size_t n, struct DLManagedTensor **out,
+                         size_t *failed_index);
+  /* Tensor groups (c-ffi §6.2) */
+  int32_t (*alloc_group)(hurray_device device, size_t n, const hurray_tensor_desc *descs,
+                         uint64_t flags, void *stream, hurray_buffer *out,
                          size_t *failed_index);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;

@@ -56,7 +56,8 @@ namespace {
   X(from_dlpack_versioned_n)        \
   X(from_dlpack_n)                  \
   X(to_dlpack_versioned_n)          \
-  X(to_dlpack_n)
+  X(to_dlpack_n)                    \
+  X(alloc_group)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

@@ -83,6 +83,7 @@ std::vector<Member> members(const hurray_api *api) {
       MEMBER(from_dlpack_n),
       MEMBER(to_dlpack_versioned_n),
       MEMBER(to_dlpack_n),
+      MEMBER(alloc_group),
   };
 }
 #undef MEMBER
@@ -109,7 +110,7 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   const hurray_api *api = get_table();
   ASSERT_NE(api, nullptr);
   const size_t n = members(api).size();
-  EXPECT_EQ(n, 41u);
+  EXPECT_EQ(n, 42u);
   // Header: struct_size, abi_version, reserved, extension_start (c-ffi §8.1).
   const size_t header = 2 * sizeof(size_t) + sizeof(void *);
   EXPECT_EQ(offsetof(hurray_api, extension_start), 2 * sizeof(size_t));
@@ -123,9 +124,10 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   EXPECT_EQ(offsetof(hurray_api, check_version), header + 1 * sizeof(AnyFn));
   EXPECT_EQ(offsetof(hurray_api, check_label), header + 24 * sizeof(AnyFn));
   EXPECT_EQ(offsetof(hurray_api, ipc_import_async), header + 31 * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, event_release), header + (n - 7) * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, retire_deferred_frees), header + (n - 6) * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, to_dlpack_n), header + (n - 1) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, event_release), header + (n - 8) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, retire_deferred_frees), header + (n - 7) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, to_dlpack_n), header + (n - 2) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, alloc_group), header + (n - 1) * sizeof(AnyFn));
 }
 
 TEST(ApiTable, HasSaysWhichMembersFitInStructSize) {
