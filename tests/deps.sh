@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The one place that installs the Debian packages the build and the tests
 # need. Every script that needs a system package calls it: tests/run_all.sh
-# (its deps and fuzz stages), tests/style/check.sh, bindings/run_tests.sh and
+# (its deps and fuzz stages), tests/model/run.sh, tests/style/check.sh, bindings/run_tests.sh and
 # python/scripts/env.sh (python/run_tests.sh and the examples' scripts).
 #
 #   bash tests/deps.sh SET...        install what is missing of each SET
@@ -20,6 +20,8 @@
 #   style     what tests/style/check.sh runs: clang-format-14, Go (gofmt, and
 #             go vet, whose cgo needs gcc) and python3 with venv support (ruff
 #             itself comes from PyPI into the venv), each only when missing
+#   model     Spin and gcc for the Promela models of the lifetime protocol
+#             (tests/model/run.sh, the model stage), each only when missing
 #
 # Nothing is installed that is there already, and with nothing missing it
 # needs no privileges. Otherwise it runs apt-get (update, then install
@@ -104,6 +106,13 @@ set_style() {
   [ ${#need[@]} -eq 0 ] || install_packages "${need[@]}"
 }
 
+set_model() {
+  local need=()
+  command -v spin >/dev/null 2>&1 || need+=(spin)
+  command -v gcc >/dev/null 2>&1 || need+=(gcc)
+  [ ${#need[@]} -eq 0 ] || install_packages "${need[@]}"
+}
+
 set_python() {
   local need=()
   command -v cmake >/dev/null 2>&1 || need+=(cmake)
@@ -121,8 +130,8 @@ fi
 rc=0
 for set in "$@"; do
   case "$set" in
-    core|fuzz|bindings|python|style) "set_$set" || rc=1 ;;
-    *) deps_log "unknown set '$set' (known: core fuzz bindings python style)"; rc=2 ;;
+    core|fuzz|bindings|python|style|model) "set_$set" || rc=1 ;;
+    *) deps_log "unknown set '$set' (known: core fuzz bindings python style model)"; rc=2 ;;
   esac
 done
 exit "$rc"
