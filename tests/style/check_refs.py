@@ -66,6 +66,7 @@ TEXT_EXT = (
     ".yml",
     ".yaml",
     ".in",
+    ".pml",
 )
 TEXT_NAMES = ("CMakeLists.txt",)
 NO_PATH_CHECK = ("docs/performance-history.md",)
