@@ -40,9 +40,9 @@
  *     `returned`, -a -f).
  *  P2 no use after release: a receiver reads the memory only while the
  *     reference its message stands for has not been given back in S (the
- *     assert in receiver: !returned[k]), S's own holder only before the
- *     producer's release; no Watch is handled twice (assert in
- *     handle_eof: a Watch is deleted once).
+ *     assert in receiver: !returned[k], at its last read), S's own holder
+ *     only while the share block lives; no Watch is handled after it was
+ *     deleted (the asserts in handle_eof and in send's abort: watch[k]).
  *  P3 every reference is eventually returned, also after kills: when
  *     nothing can move (timeout), no fd, mapping, in-flight message, pipe,
  *     watch or share block is left, and the LTL claim `returned`
@@ -51,8 +51,10 @@
  *     process): S holds its allocation's memfd only while the allocation
  *     lives, a pipe's read end only while that export's reference has not
  *     been given back, and a message's two fds only while it sends that
- *     message; a receiver holds the message's two fds only while it
- *     receives it or holds the handle it became.
+ *     message; a receiver holds the message's two fds only while it holds
+ *     the handle they became or is releasing it.
+ *  -DLIVENESS leaves the monitor and the quiescent check (safety) out of
+ *  the liveness search; -DNO_MONITOR, -DNO_QUIESCENT one of them.
  *
  * Seeded mutations (each must give a counterexample; run.sh checks it):
  *  MUT_LOST_DEC       the share count's decrement a plain load and store:
