@@ -27,6 +27,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 ROOT=$(pwd)
 MODELS=$ROOT/tests/model
 WORK=${HURRAY_MODEL_DIR:-$ROOT/build/model}
+# checks run side by side (each pan is one process of a few hundred MB)
+JOBS=${HURRAY_MODEL_JOBS:-${HURRAY_JOBS:-2}}
 large=0
 case "${1:-}" in
   --large) large=1 ;;
@@ -100,13 +102,15 @@ check() {
       verdict=FAIL what="no counterexample: the mutant survived ($states states)"
     fi
   fi
-  printf '%-4s %-30s %-9s %3ss  %s\n' "$verdict" "$name" "$mode" "$secs" "$what"
-  if [ "$verdict" = ok ]; then
-    n_ok=$((n_ok + 1))
-  else
-    n_bad=$((n_bad + 1))
-    failures+=("$name")
-  fi
+  printf '%-4s %-30s %-9s %3ss  %s\n' "$verdict" "$name" "$mode" "$secs" "$what" | tee "$dir/result"
+}
+
+# launch CHECK-ARGS...: check in the background, at most $JOBS at once.
+names=()
+launch() {
+  names+=("$1")
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+  check "$@" &
 }
 
 if [ "$large" = 1 ]; then
@@ -119,23 +123,33 @@ else
   echo "model: the default bound (share.pml: 3 threads, and 3 with the checking mode on; ipc.pml: 3 processes, 2 messages, 2 kills)"
 fi
 
-# The clean models: every property, exhaustively within the bound.
-check share share.pml safety pass -DCHECK=0
-check share-liveness share.pml liveness pass -DCHECK=0
-check share-checking share.pml safety pass "${share_check[@]}"
-check share-checking-liveness share.pml liveness pass "${share_check[@]}"
-check ipc ipc.pml safety pass "${ipc_bound[@]}"
-check ipc-liveness ipc.pml liveness pass "${ipc_bound[@]}" -DLIVENESS
+# The clean models: every property, exhaustively within the bound (the
+# longest first).
+launch ipc-liveness ipc.pml liveness pass "${ipc_bound[@]}" -DLIVENESS
+launch ipc ipc.pml safety pass "${ipc_bound[@]}"
+launch share share.pml safety pass -DCHECK=0
+launch share-liveness share.pml liveness pass -DCHECK=0
+launch share-checking share.pml safety pass "${share_check[@]}"
+launch share-checking-liveness share.pml liveness pass "${share_check[@]}"
 
 # The mutants: each must give a counterexample (the default bound is enough).
-check mut-share-lost-decrement share.pml safety fail -DMUT_LOST_DEC
-check mut-share-lost-dec-liveness share.pml liveness fail -DMUT_LOST_DEC
-check mut-share-no-claim share.pml safety fail -DCHECK=1 -DMUT_NO_CLAIM
-check mut-ipc-lost-decrement ipc.pml safety fail -DMUT_LOST_DEC
-check mut-ipc-early-release ipc.pml safety fail -DMUT_EARLY_RELEASE
-check mut-ipc-double-return ipc.pml safety fail -DMUT_DOUBLE_RETURN
-check mut-ipc-abort-order ipc.pml safety fail -DMUT_ABORT_ORDER
-check mut-ipc-fd-leak ipc.pml safety fail -DMUT_FD_LEAK -DNO_QUIESCENT
+launch mut-share-lost-decrement share.pml safety fail -DMUT_LOST_DEC
+launch mut-share-lost-dec-liveness share.pml liveness fail -DMUT_LOST_DEC
+launch mut-share-no-claim share.pml safety fail -DCHECK=1 -DMUT_NO_CLAIM
+launch mut-ipc-lost-decrement ipc.pml safety fail -DMUT_LOST_DEC
+launch mut-ipc-early-release ipc.pml safety fail -DMUT_EARLY_RELEASE
+launch mut-ipc-double-return ipc.pml safety fail -DMUT_DOUBLE_RETURN
+launch mut-ipc-abort-order ipc.pml safety fail -DMUT_ABORT_ORDER
+launch mut-ipc-fd-leak ipc.pml safety fail -DMUT_FD_LEAK -DNO_QUIESCENT
 
+wait
+for name in "${names[@]}"; do
+  if [ "$(cut -c1-4 "$WORK/$name/result" 2>/dev/null)" = "ok  " ]; then
+    n_ok=$((n_ok + 1))
+  else
+    n_bad=$((n_bad + 1))
+    failures+=("$name")
+  fi
+done
 echo "model: $n_ok checks ok, $n_bad failed, $(($(date +%s) - start))s${failures[*]:+ (failed: ${failures[*]})}"
 [ "$n_bad" -eq 0 ]
