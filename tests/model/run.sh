@@ -17,8 +17,10 @@
 # (no "max search depth too small"); a mutant when pan reports an error.
 # Every check's files (pan.c, the trail of a counterexample) stay in
 # build/model/<check>/: `spin -t -p -D... model.pml` there replays a trail.
-# Clean models are compiled with -O2; mutants, whose searches stop at their
-# first counterexample, with -O0 (a fifth of the compile time).
+# The clean ipc.pml is compiled with -O2; the rest, whose searches are short
+# (a mutant's stops at its first counterexample), with -O0 (a fifth of the
+# compile time). Checks run $HURRAY_MODEL_JOBS at a time (default
+# $HURRAY_JOBS, else 2), each printing its line when it ends.
 #
 # Installs spin when missing (tests/deps.sh model). Exits non-zero when a
 # clean check fails or a mutant survives.
