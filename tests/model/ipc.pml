@@ -30,7 +30,7 @@
  *
  * Bound (the default): NR = 2 receivers, so 3 processes, 2 messages (two
  * lifetime pipes) of one allocation shared 3 ways, and KILLS = 2. --large in
- * run.sh: NR = 3 (4 processes, 3 messages, shared 4 ways), KILLS = 3.
+ * run.sh: NR = 3 (4 processes, 3 messages, shared 4 ways), KILLS = 2.
  *
  * Properties (each checked by run.sh):
  *  P1 exactly once: the producer's release (memfd_release of the

@@ -117,8 +117,8 @@ launch() {
 
 if [ "$large" = 1 ]; then
   share_check=(-DCHECK=1 -DNHOLD=3)
-  ipc_bound=(-DNR=3 -DKILLS=3)
-  echo "model: the large bound (share.pml: 4 threads with the checking mode on; ipc.pml: 4 processes, 3 messages, 3 kills)"
+  ipc_bound=(-DNR=3 -DKILLS=2)
+  echo "model: the large bound (share.pml: 4 threads with the checking mode on; ipc.pml: 4 processes, 3 messages, 2 kills)"
 else
   share_check=(-DCHECK=1)
   ipc_bound=(-DNR=2 -DKILLS=2)
