@@ -14,8 +14,10 @@
  * it to the handle) and release that. Each holder reads the memory through
  * its handles until it gives them up. With -DCHECK=1 the checking mode is
  * on: every handle made is tracked, and one more thread holds a copy of one
- * worker's handle and releases it while that worker goes on: the holder's
- * mistake that the checking mode catches (spec §4.2, §4.3). Bound: NHOLD 3
+ * worker's handle and does with it what a holder does (release, re-share,
+ * export) while that worker goes on: the holder's mistake that the checking
+ * mode catches (spec §4.2, §4.3); two consuming steps on the copies wait
+ * for each other (check::consume). Bound: NHOLD 3
  * without the checking mode (3 threads), 2 with it (3 threads, the copy's
  * included); run.sh --large: 3 with it (4 threads).
  *
@@ -41,8 +43,9 @@
  *     block, no export block and no live record is left (init's final
  *     assert), and the LTL claim above holds under weak fairness.
  *  P5 the checking mode catches the second release: with -DCHECK=1 exactly
- *     one of the copy's release and the worker's use of its handle is
- *     counted (double_rel == 1), and the producer is released exactly once.
+ *     one of the two copies ends the reference and the other's release,
+ *     re-share or export is counted (double_rel == 1), and the producer is
+ *     released exactly once.
  *
  * Seeded mutations (each must give a counterexample; run.sh checks it):
  *  MUT_LOST_DEC  the share block's decrement is a plain load and store
@@ -347,10 +350,11 @@ proctype worker(byte hf, hu; bool duped) {
   program(hf, hu, duped)
 }
 
-/* The mistake: a copy of a tracked handle released beside its holder. */
+/* The mistake: a copy of a tracked handle, used (released, re-shared or
+ * exported) beside its holder. */
 proctype dup(byte hf, hu) {
   LOCALS;
-  release(hf, hu, 0)
+  program(hf, hu, 1)
 }
 
 ltl returned { <> (prod_rel == 1) }
