@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The one place that installs the Debian packages the build and the tests
 # need. Every script that needs a system package calls it: tests/run_all.sh
-# (its deps, fuzz and cross stages), tests/style/check.sh, bindings/run_tests.sh and
+# (its deps, fuzz and cross stages), tests/model/run.sh, tests/style/check.sh, bindings/run_tests.sh and
 # python/scripts/env.sh (python/run_tests.sh and the examples' scripts).
 #
 #   bash tests/deps.sh SET...        install what is missing of each SET
@@ -26,6 +26,8 @@
 #             with their libc in /usr/<triplet>), qemu-user-static (qemu-aarch64-static,
 #             qemu-s390x-static; run directly, no binfmt_misc registration),
 #             GoogleTest's sources (googletest, /usr/src/googletest), CMake and Ninja
+#   model     Spin and gcc for the Promela models of the lifetime protocol
+#             (tests/model/run.sh, the model stage), each only when missing
 #
 # Nothing is installed that is there already, and with nothing missing it
 # needs no privileges. Otherwise it runs apt-get (update, then install
@@ -112,6 +114,13 @@ set_style() {
   [ ${#need[@]} -eq 0 ] || install_packages "${need[@]}"
 }
 
+set_model() {
+  local need=()
+  command -v spin >/dev/null 2>&1 || need+=(spin)
+  command -v gcc >/dev/null 2>&1 || need+=(gcc)
+  [ ${#need[@]} -eq 0 ] || install_packages "${need[@]}"
+}
+
 set_cross() {
   install_packages cmake ninja-build googletest g++-aarch64-linux-gnu g++-s390x-linux-gnu \
     qemu-user-static
@@ -134,8 +143,8 @@ fi
 rc=0
 for set in "$@"; do
   case "$set" in
-    core|fuzz|bindings|python|style|docs|cross) "set_$set" || rc=1 ;;
-    *) deps_log "unknown set '$set' (known: core fuzz bindings python style docs cross)"; rc=2 ;;
+    core|fuzz|bindings|python|style|docs|cross|model) "set_$set" || rc=1 ;;
+    *) deps_log "unknown set '$set' (known: core fuzz bindings python style docs cross model)"; rc=2 ;;
   esac
 done
 exit "$rc"

@@ -15,6 +15,10 @@
 #                   and go vet on bindings/go; the doc references (check_refs.py:
 #                   paths, § numbers, quoted headings); then the self-tests
 #                   (each check fails on a planted file)
+#   model           tests/model/run.sh: the Promela models of the lifetime protocol
+#                   (share.pml in process, ipc.pml across processes with kills)
+#                   checked exhaustively with Spin at the default bound, and each
+#                   seeded mutation must give a counterexample (docs/impl/model.md)
 #   fuzz            tests/fuzz/run.sh: the libFuzzer targets (clang, build/fuzz): the DLPack
 #                   one for 100 s on the seed corpus tests/fuzz/corpus, the
 #                   cross-process descriptor one for 20 s on tests/fuzz/ipc_corpus,
@@ -72,7 +76,7 @@ VENV=$ROOT/build/venv
 LOGS=$ROOT/build/logs
 
 total_start=$(date +%s)
-DEFAULT_STAGES=(dev asan tsan style fuzz installed external-dlpack release bench-smoke python docs distributed extensions bindings cross)
+DEFAULT_STAGES=(dev asan tsan style model fuzz installed external-dlpack release bench-smoke python docs distributed extensions bindings cross)
 if [ $# -gt 0 ]; then STAGES=("$@"); else STAGES=("${DEFAULT_STAGES[@]}"); fi
 
 declare -a SUMMARY=()
@@ -169,6 +173,7 @@ stage_style() {
   python3 tests/style/check_refs.py --self-test || rc=1
   return "$rc"
 }
+stage_model() { bash tests/model/run.sh; }
 stage_fuzz() { bash tests/fuzz/run.sh; }
 stage_installed() { bash tests/installed/run.sh "$ROOT/build/prefix"; }
 stage_external_dlpack() { bash tests/packaging/external_dlpack.sh "$VENV"; }

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # The style stage of tests/run_all.sh. Every language of the repository is
 # formatted and linted:
-#   licence      every source, header, script and CMake file starts with the
-#                licence line (SPDX-License-Identifier: Apache-2.0, as LICENSE)
+#   licence      every source, header, script, CMake file and Promela model
+#                starts with the licence line (SPDX-License-Identifier:
+#                Apache-2.0, as LICENSE)
 #   C, C++       clang-format-14 as .clang-format says
 #   Python       ruff format --check and ruff check, as ruff.toml says (ruff
 #                pinned below, installed into the venv when missing)
@@ -68,6 +69,7 @@ licence_comment() {
   case "$name" in
     *.c|*.cc|*.cpp|*.h|*.hpp|*.go|*.java|*.c.in|*.cc.in|*.h.in) echo "// $SPDX" ;;
     *.sh|*.py|*.pyi|*.cmake|*.cmake.in|CMakeLists.txt) echo "# $SPDX" ;;
+    *.pml) echo "/* $SPDX */" ;;  # Promela (tests/model): C comments
     *)
       # An extension-less script (.ci/run): by its #! line.
       if [ "$name" = "${name%.*}" ] && IFS= read -r first < "$1" 2>/dev/null && [ "${first#\#!}" != "$first" ]; then

@@ -66,6 +66,7 @@ TEXT_EXT = (
     ".yml",
     ".yaml",
     ".in",
+    ".pml",
 )
 TEXT_NAMES = ("CMakeLists.txt",)
 # performance-history.md quotes paths of its time; reference.md is the main

@@ -83,6 +83,9 @@ expect "a clean tree passes" 0 '' "$d"
 d=$(tree licence script.sh $'#!/bin/sh\necho hi\n')
 expect "licence: a script without the SPDX line" 1 "script.sh: no 'SPDX" "$d"
 
+d=$(tree licence-pml model.pml $'init { skip }\n')
+expect "licence: a Promela model without the SPDX line" 1 "model.pml: no 'SPDX" "$d"
+
 d=$(tree clang-format bad.cc $'// SPDX-License-Identifier: Apache-2.0\nint  answer( ){return 42;}\n')
 expect "clang-format: a badly formatted .cc" 1 'bad.cc: not formatted as .clang-format says' "$d"
 
