@@ -2083,8 +2083,7 @@ typedef struct hurray_api {
                          size_t *failed_index);
   /* Tensor groups (c-ffi §6.2) */
   int32_t (*alloc_group)(hurray_device device, size_t n, const hurray_tensor_desc *descs,
-                         uint64_t flags, void *stream, hurray_buffer *out,
-                         size_t *failed_index);
+                         uint64_t flags, void *stream, hurray_buffer *out, size_t *failed_index);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 
