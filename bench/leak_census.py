@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The leak census (issue 29 §2): hand-offs of a 4 KiB CPU tensor from a
+"""The leak census (issue 29, section 2): hand-offs of a 4 KiB CPU tensor from a
 producer process to a consumer process with random SIGKILLs, through
 libhurray's C API and the tools people use instead, and what each leaves
 behind. A benchmark, not a test: nothing fails on its numbers.
@@ -49,7 +49,9 @@ def machine() -> str:
     model = "?"
     try:
         with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            model = next(
+                line.split(":", 1)[1].strip() for line in f if line.startswith("model name")
+            )
     except (OSError, StopIteration):
         pass
     return (
@@ -68,7 +70,9 @@ def run_one(tool: str, args: argparse.Namespace, n: int) -> Dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="2,000 hand-offs per tool (ray: 200)")
     ap.add_argument("--handoffs", type=int, default=None, help="per tool (default 100000)")
     ap.add_argument("--ray-handoffs", type=int, default=None, help="for ray (default: --handoffs)")
@@ -80,8 +84,8 @@ def main() -> int:
     ap.add_argument("--tools", default=",".join(ALL), help=f"comma-separated, of {','.join(ALL)}")
     ap.add_argument("--rate", type=float, default=0.01, help="share of hand-offs with a kill")
     ap.add_argument("--seed", type=int, default=29)
-    ap.add_argument("--settle", type=float, default=5.0, help="seconds at most for returns to settle")
-    ap.add_argument("--pending", type=float, default=2.0, help="HURRAY_MP_PENDING_SECONDS for the run")
+    ap.add_argument("--settle", type=float, default=5.0, help="seconds at most to settle")
+    ap.add_argument("--pending", type=float, default=2.0, help="HURRAY_MP_PENDING_SECONDS")
     ap.add_argument("--json", default=None, help="write the results as JSON")
     ap.add_argument("--chart", default=None, help="draw what is left behind as a PNG (matplotlib)")
     ap.add_argument("--from-json", default=None, help="no run: table and chart of saved results")

@@ -113,8 +113,14 @@ def fd_kinds(pid: int) -> Dict[str, int]:
     """Open fds by what they are: socket, pipe, memfd, /dev/shm, anon_inode, file."""
     out: Dict[str, int] = {}
     for t in fd_links(pid):
-        k = t.split(":", 1)[0] if t.split(":", 1)[0] in ("socket", "pipe", "anon_inode") else (
-            "memfd" if t.startswith("/memfd:") else ("/dev/shm" if t.startswith("/dev/shm/") else "file")
+        k = (
+            t.split(":", 1)[0]
+            if t.split(":", 1)[0] in ("socket", "pipe", "anon_inode")
+            else (
+                "memfd"
+                if t.startswith("/memfd:")
+                else ("/dev/shm" if t.startswith("/dev/shm/") else "file")
+            )
         )
         out[k] = out.get(k, 0) + 1
     return out

@@ -9,10 +9,18 @@ from typing import Any, Dict, List
 COLUMNS = [
     ("hand-offs", "hand-offs started (each one claimed by a producer before it began)"),
     ("kills p / c", "SIGKILLs of producers / consumers (each replaced)"),
-    ("fds", "open fds of the surviving producer + consumer beyond what each held after its first hand-off"),
+    (
+        "fds",
+        "open fds of the surviving producer + consumer beyond what each held "
+        "after its first hand-off",
+    ),
     ("/dev/shm", "entries in /dev/shm new since the start of this tool's run"),
     ("memfds", "/proc/*/fd links to /memfd: in every process of the run's tree"),
-    ("mapped", "bytes of shared tensor mappings (memfd, /dev/shm, torch_, psm_, plasma) in the survivors beyond their first hand-off"),
+    (
+        "mapped",
+        "bytes of shared tensor mappings (memfd, /dev/shm, torch_, psm_, plasma) "
+        "in the survivors beyond their first hand-off",
+    ),
     ("RSS", "RSS growth of the survivors since their first hand-off, KiB"),
     ("unreleased", "surviving producer: allocations - producer releases (see 'counted')"),
 ]
@@ -77,7 +85,10 @@ def chart(results: List[Dict[str, Any]], path: str) -> bool:
         ("fds", lambda r: r["producer"]["fds"] + r["consumer"]["fds"]),
         ("/dev/shm entries", lambda r: len(r["dev_shm_new"])),
         ("memfds", lambda r: r["memfds_all"]),
-        ("mapped KiB", lambda r: (r["producer"]["mapped_bytes"] + r["consumer"]["mapped_bytes"]) / 1024),
+        (
+            "mapped KiB",
+            lambda r: (r["producer"]["mapped_bytes"] + r["consumer"]["mapped_bytes"]) / 1024,
+        ),
         ("unreleased", lambda r: r["allocs"] - r["releases"]),
     ]
     fig, ax = plt.subplots(figsize=(8, 3.8))
@@ -92,7 +103,10 @@ def chart(results: List[Dict[str, Any]], path: str) -> bool:
     ax.set_xticks(range(len(rs)), [r["tool"] for r in rs], fontsize=7)
     ax.set_ylabel("left behind after the run")
     n = max(r["handoffs"] for r in rs)
-    ax.set_title(f"Leak census: up to {n} hand-offs per tool, ~1% SIGKILLed (bench/leak_census.py)", fontsize=9)
+    ax.set_title(
+        f"Leak census: up to {n} hand-offs per tool, ~1% SIGKILLed (bench/leak_census.py)",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

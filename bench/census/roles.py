@@ -101,7 +101,9 @@ def produce_one(tool: Tool, conn: Connection, i: int, seed: int, rate: float) ->
         del obj
 
 
-def producer(tool_name: str, addr: str, board_path: str, slot: int, n: int, seed: int, rate: float) -> None:
+def producer(
+    tool_name: str, addr: str, board_path: str, slot: int, n: int, seed: int, rate: float
+) -> None:
     board = B.Board(board_path)
     tool = register(board, slot, B.PRODUCER, tool_name)
     try:

@@ -36,7 +36,15 @@ class Run:
     def start(self, role: str) -> None:
         slot, self.slots = self.slots, self.slots + 1
         if role == "producer":
-            args: tuple = (self.tool, self.addr, self.board.path, slot, self.n, self.seed, self.rate)
+            args: tuple = (
+                self.tool,
+                self.addr,
+                self.board.path,
+                slot,
+                self.n,
+                self.seed,
+                self.rate,
+            )
             target = roles.producer
         else:
             args, target = (self.tool, self.addr, self.board.path, slot), roles.consumer

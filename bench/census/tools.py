@@ -124,7 +124,7 @@ class _Diag(ctypes.Structure):
     ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def libhurray() -> ctypes.CDLL:
     """The libhurray.so the installed hurray package carries (the one its
     Python module uses; loading it again gives the same instance)."""
@@ -231,14 +231,17 @@ class HurrayC(Tool):
 class HurrayShared(Tool):
     name = "hurray-mp"
     label = "hurray multiprocessing, hurray.empty(shared=True)"
-    counts = HurrayC.counts.replace("hurray_alloc(HURRAY_ALLOC_SHAREABLE)", "hurray.empty(shared=True)")
+    counts = HurrayC.counts.replace(
+        "hurray_alloc(HURRAY_ALLOC_SHAREABLE)", "hurray.empty(shared=True)"
+    )
 
     @classmethod
     def prepare(cls) -> None:
         import multiprocessing.reduction  # noqa: F401  (registers hurray's reducer)
 
-        import hurray  # noqa: F401
         import numpy  # noqa: F401
+
+        import hurray  # noqa: F401
 
         libhurray()
 
