@@ -21,6 +21,7 @@ MAX_SLOTS = 8192
 # words of a slot (one per incarnation of a producer or a consumer)
 PID, ROLE, HANDOFFS, ALLOCS, RELEASES, FD0, RSS0, MAP0 = range(8)
 FAILED, STARTED, EXPORTS, RETURNS, MEMFD_MAPS, CONNECTS = range(8, 14)
+KILLED_FDS, KILLED_MAP = 14, 15  # growth at the start of the hand-off it was killed in
 PRODUCER, CONSUMER = 1, 2
 
 

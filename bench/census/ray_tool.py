@@ -49,7 +49,7 @@ def _actors() -> Any:
             return os.getpid()
 
         def take(self, refs: list, point: str) -> int:
-            from census.roles import die
+            from census.roles import die, die_soon
 
             if point == "before_map":
                 die()
@@ -57,6 +57,8 @@ def _actors() -> Any:
             v = int(a[0]) + int(a[-1])
             if point == "while_held":
                 die()
+            if point == "during_release":
+                die_soon()
             del a
             if point == "after_release":
                 die()
@@ -122,7 +124,7 @@ def _handoff(
     dead = (RayActorError, ActorUnavailableError)
     side, point = plan(seed, i, rate)
     pp = {"after_make": "after_put"}.get(point, "") if side == "producer" else ""
-    cp = point if side == "consumer" and point != "during_release" else ""
+    cp = point if side == "consumer" else ""
     try:
         refs = ray.get(prod.actor.make.remote(pp))
     except dead:

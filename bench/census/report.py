@@ -14,6 +14,11 @@ COLUMNS = [
         "open fds of the surviving producer + consumer beyond what each held "
         "after its first hand-off",
     ),
+    (
+        "fds, killed",
+        "the largest such growth of any killed producer / consumer, taken at the start "
+        "of the hand-off it was killed in",
+    ),
     ("/dev/shm", "entries in /dev/shm new since the start of this tool's run"),
     ("memfds", "/proc/*/fd links to /memfd: in every process of the run's tree"),
     (
@@ -35,6 +40,7 @@ def row(r: Dict[str, Any]) -> List[str]:
         str(r["handoffs"]),
         f"{r['kills']['producer']} / {r['kills']['consumer']}",
         f"{p['fds'] + c['fds']} ({p['fds']} + {c['fds']})",
+        f"{p.get('killed_fds_max', '-')} / {c.get('killed_fds_max', '-')}",
         str(len(r["dev_shm_new"])),
         str(r["memfds_all"]),
         str(p["mapped_bytes"] + c["mapped_bytes"]),
@@ -79,6 +85,7 @@ def chart(results: List[Dict[str, Any]], path: str) -> bool:
         return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     rs = [r for r in results if "skipped" not in r]
     kinds = [
@@ -93,21 +100,25 @@ def chart(results: List[Dict[str, Any]], path: str) -> bool:
     ]
     fig, ax = plt.subplots(figsize=(8, 3.8))
     w = 0.8 / len(kinds)
-    for k, (name, f) in enumerate(kinds):
+    for k, (_, f) in enumerate(kinds):
         ys = [max(0.0, float(f(r))) for r in rs]
         xs = [j + (k - (len(kinds) - 1) / 2) * w for j in range(len(rs))]
-        ax.bar(xs, [y if y > 0 else 0.5 for y in ys], w, label=name, alpha=0.9 if any(ys) else 0.3)
+        shown = [(x, y) for x, y in zip(xs, ys) if y > 0]
+        ax.bar([x for x, _ in shown], [y for _, y in shown], w, color=f"C{k}")
         for x, y in zip(xs, ys):
-            ax.annotate(f"{y:.0f}", (x, max(y, 0.5)), ha="center", va="bottom", fontsize=6)
+            ax.annotate(f"{y:.0f}", (x, max(y, 0.6)), ha="center", va="bottom", fontsize=6)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(rs)), [r["tool"] for r in rs], fontsize=7)
-    ax.set_ylabel("left behind after the run")
-    n = max(r["handoffs"] for r in rs)
+    ax.set_ylim(0.5, 5000)
+    ax.set_xlim(-0.6, len(rs) - 0.4)
+    ticks = [f"{r['tool']}\n{r['handoffs']}" for r in rs]
+    ax.set_xticks(range(len(rs)), ticks, fontsize=7)
+    ax.set_ylabel("left behind after the run (0: no bar)")
     ax.set_title(
-        f"Leak census: up to {n} hand-offs per tool, ~1% SIGKILLed (bench/leak_census.py)",
+        "Leak census: hand-offs per tool under the name, ~1% SIGKILLed (bench/leak_census.py)",
         fontsize=9,
     )
-    ax.legend(fontsize=7, ncol=3)
+    patches = [Patch(color=f"C{k}", label=name) for k, (name, _) in enumerate(kinds)]
+    ax.legend(handles=patches, fontsize=7, ncol=5, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True

@@ -64,11 +64,23 @@ def die_soon() -> None:
 def first_handoff(board: B.Board, slot: int) -> None:
     """What this incarnation holds after its first hand-off: the baseline
     its growth is measured from."""
+    time.sleep(0.01)  # the hand-off's return (libhurray's watcher thread) lands first
     pid = os.getpid()
     board.put(slot, B.FD0, proc.fd_count(pid))
     board.put(slot, B.RSS0, proc.rss_kib(pid))
     board.put(slot, B.MAP0, proc.shared_mapped_bytes(pid))
     board.put(slot, B.STARTED, 1)
+
+
+def before_killed_handoff(board: B.Board, slot: int) -> None:
+    """A process about to be killed in this hand-off records what it grew by
+    since its first one, at the start of this hand-off (between hand-offs:
+    nothing of this one is held yet), so that the census covers every
+    incarnation, not only the survivors."""
+    if board.slot(slot, B.STARTED):
+        pid = os.getpid()
+        board.put(slot, B.KILLED_FDS, proc.fd_count(pid) - board.slot(slot, B.FD0))
+        board.put(slot, B.KILLED_MAP, proc.shared_mapped_bytes(pid) - board.slot(slot, B.MAP0))
 
 
 def register(board: B.Board, slot: int, role: int, tool: str) -> Tool:
@@ -84,6 +96,8 @@ def produce_one(tool: Tool, conn: Connection, i: int, seed: int, rate: float) ->
     side, point = plan(seed, i, rate)
     mine = point if side == "producer" else ""
     theirs = CONSUMER_POINTS.index(point) + 1 if side == "consumer" else 0
+    if mine:
+        before_killed_handoff(tool.board, tool.slot)
     obj = tool.make()
     tool.board.add(tool.slot, B.ALLOCS)
     try:
@@ -153,6 +167,8 @@ def connect(addr: str, board: B.Board) -> Connection:
 
 
 def consume_one(tool: Tool, conn: Connection, point: str) -> None:
+    if point:
+        before_killed_handoff(tool.board, tool.slot)
     raw = tool.receive(conn)
     if point == "before_map":
         die()

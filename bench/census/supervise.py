@@ -109,6 +109,14 @@ def slot_totals(board: B.Board, nslots: int, role: int, word: int) -> int:
     return sum(board.slot(s, word) for s in range(nslots) if board.slot(s, B.ROLE) == role)
 
 
+def slot_max(board: B.Board, nslots: int, role: int, word: int) -> int:
+    """The largest value of word over the role's killed incarnations (the
+    survivor, never killed, has 0 there)."""
+    return max(
+        (board.slot(s, word) for s in range(nslots) if board.slot(s, B.ROLE) == role), default=0
+    )
+
+
 def baseline_slot(run: Run, role: str) -> int:
     """The survivor's own slot when it completed a hand-off; else the first
     incarnation of its role that did (every incarnation holds the same
@@ -155,6 +163,9 @@ def count(run: Run, shm_before: Set[str], settled_s: float) -> Dict[str, Any]:
     out["returns"] = b.slot(ps, B.RETURNS)
     out["allocs_all"] = slot_totals(b, run.slots, B.PRODUCER, B.ALLOCS)
     out["failed_receives"] = slot_totals(b, run.slots, B.CONSUMER, B.FAILED)
+    for role, word in (("producer", B.PRODUCER), ("consumer", B.CONSUMER)):
+        out[role]["killed_fds_max"] = slot_max(b, run.slots, word, B.KILLED_FDS)
+        out[role]["killed_mapped_max"] = slot_max(b, run.slots, word, B.KILLED_MAP)
     out["consumer_handoffs"] = slot_totals(b, run.slots, B.CONSUMER, B.HANDOFFS)
     return out
 
