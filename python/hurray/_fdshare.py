@@ -354,11 +354,36 @@ def offer(fds: List[int]) -> Tuple[str, int]:
     return server.address, server.offer(fds)
 
 
+def _prune_gone_senders() -> None:
+    """Closes the cached connections whose sender has gone (its end hung
+    up): without this, each sender process that exits or is killed would
+    leave one socket in every process that received from it. Run when a
+    connection to a new sender is made, so the cache holds at most the live
+    senders and those gone since the last new one."""
+    with _lock:
+        items = list(_conns.items())
+    for address, (s, lock) in items:
+        if not lock.acquire(blocking=False):
+            continue  # a fetch is using it
+        try:
+            p = select.poll()
+            p.register(s, select.POLLIN | select.POLLRDHUP)
+            events = p.poll(0)
+            if events and events[0][1] & (select.POLLHUP | select.POLLRDHUP | select.POLLERR):
+                with _lock:
+                    if _conns.get(address, (None,))[0] is s:
+                        del _conns[address]
+                s.close()
+        finally:
+            lock.release()
+
+
 def _connection(address: str) -> Tuple[socket.socket, threading.Lock]:
     with _lock:
         c = _conns.get(address)
         if c is not None:
             return c
+    _prune_gone_senders()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
         s.connect(address)

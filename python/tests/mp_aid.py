@@ -136,3 +136,11 @@ def _target(fd: int) -> str:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return ""
+
+
+def send_one_and_exit(conn: Any) -> None:
+    """Sends one shareable Buffer and exits (the sender goes away)."""
+    b = hurray.empty(8, "float64", shared=True)
+    conn.send(b)
+    conn.recv()  # the parent has it
+    b.release()

@@ -653,3 +653,32 @@ def test_a_stalled_request_does_not_hold_up_other_receivers() -> None:
         server.sock.close()
         os.close(r)
         os.close(w)
+
+
+def test_connections_to_senders_that_are_gone_are_closed() -> None:
+    """A receiver keeps one connection per sender; a sender that exits must
+    not leave its connection (an fd) behind in the receiver for good: six
+    senders that come and go cost at most one cached connection."""
+    from hurray import _fdshare
+
+    ctx = multiprocessing.get_context("fork")
+    cached_before = set(_fdshare._conns)  # other tests' senders, still alive
+    fds_before = 0
+    for i in range(7):
+        if i == 1:  # after a first round: the receiver's own set-up is done
+            fds_before = len(os.listdir("/proc/self/fd"))
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=mp_aid.send_one_and_exit, args=(child,))
+        p.start()
+        child.close()
+        try:
+            assert parent.poll(TIMEOUT)
+            buf = parent.recv()
+            parent.send("got it")
+            assert buf.shape == (8,)
+            buf.release()
+        finally:
+            p.join(TIMEOUT)
+            parent.close()
+    assert len(set(_fdshare._conns) - cached_before) <= 1  # at most the last sender's
+    assert len(os.listdir("/proc/self/fd")) <= fds_before + 1
