@@ -30,25 +30,11 @@ namespace {
 
 constexpr int kElems = 16;
 
-template <typename Fn>
-Fn fake_fn(const char *name) {
-  return reinterpret_cast<Fn>(control(name));
-}
-int64_t pool_count(const char *what) {
-  auto f = fake_fn<int64_t (*)()>(what);
-  return f != nullptr ? f() : -1;
-}
-int64_t pool_imports() { return pool_count("pool_imports"); }
-int64_t pointer_imports() { return pool_count("pool_pointer_imports"); }
-int64_t live_pointer_imports() { return pool_count("pool_live_pointer_imports"); }
-int64_t pool_allocations() { return pool_count("pool_live_allocations"); }
-int64_t violations() { return pool_count("pool_order_violations"); }
-
-int count_fds() {
-  int n = 0;
-  for (int fd = 0; fd < 1024; ++fd) n += fd_open(fd) ? 1 : 0;
-  return n;
-}
+int64_t pool_imports() { return fake_count("pool_imports"); }
+int64_t pointer_imports() { return fake_count("pool_pointer_imports"); }
+int64_t live_pointer_imports() { return fake_count("pool_live_pointer_imports"); }
+int64_t pool_allocations() { return fake_count("pool_live_allocations"); }
+int64_t violations() { return fake_count("pool_order_violations"); }
 
 // Kills a holding child (fork_holder) on an early return, so that no
 // child outlives the probe (and holds its output open).

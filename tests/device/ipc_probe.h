@@ -85,6 +85,26 @@ bool wait_until(F cond) {
 
 inline bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
 
+// Open fds among the first 1024.
+inline int count_fds() {
+  int n = 0;
+  for (int fd = 0; fd < 1024; ++fd) n += fd_open(fd) ? 1 : 0;
+  return n;
+}
+
+// The fake driver's control function `name` (fake_control.h) as an Fn, or
+// NULL when this fake has none.
+template <typename Fn>
+Fn fake_fn(const char *name) {
+  return reinterpret_cast<Fn>(control(name));
+}
+
+// A counter the fake driver exports under `name`, or -1 when it has none.
+inline int64_t fake_count(const char *name) {
+  auto f = fake_fn<int64_t (*)()>(name);
+  return f != nullptr ? f() : -1;
+}
+
 // A receiving child's first step: two handles from `sock` into *a and *b,
 // checked as "child_recv"; the child exits with 1 when either failed.
 inline void child_recv_two(int sock, hurray_buffer *a, hurray_buffer *b) {

@@ -33,23 +33,9 @@ constexpr unsigned long long kPosixFd = 1;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DES
 
 std::atomic<int> g_producer_releases{0};
 
-template <typename Fn>
-Fn fake_fn(const char *name) {
-  return reinterpret_cast<Fn>(control(name));
-}
-int64_t vmm_count(const char *what) {
-  auto f = fake_fn<int64_t (*)()>(what);
-  return f != nullptr ? f() : -1;
-}
-int64_t mappings() { return vmm_count("vmm_live_mappings"); }
-int64_t vmm_allocations() { return vmm_count("vmm_live_allocations"); }
-int64_t handle_refs() { return vmm_count("vmm_handle_references"); }
-
-int count_fds() {
-  int n = 0;
-  for (int fd = 0; fd < 1024; ++fd) n += fd_open(fd) ? 1 : 0;
-  return n;
-}
+int64_t mappings() { return fake_count("vmm_live_mappings"); }
+int64_t vmm_allocations() { return fake_count("vmm_live_allocations"); }
+int64_t handle_refs() { return fake_count("vmm_handle_references"); }
 
 // The producer's bookkeeping of one VMM allocation and its handle.
 struct Owner {
