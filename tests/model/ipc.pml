@@ -66,6 +66,9 @@
  *  MUT_DOUBLE_RETURN  the read ends registered without EPOLLONESHOT: the
  *                     watcher and an exporting thread both handle one end of
  *                     file and give one reference back twice (P1, P2).
+ *  MUT_RELEASE_ORDER  a receiver's release closes the lifetime fd before it
+ *                     unmaps the memory: its sender gets the reference back
+ *                     while the receiver still maps the pages (P2).
  *  MUT_ABORT_ORDER    a failed send closes the message's write end before it
  *                     takes the watch back: the watcher returns the
  *                     reference the caller still owns, and the caller
@@ -164,7 +167,10 @@ inline share_release() {
  * thread: unlinked and deleted from epoll under the lock, the read end
  * closed, the reference released. */
 inline handle_eof(j) {
-  atomic { assert(watch[j]); watch[j] = 0; armed[j] = 0; s_rd[j] = 0; returned[j] = 1; j = 0 };
+  /* P2: the receiver's mapping of export j is gone before its sender gets
+   * the reference back (memfd_release unmaps before the lifetime fd closes). */
+  atomic { assert(watch[j]); assert(!r_map[j]); watch[j] = 0; armed[j] = 0; s_rd[j] = 0;
+           returned[j] = 1; j = 0 };
   share_release()
 }
 
@@ -261,8 +267,14 @@ proctype receiver(byte k) {
      * then the lifetime fd's. The holder's last read of the memory is
      * checked at the release's first step: `returned` only ever goes from 0
      * to 1, so no earlier read can fail where this one passes. */
+#ifdef MUT_RELEASE_ORDER
+    /* the lifetime fd closed before the mapping goes */
+    atomic { assert(!returned[k]); assert(MEMREFS > 0); r_busy[k] = 1; r_wr[k] = 0 };
+    atomic { r_map[k] = 0; r_memfd[k] = 0; r_busy[k] = 0 };
+#else
     atomic { assert(!returned[k]); assert(MEMREFS > 0); r_busy[k] = 1; r_map[k] = 0; r_memfd[k] = 0 };
     atomic { r_wr[k] = 0; r_busy[k] = 0 };
+#endif
 done:
     skip
   } unless { !alive[k] }

@@ -142,6 +142,7 @@ launch mut-ipc-lost-decrement ipc.pml safety fail -DMUT_LOST_DEC
 launch mut-ipc-early-release ipc.pml safety fail -DMUT_EARLY_RELEASE
 launch mut-ipc-double-return ipc.pml safety fail -DMUT_DOUBLE_RETURN
 launch mut-ipc-abort-order ipc.pml safety fail -DMUT_ABORT_ORDER
+launch mut-ipc-release-order ipc.pml safety fail -DMUT_RELEASE_ORDER
 launch mut-ipc-fd-leak ipc.pml safety fail -DMUT_FD_LEAK -DNO_QUIESCENT
 
 wait
