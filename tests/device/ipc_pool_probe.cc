@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA stream-ordered pool memory across processes (descriptor kinds 5 and
-// 6, docs/impl/ipc.md §6) against the fake driver's pools
+// CUDA and HIP stream-ordered pool memory across processes (descriptor
+// kinds 5 and 6, docs/impl/ipc.md §6) against the fake drivers' pools
 // (tests/fake_drivers/fake_pool.h): the probe's `ipc-pool-*` commands (run
-// by ipc_test.cc with the CUDA fake). The producer's memory comes from
-// hurray_alloc_async with HURRAY_ALLOC_SHAREABLE (libhurray's IPC-capable
-// pool) on a stream of the fake.
+// by ipc_test.cc with the CUDA fake and with the HIP fake; TYPE 2 or 10).
+// The producer's memory comes from hurray_alloc_async with
+// HURRAY_ALLOC_SHAREABLE (libhurray's IPC-capable pool) on a stream of the
+// fake.
 //
 //   probe ipc-pool-roundtrip 2  a child imports an allocation and a share of
 //                               it over one connection, reads, writes,
@@ -44,6 +45,9 @@ int64_t live_pointer_imports() { return pool_count("pool_live_pointer_imports");
 int64_t pool_allocations() { return pool_count("pool_live_allocations"); }
 int64_t violations() { return pool_count("pool_order_violations"); }
 
+// The vendor's name of an entry point.
+const char *N(const char *cuda, const char *hip) { return is_cuda() ? cuda : hip; }
+
 int count_fds() {
   int n = 0;
   for (int fd = 0; fd < 1024; ++fd) n += fd_open(fd) ? 1 : 0;
@@ -72,7 +76,7 @@ int32_t pool_handle(hurray_buffer *h, uint64_t flags = HURRAY_ALLOC_SHAREABLE) {
   }
   const int64_t shape[1] = {kElems};
   const int32_t st =
-      hurray_alloc_async(hurray_device{HURRAY_DEVICE_CUDA, 0}, kF32, 1, shape, flags, g_stream, h);
+      hurray_alloc_async(hurray_device{g_type, 0}, kF32, 1, shape, flags, g_stream, h);
   check(st == HURRAY_OK, "alloc_async", "%s %s", hurray_status_name(st), hurray_last_error());
   if (st != HURRAY_OK) return st;
   for (int i = 0; i < kElems; ++i) static_cast<float *>(h->data)[i] = static_cast<float>(i + 1);
@@ -86,13 +90,15 @@ int32_t pool_handle(hurray_buffer *h, uint64_t flags = HURRAY_ALLOC_SHAREABLE) {
   hurray_buffer a{}, b{};
   child_recv_two(sock, &a, &b);
   // The pool came once (kind 5, then kind 6), each pointer on its own.
-  check(pool_imports() == 1 && call_count("cuMemPoolImportFromShareableHandle") == 1 &&
-            pointer_imports() == 2 && call_count("cuIpcOpenMemHandle") == 0 &&
-            call_count("cuMemImportFromShareableHandle") == 0,
+  check(pool_imports() == 1 &&
+            call_count(N("cuMemPoolImportFromShareableHandle",
+                         "hipMemPoolImportFromShareableHandle")) == 1 &&
+            pointer_imports() == 2 &&
+            call_count(N("cuIpcOpenMemHandle", "hipIpcOpenMemHandle")) == 0 &&
+            call_count(N("cuMemImportFromShareableHandle", "hipMemImportFromShareableHandle")) == 0,
         "child_imported", "pools %lld pointers %lld", static_cast<long long>(pool_imports()),
         static_cast<long long>(pointer_imports()));
-  check(a.device.device_type == HURRAY_DEVICE_CUDA && a.ndim == 1 && a.shape[0] == kElems,
-        "child_layout", "");
+  check(a.device.device_type == g_type && a.ndim == 1 && a.shape[0] == kElems, "child_layout", "");
   const float *fa = static_cast<const float *>(a.data);
   const float *fb = static_cast<const float *>(b.data);
   check(fa[0] == 1.0f && fa[15] == 16.0f && fb[3] == 4.0f, "child_reads", "%g %g %g", fa[0], fa[15],
@@ -102,14 +108,16 @@ int32_t pool_handle(hurray_buffer *h, uint64_t flags = HURRAY_ALLOC_SHAREABLE) {
         "child_release", "");
   // Each imported pointer freed by the importer (cuMemFree); the pool stays
   // with the connection until it ends.
-  check(call_count("cuMemFree") == 2 && live_pointer_imports() == 0 &&
-            call_count("cuMemPoolDestroy") == 0,
-        "child_freed_pointers", "frees %d live %lld destroys %d", call_count("cuMemFree"),
-        static_cast<long long>(live_pointer_imports()), call_count("cuMemPoolDestroy"));
+  check(call_count(N("cuMemFree", "hipFree")) == 2 && live_pointer_imports() == 0 &&
+            call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")) == 0,
+        "child_freed_pointers", "frees %d live %lld destroys %d",
+        call_count(N("cuMemFree", "hipFree")), static_cast<long long>(live_pointer_imports()),
+        call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")));
   hurray_buffer none{};
   const int32_t st = hurray_ipc_recv(sock, &none);
-  check(st == HURRAY_ERR_IPC_CLOSED && call_count("cuMemPoolDestroy") == 1, "child_pool_destroyed",
-        "%s destroys %d", hurray_status_name(st), call_count("cuMemPoolDestroy"));
+  check(st == HURRAY_ERR_IPC_CLOSED && call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")) == 1,
+        "child_pool_destroyed", "%s destroys %d", hurray_status_name(st),
+        call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")));
   check(count_fds() == fds_before, "child_fds_back", "%d -> %d", fds_before, count_fds());
   _exit(g_failures == 0 ? 0 : 1);
 }
@@ -120,10 +128,12 @@ int cmd_roundtrip() {
   if (pid < 0) return 2;
   hurray_buffer a{}, shares[3]{};
   if (pool_handle(&a) != HURRAY_OK) return 1;
-  check(call_count("cuMemPoolCreate") == 1 && call_count("cuMemAllocFromPoolAsync") == 1 &&
-            call_count("cuMemAllocAsync") == 0,
-        "allocated_from_own_pool", "creates %d allocs %d", call_count("cuMemPoolCreate"),
-        call_count("cuMemAllocFromPoolAsync"));
+  check(call_count(N("cuMemPoolCreate", "hipMemPoolCreate")) == 1 &&
+            call_count(N("cuMemAllocFromPoolAsync", "hipMallocFromPoolAsync")) == 1 &&
+            call_count(N("cuMemAllocAsync", "hipMallocAsync")) == 0,
+        "allocated_from_own_pool", "creates %d allocs %d",
+        call_count(N("cuMemPoolCreate", "hipMemPoolCreate")),
+        call_count(N("cuMemAllocFromPoolAsync", "hipMallocFromPoolAsync")));
   check(hurray_share(&a, 3, shares) == HURRAY_OK, "share", "");
   hurray_buffer &h = shares[0], &s = shares[1], &keep = shares[2];
   const uint64_t returns = ipc_returns();
@@ -132,23 +142,28 @@ int cmd_roundtrip() {
         hurray_last_error());
   st = hurray_ipc_send(sv[0], &s, HURRAY_IPC_ZERO_COPY_ONLY);
   check(st == HURRAY_OK, "send_share", "%s %s", hurray_status_name(st), hurray_last_error());
-  check(call_count("cuMemPoolExportToShareableHandle") == 1 &&
-            call_count("cuMemPoolExportPointer") == 2 && call_count("cuIpcGetMemHandle") == 0 &&
-            call_count("cuCtxSynchronize") == 0,
-        "exported_pool_once", "pool exports %d pointer exports %d",
-        call_count("cuMemPoolExportToShareableHandle"), call_count("cuMemPoolExportPointer"));
+  check(
+      call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) == 1 &&
+          call_count(N("cuMemPoolExportPointer", "hipMemPoolExportPointer")) == 2 &&
+          call_count(N("cuIpcGetMemHandle", "hipIpcGetMemHandle")) == 0 &&
+          call_count(N("cuCtxSynchronize", "hipDeviceSynchronize")) == 0,
+      "exported_pool_once", "pool exports %d pointer exports %d",
+      call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")),
+      call_count(N("cuMemPoolExportPointer", "hipMemPoolExportPointer")));
   shutdown(sv[0], SHUT_WR);
   const int code = wait_child(pid);
   check(code == 0, "child", "exit %d", code);
   check(wait_until([&] { return ipc_returns() == returns + 2; }), "returned", "%llu",
         static_cast<unsigned long long>(ipc_returns() - returns));
-  check(call_count("cuMemFreeAsync") == 0 && pool_allocations() == 1, "kept_by_local_share", "");
+  check(call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 0 && pool_allocations() == 1,
+        "kept_by_local_share", "");
   check(static_cast<const float *>(keep.data)[1] == 42.0f, "child_write_seen", "%g",
         static_cast<const float *>(keep.data)[1]);
   check(hurray_buffer_release(&keep) == HURRAY_OK, "release_keep", "");
-  check(call_count("cuMemFreeAsync") == 1 && pool_allocations() == 0 && violations() == 0,
+  check(call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 1 && pool_allocations() == 0 &&
+            violations() == 0,
         "producer_freed_once_after_the_importer", "frees %d live %lld violations %lld",
-        call_count("cuMemFreeAsync"), static_cast<long long>(pool_allocations()),
+        call_count(N("cuMemFreeAsync", "hipFreeAsync")), static_cast<long long>(pool_allocations()),
         static_cast<long long>(violations()));
   close(sv[0]);
   return g_failures == 0 ? 0 : 1;
@@ -171,8 +186,9 @@ constexpr int kBuffers = 8;
   for (int i = 0; i < got; ++i) (void)hurray_buffer_release(&r[i]);
   hurray_buffer none{};
   check(hurray_ipc_recv(sock, &none) == HURRAY_ERR_IPC_CLOSED &&
-            call_count("cuMemPoolDestroy") == 1 && live_pointer_imports() == 0,
-        "child_done", "destroys %d", call_count("cuMemPoolDestroy"));
+            call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")) == 1 &&
+            live_pointer_imports() == 0,
+        "child_done", "destroys %d", call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")));
   _exit(g_failures == 0 ? 0 : 1);
 }
 
@@ -189,16 +205,19 @@ int cmd_once() {
   for (int conn = 0; conn < 2; ++conn) {
     int *sv = socks[conn];
     const pid_t pid = pids[conn];
-    const int exports_before = call_count("cuMemPoolExportToShareableHandle");
+    const int exports_before =
+        call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle"));
     for (int i = 0; i < kBuffers; ++i) {
       hurray_buffer h{};
       if (pool_handle(&h) != HURRAY_OK) return 1;
       const int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
       check(st == HURRAY_OK, "send", "%s", hurray_last_error());
     }
-    check(call_count("cuMemPoolExportToShareableHandle") == exports_before + 1,
+    check(call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) ==
+              exports_before + 1,
           "one_pool_fd_per_connection", "%d",
-          call_count("cuMemPoolExportToShareableHandle") - exports_before);
+          call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) -
+              exports_before);
     shutdown(sv[0], SHUT_WR);
     check(wait_child(pid) == 0, "child", "");
     close(sv[0]);
@@ -224,23 +243,35 @@ int cmd_default() {
   hurray_buffer h{};
   if (pool_handle(&h, 0) != HURRAY_OK) return 1;  // cuMemAllocAsync: the default pool
   const int fds = count_fds();
-  const int events = call_count("cuEventCreate");
+  const int events = call_count(N("cuEventCreate", "hipEventCreateWithFlags"));
   hurray_ipc_message m;
   std::memset(&m, 0, sizeof m);
   int32_t st = hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m);
   char want[1024];
-  std::snprintf(want, sizeof want,
-                "%p on CUDA device 0 comes from a stream-ordered memory pool that cannot be "
-                "shared with another process (the device's default pool, which cuMemAllocAsync "
-                "and hurray_alloc_async use, has no shareable handle type): allocate it with "
-                "hurray_alloc_async and HURRAY_ALLOC_SHAREABLE, or from a pool made by "
-                "cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
-                "CUmemPoolProps::handleTypes",
-                h.data);
+  if (is_cuda()) {
+    std::snprintf(want, sizeof want,
+                  "%p on CUDA device 0 comes from a stream-ordered memory pool that cannot be "
+                  "shared with another process (the device's default pool, which cuMemAllocAsync "
+                  "and hurray_alloc_async use, has no shareable handle type): allocate it with "
+                  "hurray_alloc_async and HURRAY_ALLOC_SHAREABLE, or from a pool made by "
+                  "cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
+                  "CUmemPoolProps::handleTypes",
+                  h.data);
+  } else {
+    std::snprintf(want, sizeof want,
+                  "%p on HIP device 0 comes from a stream-ordered memory pool that cannot be "
+                  "shared with another process (the device's default pool, which hipMallocAsync "
+                  "and hurray_alloc_async use, has no shareable handle type): allocate it with "
+                  "hurray_alloc_async and HURRAY_ALLOC_SHAREABLE, or from a pool made by "
+                  "hipMemPoolCreate with hipMemHandleTypePosixFileDescriptor in "
+                  "hipMemPoolProps::handleTypes",
+                  h.data);
+  }
   check(st == HURRAY_ERR_UNSUPPORTED_DEVICE && std::strcmp(hurray_last_error(), want) == 0,
         "export_refused", "%s %s", hurray_status_name(st), hurray_last_error());
   check(h.release_fn != nullptr && m.nfds == 0 && count_fds() == fds &&
-            call_count("cuEventCreate") == events && call_count("cuMemPoolExportPointer") == 0,
+            call_count(N("cuEventCreate", "hipEventCreateWithFlags")) == events &&
+            call_count(N("cuMemPoolExportPointer", "hipMemPoolExportPointer")) == 0,
         "nothing_consumed", "fds %d -> %d", fds, count_fds());
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 2;
@@ -250,7 +281,8 @@ int cmd_default() {
         "send_refused", "%s", hurray_last_error());
   close(sv[0]);
   close(sv[1]);
-  check(hurray_buffer_release(&h) == HURRAY_OK && call_count("cuMemFreeAsync") == 1,
+  check(hurray_buffer_release(&h) == HURRAY_OK &&
+            call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 1,
         "released_by_owner", "");
   return g_failures == 0 ? 0 : 1;
 }
@@ -268,16 +300,16 @@ int cmd_kill() {
   if (st != HURRAY_OK) return 1;
   char byte = 0;
   check(read(ready[0], &byte, 1) == 1 && byte == 'y', "child_imported", "%c", byte);
-  check(call_count("cuMemFreeAsync") == 0, "held_by_child", "");
+  check(call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 0, "held_by_child", "");
   kill(pid, SIGKILL);
   check(wait_child(pid) == 128 + SIGKILL, "killed", "");
   guard.pid = -1;
   check(wait_until([&] { return ipc_returns() == returns + 1; }), "returned", "");
   // The dead importer's import went with it: no order violation.
-  check(wait_until([&] { return pool_allocations() == 0; }) && call_count("cuMemFreeAsync") == 1 &&
-            violations() == 0,
-        "producer_freed_once", "frees %d violations %lld", call_count("cuMemFreeAsync"),
-        static_cast<long long>(violations()));
+  check(wait_until([&] { return pool_allocations() == 0; }) &&
+            call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 1 && violations() == 0,
+        "producer_freed_once", "frees %d violations %lld",
+        call_count(N("cuMemFreeAsync", "hipFreeAsync")), static_cast<long long>(violations()));
   return g_failures == 0 ? 0 : 1;
 }
 
@@ -299,17 +331,26 @@ int cmd_order() {
   char byte = 0;
   check(read(ready[0], &byte, 1) == 1 && byte == 'y', "child_imported", "%c", byte);
   // Free out of order through the driver itself, the child still holding it.
-  using GetProc = int (*)(const char *, void **, int, uint64_t);
-  void *lib = dlopen(std::getenv("HURRAY_CUDA_DRIVER_PATH"), RTLD_NOW | RTLD_LOCAL);
-  auto get = lib != nullptr ? reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress")) : nullptr;
+  void *lib = dlopen(std::getenv(is_cuda() ? "HURRAY_CUDA_DRIVER_PATH" : "HURRAY_HIP_LIBRARY_PATH"),
+                     RTLD_NOW | RTLD_LOCAL);
   void *fn = nullptr;
-  if (get != nullptr) (void)get("cuMemFree", &fn, 3020, 0);
+  if (lib != nullptr && is_cuda()) {
+    using GetProc = int (*)(const char *, void **, int, uint64_t);
+    auto get = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress"));
+    if (get != nullptr) (void)get("cuMemFree", &fn, 3020, 0);
+  } else if (lib != nullptr) {
+    fn = dlsym(lib, "hipFree");
+  }
   auto set_current = fake_fn<void (*)(int)>("set_current_device");
   if (set_current != nullptr) set_current(0);
-  const int r = fn != nullptr ? reinterpret_cast<int (*)(uint64_t)>(fn)(
-                                    static_cast<uint64_t>(reinterpret_cast<uintptr_t>(raw.data)))
-                              : -1;
-  if (set_current != nullptr) set_current(-1);
+  int r = -1;
+  if (fn != nullptr && is_cuda()) {
+    r = reinterpret_cast<int (*)(uint64_t)>(fn)(
+        static_cast<uint64_t>(reinterpret_cast<uintptr_t>(raw.data)));
+  } else if (fn != nullptr) {
+    r = reinterpret_cast<int (*)(void *)>(fn)(raw.data);
+  }
+  if (set_current != nullptr) set_current(is_cuda() ? -1 : 0);
   check(r == 0 && violations() == 1, "exporter_first_is_counted", "%d %lld", r,
         static_cast<long long>(violations()));
   kill(pid, SIGKILL);
