@@ -17,10 +17,16 @@
 //   probe ipc-pool-kill 2       the child is SIGKILLed holding the import
 //   probe ipc-pool-order 2      the fake counts an exporter's free before
 //                               the importer's (the documented order)
+//   probe ipc-pool-user 10      HIP: a pool the caller made, found by
+//                               HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; with
+//                               the attribute unanswered, refused clearly
+//                               while libhurray's own pool memory still goes
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstring>
 
 #include "fake_control.h"
@@ -362,6 +368,128 @@ int cmd_order() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// HIP only (pool-user): memory of a pool the caller made, not libhurray's.
+struct UserOwner {
+  void *ptr;
+  void *stream;
+  int64_t shape[1];
+  int64_t strides[1];
+};
+std::atomic<int> g_user_releases{0};
+
+using HipMallocFromPool = int (*)(void **, size_t, void *, void *);
+using HipFreeAsync = int (*)(void *, void *);
+void *hip_symbol(const char *name) {
+  void *lib = dlopen(std::getenv("HURRAY_HIP_LIBRARY_PATH"), RTLD_NOW | RTLD_LOCAL);
+  return lib != nullptr ? dlsym(lib, name) : nullptr;
+}
+
+void user_release(void *user_data) {
+  auto *o = static_cast<UserOwner *>(user_data);
+  auto free_async = reinterpret_cast<HipFreeAsync>(hip_symbol("hipFreeAsync"));
+  const int r = free_async != nullptr ? free_async(o->ptr, o->stream) : -1;
+  check(r == 0, "user_freed", "%d", r);
+  delete o;
+  g_user_releases.fetch_add(1);
+}
+
+// 16 floats from `pool` (made by the caller with the fake's pool_create),
+// wrapped in a handle whose release frees them with hipFreeAsync.
+int32_t user_handle(void *pool, hurray_buffer *h) {
+  if (g_stream == nullptr) g_stream = fake_fn<void *(*)(int)>("stream_create")(0);
+  auto alloc = reinterpret_cast<HipMallocFromPool>(hip_symbol("hipMallocFromPoolAsync"));
+  void *p = nullptr;
+  const int r = alloc != nullptr ? alloc(&p, kElems * sizeof(float), pool, g_stream) : -1;
+  check(r == 0, "user_alloc", "%d", r);
+  if (r != 0) return HURRAY_ERR_DEVICE;
+  auto *o = new UserOwner{p, g_stream, {kElems}, {1}};
+  std::memset(h, 0, sizeof *h);
+  h->version = HURRAY_BUFFER_VERSION;
+  h->release_fn = &user_release;
+  h->user_data = o;
+  h->data = p;
+  h->device = hurray_device{HURRAY_DEVICE_ROCM, 0};
+  h->dtype = kF32;
+  h->ndim = 1;
+  h->shape = o->shape;
+  h->strides = o->strides;
+  for (int i = 0; i < kElems; ++i) static_cast<float *>(p)[i] = static_cast<float>(i + 1);
+  return HURRAY_OK;
+}
+
+[[noreturn]] void user_child(int sock) {
+  hurray_buffer a{};
+  const int32_t st = hurray_ipc_recv(sock, &a);
+  check(st == HURRAY_OK, "child_recv", "%s %s", hurray_status_name(st), hurray_last_error());
+  if (st != HURRAY_OK) _exit(1);
+  check(pool_imports() == 1 && pointer_imports() == 1 &&
+            static_cast<const float *>(a.data)[15] == 16.0f,
+        "child_imported_user_pool", "pools %lld pointers %lld",
+        static_cast<long long>(pool_imports()), static_cast<long long>(pointer_imports()));
+  check(hurray_buffer_release(&a) == HURRAY_OK && call_count("hipFree") == 1, "child_release", "");
+  hurray_buffer none{};
+  check(
+      hurray_ipc_recv(sock, &none) == HURRAY_ERR_IPC_CLOSED && call_count("hipMemPoolDestroy") == 1,
+      "child_done", "");
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+// Memory of a pool the caller made with hipMemPoolCreate and the POSIX-fd
+// type: libhurray finds its pool with hipPointerGetAttribute(
+// HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) and sends it as kind 5. With the
+// attribute unanswered (FAKE_HIP_NO_MEMPOOL_ATTRIBUTE=1, a ROCm that does
+// not implement it) the same memory is not known as pool memory and goes
+// the legacy way, which refuses it clearly, nothing consumed; libhurray's
+// own pool memory still goes as kind 5 (its allocations are recorded).
+int cmd_user() {
+  if (is_cuda()) return 64;
+  int sv[2];
+  const pid_t pid = fork_receiver(sv, user_child);
+  if (pid < 0) return 2;
+  void *pool = nullptr;
+  const int pr = fake_fn<int (*)(int, unsigned long long, void **)>("pool_create")(0, 1, &pool);
+  check(pr == 0 && pool != nullptr, "pool_create", "%d", pr);
+  hurray_buffer h{};
+  if (user_handle(pool, &h) != HURRAY_OK) return 1;
+  const uint64_t returns = ipc_returns();
+  int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK && call_count("hipPointerGetAttribute") == 1 &&
+            call_count("hipMemPoolExportToShareableHandle") == 1 &&
+            call_count("hipMemPoolExportPointer") == 1 && call_count("hipIpcGetMemHandle") == 0,
+        "sent_as_pool_memory", "%s %s attr %d", hurray_status_name(st), hurray_last_error(),
+        call_count("hipPointerGetAttribute"));
+  shutdown(sv[0], SHUT_WR);
+  check(wait_child(pid) == 0, "child", "");
+  close(sv[0]);
+  check(wait_until([&] { return ipc_returns() == returns + 1; }) && g_user_releases.load() == 1 &&
+            violations() == 0,
+        "released_once_after_the_importer", "releases %d violations %lld", g_user_releases.load(),
+        static_cast<long long>(violations()));
+
+  setenv("FAKE_HIP_NO_MEMPOOL_ATTRIBUTE", "1", 1);
+  hurray_buffer u{};
+  if (user_handle(pool, &u) != HURRAY_OK) return 1;
+  const int fds = count_fds();
+  hurray_ipc_message m;
+  std::memset(&m, 0, sizeof m);
+  st = hurray_ipc_export(&u, HURRAY_IPC_DEFAULT, &m);
+  check(
+      st == HURRAY_ERR_UNSUPPORTED_DEVICE &&
+          std::strstr(hurray_last_error(), "cannot be exported with a HIP IPC handle") != nullptr &&
+          u.release_fn != nullptr && m.nfds == 0 && count_fds() == fds,
+      "unanswered_attribute_refuses_user_pool", "%s %s", hurray_status_name(st),
+      hurray_last_error());
+  check(hurray_buffer_release(&u) == HURRAY_OK && g_user_releases.load() == 2, "user_released", "");
+  hurray_buffer own{};
+  if (pool_handle(&own) != HURRAY_OK) return 1;
+  st = hurray_ipc_export(&own, HURRAY_IPC_DEFAULT, &m);
+  check(st == HURRAY_OK && m.bytes[16] == 5 && m.nfds == 2, "own_pool_memory_without_attribute",
+        "%s %s", hurray_status_name(st), hurray_last_error());
+  if (st == HURRAY_OK) check(hurray_ipc_message_discard(&m) == HURRAY_OK, "discard", "");
+  check(wait_until([&] { return ipc_returns() == returns + 2; }), "own_returned", "");
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int run_pool_command(const std::string &cmd) {
@@ -370,6 +498,7 @@ int run_pool_command(const std::string &cmd) {
   if (cmd == "default") return cmd_default();
   if (cmd == "kill") return cmd_kill();
   if (cmd == "order") return cmd_order();
+  if (cmd == "user") return cmd_user();
   return 64;
 }
 

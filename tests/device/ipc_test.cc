@@ -84,6 +84,12 @@ TEST_F(HipPoolIpc, PoolFdTravelsOncePerConnection) { run("pool-once"); }
 TEST_F(HipPoolIpc, DefaultPoolMemoryIsRefused) { run("pool-default"); }
 TEST_F(HipPoolIpc, KilledChildReturnsItsReference) { run("pool-kill"); }
 TEST_F(HipPoolIpc, FakeCountsAnExporterFreeingFirst) { run("pool-order"); }
+// A pool the caller made (hipMemPoolCreate, POSIX fd): found by
+// hipPointerGetAttribute(HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) and sent as
+// kind 5, released once after the importer; with the attribute unanswered
+// (as ROCm may), refused clearly with nothing consumed, while libhurray's
+// own pool memory still goes as kind 5.
+TEST_F(HipPoolIpc, CallersPoolFoundByAttributeOwnPoolWithout) { run("pool-user"); }
 
 // A child imports an allocation and a share of it, reads, writes one the
 // parent reads, releases: every import-side cuMemMap undone (cuMemUnmap,

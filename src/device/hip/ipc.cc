@@ -132,9 +132,13 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   if (st != HURRAY_OK && got != hipSuccess && got != hipErrorOutOfMemory) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%p on HIP device %" PRId32
-                " cannot be exported with a HIP IPC handle (%s failed with %s): only hipMalloc "
-                "memory (hurray_alloc on kDLROCM without a stream) can be sent to another "
-                "process; device memory is never copied through the host for it",
+                " cannot be exported with a HIP IPC handle (%s failed with %s): hipMalloc "
+                "memory (hurray_alloc on kDLROCM without a stream) and memory of libhurray's "
+                "IPC-capable pool (hurray_alloc_async with HURRAY_ALLOC_SHAREABLE) can be sent "
+                "to another process, and memory of a pool made with "
+                "hipMemHandleTypePosixFileDescriptor where the runtime answers "
+                "HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; device memory is never copied through "
+                "the host for it",
                 data, device.device_id, call, hip_error_name(got));
   }
   return st;
