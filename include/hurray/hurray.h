@@ -783,12 +783,14 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_n(hurray_buffer *src, size_
  * /dev/shm) mapped MAP_SHARED and page-aligned; hurray_ipc_export sends such
  * memory without a copy. Its metadata (shape, strides, the block that frees
  * it) lives in ordinary heap memory, never in the shared pages. On kDLCUDA
- * with hurray_alloc_async and a stream of the device: stream-ordered memory
- * of libhurray's IPC-capable pool of that device (cuMemAllocFromPoolAsync
- * from a pool made on first use by cuMemPoolCreate with
- * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), which hurray_ipc_export sends
- * as pool memory (ipc §6, kinds 5 and 6). Other devices, and kDLCUDA
- * without a stream: HURRAY_ERR_UNSUPPORTED_DEVICE (docs/impl/ipc.md §2);
+ * and kDLROCM with hurray_alloc_async and a stream of the device:
+ * stream-ordered memory of libhurray's IPC-capable pool of that device
+ * (cuMemAllocFromPoolAsync / hipMallocFromPoolAsync from a pool made on
+ * first use by cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+ * / hipMemPoolCreate with hipMemHandleTypePosixFileDescriptor), which
+ * hurray_ipc_export sends as pool memory (ipc §6, kinds 5 and 6). Other
+ * devices, and kDLCUDA or kDLROCM without a stream:
+ * HURRAY_ERR_UNSUPPORTED_DEVICE (docs/impl/ipc.md §2);
  * kDLCUDA and kDLROCM memory from hurray_alloc without the option is
  * already sendable (legacy IPC handles, ipc §6; CUDA VMM allocations as
  * POSIX fds). */
@@ -831,8 +833,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_to_dlpack_n(hurray_buffer *src, size_
  *                                  HURRAY_ALLOC_SHAREABLE on a device other
  *                                  than kDLCPU (GPU memory from plain
  *                                  hurray_alloc is sendable as it is,
- *                                  docs/impl/ipc.md §6; kDLCUDA with a
- *                                  stream: hurray_alloc_async)
+ *                                  docs/impl/ipc.md §6; kDLCUDA or kDLROCM
+ *                                  with a stream: hurray_alloc_async)
  *   HURRAY_ERR_OVERFLOW            element count or byte size beyond 64-bit
  *                                  range
  *   HURRAY_ERR_OUT_OF_MEMORY       host or device allocation failed
@@ -955,14 +957,15 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray
  * alone; never the whole context, which would invalidate another thread's
  * capture; HIP: hipDeviceSynchronize), then frees with cuMemFree / hipFree.
  * stream == NULL: exactly hurray_alloc (synchronous, any device type).
- * HURRAY_ALLOC_SHAREABLE on kDLCUDA with a stream of the device (not the
- * per-thread stream 2): the memory comes from libhurray's IPC-capable pool
- * of the device (cuMemAllocFromPoolAsync; the pool made on first use with
- * cuMemPoolCreate and CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, kept for
- * the process's life) instead of the device's default pool, so that
- * hurray_ipc_export / hurray_ipc_send can send it (ipc §6, kinds 5 and 6);
- * it is released like other stream-ordered memory (cuMemFreeAsync on
- * `stream`). kDLROCM: HURRAY_ERR_UNSUPPORTED_DEVICE.
+ * HURRAY_ALLOC_SHAREABLE on kDLCUDA or kDLROCM with a stream of the device
+ * (not the per-thread stream 2): the memory comes from libhurray's
+ * IPC-capable pool of the device (cuMemAllocFromPoolAsync /
+ * hipMallocFromPoolAsync; the pool made on first use with cuMemPoolCreate
+ * and CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / hipMemPoolCreate and
+ * hipMemHandleTypePosixFileDescriptor, kept for the process's life) instead
+ * of the device's default pool, so that hurray_ipc_export / hurray_ipc_send
+ * can send it (ipc §6, kinds 5 and 6); it is released like other
+ * stream-ordered memory (cuMemFreeAsync / hipFreeAsync on `stream`).
  *
  * Parameters:
  *   device  [in]   kDLCUDA or kDLROCM when stream != NULL; any type when NULL
@@ -1004,10 +1007,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray
  *                                  device does not support it
  *                                  (CUDA_ERROR_NOT_SUPPORTED /
  *                                  hipErrorNotSupported)
- *                                  HURRAY_ALLOC_SHAREABLE on kDLROCM, with
- *                                  the per-thread stream, a stream of
- *                                  another device, or a CUDA driver without
- *                                  the memory-pool IPC entry points
+ *                                  HURRAY_ALLOC_SHAREABLE with the
+ *                                  per-thread stream, a CUDA stream of
+ *                                  another device, or a CUDA driver / HIP
+ *                                  runtime without the memory-pool IPC
+ *                                  entry points (before ROCm 5.2)
  *   HURRAY_ERR_OUT_OF_MEMORY       the device pool is exhausted
  *   HURRAY_ERR_DEVICE              other runtime failures
  * On failure: *out untouched; nothing stays allocated.

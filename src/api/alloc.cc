@@ -67,9 +67,9 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
     if (device.device_type == HURRAY_DEVICE_CPU && device.device_id == 0) {
       return shareable_cpu_alloc(dtype, ndim, shape, flags, nbytes, out);
     }
-    // CUDA: stream-ordered memory of libhurray's IPC-capable pool
+    // CUDA and ROCm: stream-ordered memory of libhurray's IPC-capable pool
     // (docs/impl/ipc.md §6, kinds 5 and 6).
-    if (device.device_type == HURRAY_DEVICE_CUDA) {
+    if (device.device_type == HURRAY_DEVICE_CUDA || device.device_type == HURRAY_DEVICE_ROCM) {
       pool_ipc = gpu_ipc_for(device.device_type);
       if (pool_ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
     }
@@ -78,7 +78,7 @@ int32_t alloc_on(hurray_device device, hurray_dtype dtype, int32_t ndim, const i
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "HURRAY_ALLOC_SHAREABLE on %s device %" PRId32
                 " is not supported yet (shareable memory is a memfd on kDLCPU device 0; "
-                "shareable CUDA memory is hurray_alloc_async's, docs/impl/ipc.md §6)",
+                "shareable CUDA and ROCm memory is hurray_alloc_async's, docs/impl/ipc.md §6)",
                 device_type_name(device.device_type), device.device_id);
   }
 

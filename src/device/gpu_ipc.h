@@ -33,16 +33,29 @@ struct GpuIpcExport {
   // the receivers gave the reference back (destroy_event).
   uint8_t event_handle[kGpuEventBytes];
   void *event;  // CUevent / hipEvent_t; non-NULL once export_memory succeeded
-  // Stream-ordered pool memory (CUDA, kinds 5 and 6; ipc.md §6): the pool
-  // the allocation came from (NULL: not pool memory), with `handle` holding
-  // cuMemPoolExportPointer's 64 bytes; the pool's POSIX fd
-  // (cuMemPoolExportToShareableHandle; the caller's to close), or -1 when
+  // Stream-ordered pool memory (kinds 5 and 6; ipc.md §6): the pool the
+  // allocation came from (NULL: not pool memory), with `handle` holding
+  // cuMemPoolExportPointer's / hipMemPoolExportPointer's 64 bytes; the
+  // pool's POSIX fd (cuMemPoolExportToShareableHandle /
+  // hipMemPoolExportToShareableHandle; the caller's to close), or -1 when
   // `pool_fd_sent` (set by the caller, may be NULL) answered that the
   // receiver has the pool already (once per connection).
   void *pool;
   int pool_fd;
   bool (*pool_fd_sent)(const void *pool, void *ctx);
   void *pool_ctx;
+};
+
+// What a vendor's pool export (device/cuda/pool_ipc.h, device/hip/pool_ipc.h)
+// found at an address.
+enum class PoolFound {
+  kNotPool,        // no pool memory (or a driver without the pool entry points)
+  kExported,       // out->pool, handle (the pointer's export data), alloc_size,
+                   // data_offset and, unless the caller's pool_fd_sent said it
+                   // went already, out->pool_fd are set
+  kNotExportable,  // memory of a pool without the POSIX-fd handle type (the
+                   // device's default pool: cuMemAllocAsync / hipMallocAsync);
+                   // nothing exported
 };
 
 // A VMM allocation mapped in this process by open_vmm.
@@ -103,24 +116,28 @@ struct GpuIpc {
   // the ordinal is not a device; HURRAY_ERR_DEVICE when the driver fails.
   int32_t (*device_count)(int32_t *count);
   int32_t (*device_uuid)(int32_t ordinal, uint8_t *uuid);
-  // Kinds 5 and 6 (CUDA only; NULL for HIP), in `device`'s primary context:
-  // imports the pool behind `fd` (cuMemPoolImportFromShareableHandle; `fd`
-  // left open, the caller closes it) and destroys such an import
-  // (cuMemPoolDestroy, release path as close); imports one allocation of an
-  // imported pool from its 64 bytes of export data (cuMemPoolImportPointer)
-  // and frees it again (cuMemFree, which returns once the free is done: the
-  // importer frees before the exporter, cuMemPoolImportPointer's rule;
+  // Kinds 5 and 6, in `device`'s primary context (CUDA) / with `device`
+  // current (HIP); HURRAY_ERR_UNSUPPORTED_DEVICE where the driver lacks the
+  // pool entry points: imports the pool behind `fd`
+  // (cuMemPoolImportFromShareableHandle / hipMemPoolImportFromShareableHandle;
+  // `fd` left open, the caller closes it) and destroys such an import
+  // (cuMemPoolDestroy / hipMemPoolDestroy, release path as close); imports
+  // one allocation of an imported pool from its 64 bytes of export data
+  // (cuMemPoolImportPointer / hipMemPoolImportPointer) and frees it again
+  // (cuMemFree / hipFree, which return once the free is done: the importer
+  // frees before the exporter, the ImportPointer rule of both references;
   // release path as close).
   int32_t (*open_pool)(hurray_device device, int fd, void **pool);
   void (*close_pool)(hurray_device device, void *pool);
   int32_t (*open_pool_pointer)(hurray_device device, void *pool, const uint8_t *data, void **ptr);
   void (*close_pool_pointer)(hurray_device device, void *ptr);
-  // hurray_alloc_async with HURRAY_ALLOC_SHAREABLE (CUDA only; NULL for
-  // HIP): `nbytes` stream-ordered on `stream` (a stream of `device`) from
-  // libhurray's IPC-capable pool of that device (made on first use with
-  // cuMemPoolCreate and CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, kept for
-  // the process's life); *mem is freed by the backend's deallocate like
-  // other stream-ordered memory (cuMemFreeAsync on `stream`).
+  // hurray_alloc_async with HURRAY_ALLOC_SHAREABLE: `nbytes` stream-ordered
+  // on `stream` (a stream of `device`) from libhurray's IPC-capable pool of
+  // that device (made on first use with cuMemPoolCreate and
+  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / hipMemPoolCreate and
+  // hipMemHandleTypePosixFileDescriptor, kept for the process's life);
+  // *mem is freed by the backend's deallocate like other stream-ordered
+  // memory (cuMemFreeAsync / hipFreeAsync on `stream`).
   int32_t (*alloc_shareable)(hurray_device device, uint64_t nbytes, void *stream,
                              DeviceMemory *mem);
 };

@@ -54,11 +54,11 @@ void gpu_import_release(void *block) {
   std::free(b);
 }
 
-// Host bookkeeping of a received CUDA pool pointer (kinds 5 and 6).
+// Host bookkeeping of a received pool pointer (kinds 5 and 6, CUDA or HIP).
 struct GpuPoolBlock {
   const GpuIpc *ipc;
   hurray_device device;
-  void *ptr;        // cuMemPoolImportPointer's
+  void *ptr;        // cuMemPoolImportPointer's / hipMemPoolImportPointer's
   PoolRef *pool;    // the imported pool, one reference
   int lifetime_fd;  // the write end of the sender's pipe
   int64_t dims[1];  // shape then strides (flexible tail)
@@ -317,7 +317,7 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
                             const GpuIpc *ipc, hurray_device device, hurray_buffer *out) {
   if (ipc->open_pool == nullptr) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "%s memory cannot come from a CUDA pool (kind %" PRIu32 ")",
+                "%s memory cannot come from a stream-ordered pool (kind %" PRIu32 ")",
                 device_type_name(d.device.device_type), d.kind);
   }
   PoolRef *pool = find_pool(conn, d.sender, d.pool_id);
@@ -391,9 +391,10 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
   if (const GpuImportBlock *b = received_block(src)) return forward_import(src, *b, p);
   if (received_pool_pointer(src)) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "this CUDA tensor was received from another process's memory pool, and an "
+                "this %s tensor was received from another process's memory pool, and an "
                 "imported pool cannot be exported again; send it on from the process that "
-                "allocated it");
+                "allocated it",
+                device_type_name(src.device.device_type));
   }
   const DeviceMemory *mem = device_memory_of(src);
   GpuIpcExport x;

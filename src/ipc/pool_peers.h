@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Per-connection state of CUDA pool memory across processes (descriptor
+// Per-connection state of CUDA and HIP pool memory across processes (descriptor
 // kinds 5 and 6, docs/impl/ipc.md §6): a pool's fd travels once per
 // connection. The sender numbers each pool it sends from and remembers, per
 // connection (the socket's SO_COOKIE, never reused while the system runs),
@@ -21,7 +21,8 @@ namespace hurray::detail {
 uint64_t connection_of(int socket_fd);
 
 // --- sender ---
-// This process's number of `pool` (a CUmemoryPool), given on first sight.
+// This process's number of `pool` (a CUmemoryPool / hipMemPool_t), given on
+// first sight.
 uint64_t pool_number(const void *pool);
 // Whether pool `id`'s fd went on connection `conn` (0: never).
 bool pool_sent_on(uint64_t conn, uint64_t id);

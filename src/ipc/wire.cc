@@ -245,11 +245,14 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                 device_type_name(d.device.device_type), d.device.device_id);
   }
   if (gpu) {
+    // Kinds 5 and 6 are pool memory of either vendor (ipc.md §6.1): the
+    // device type says whose export data the handle is.
     const int32_t want = d.kind == kKindHipIpc ? HURRAY_DEVICE_ROCM : HURRAY_DEVICE_CUDA;
-    if (d.device.device_type != want || d.device.device_id < 0) {
-      return fail(HURRAY_ERR_IPC, "descriptor device is %s %" PRId32 "; kind %" PRIu32 " is %s",
+    const bool pool_of_rocm = is_pool_kind(d.kind) && d.device.device_type == HURRAY_DEVICE_ROCM;
+    if ((d.device.device_type != want && !pool_of_rocm) || d.device.device_id < 0) {
+      return fail(HURRAY_ERR_IPC, "descriptor device is %s %" PRId32 "; kind %" PRIu32 " is %s%s",
                   device_type_name(d.device.device_type), d.device.device_id, d.kind,
-                  device_type_name(want));
+                  device_type_name(want), is_pool_kind(d.kind) ? " or kDLROCM" : "");
     }
     if (d.region_offset != 0) {
       return fail(HURRAY_ERR_IPC,

@@ -23,8 +23,9 @@ enum WireKind : uint32_t {
   kKindCudaVmmFd = 2,      // fds: [lifetime, allocation fd]; the GPU part, handle zero
   kKindCudaLegacyIpc = 3,  // fds: [lifetime]; the GPU part with cuIpcGetMemHandle's 64 bytes
   kKindHipIpc = 4,         // fds: [lifetime]; the GPU part with hipIpcGetMemHandle's 64 bytes
-  // CUDA stream-ordered pool memory: the GPU part with cuMemPoolExportPointer's
-  // 64 bytes, then the pool part (the pool's number in the sending process).
+  // Stream-ordered pool memory, kDLCUDA or kDLROCM: the GPU part with
+  // cuMemPoolExportPointer's / hipMemPoolExportPointer's 64 bytes, then the
+  // pool part (the pool's number in the sending process).
   kKindCudaPoolFd = 5,  // fds: [lifetime, the pool's fd]
   kKindCudaPool = 6,    // fds: [lifetime]; the pool went earlier on the same connection
 };

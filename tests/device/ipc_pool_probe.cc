@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA stream-ordered pool memory across processes (descriptor kinds 5 and
-// 6, docs/impl/ipc.md §6) against the fake driver's pools
+// CUDA and HIP stream-ordered pool memory across processes (descriptor
+// kinds 5 and 6, docs/impl/ipc.md §6) against the fake drivers' pools
 // (tests/fake_drivers/fake_pool.h): the probe's `ipc-pool-*` commands (run
-// by ipc_test.cc with the CUDA fake). The producer's memory comes from
-// hurray_alloc_async with HURRAY_ALLOC_SHAREABLE (libhurray's IPC-capable
-// pool) on a stream of the fake.
+// by ipc_test.cc with the CUDA fake and with the HIP fake; TYPE 2 or 10).
+// The producer's memory comes from hurray_alloc_async with
+// HURRAY_ALLOC_SHAREABLE (libhurray's IPC-capable pool) on a stream of the
+// fake.
 //
 //   probe ipc-pool-roundtrip 2  a child imports an allocation and a share of
 //                               it over one connection, reads, writes,
@@ -16,10 +17,16 @@
 //   probe ipc-pool-kill 2       the child is SIGKILLed holding the import
 //   probe ipc-pool-order 2      the fake counts an exporter's free before
 //                               the importer's (the documented order)
+//   probe ipc-pool-user 10      HIP: a pool the caller made, found by
+//                               HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; with
+//                               the attribute unanswered, refused clearly
+//                               while libhurray's own pool memory still goes
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstring>
 
 #include "fake_control.h"
@@ -35,6 +42,9 @@ int64_t pointer_imports() { return fake_count("pool_pointer_imports"); }
 int64_t live_pointer_imports() { return fake_count("pool_live_pointer_imports"); }
 int64_t pool_allocations() { return fake_count("pool_live_allocations"); }
 int64_t violations() { return fake_count("pool_order_violations"); }
+
+// The vendor's name of an entry point.
+const char *N(const char *cuda, const char *hip) { return is_cuda() ? cuda : hip; }
 
 // Kills a holding child (fork_holder) on an early return, so that no
 // child outlives the probe (and holds its output open).
@@ -58,7 +68,7 @@ int32_t pool_handle(hurray_buffer *h, uint64_t flags = HURRAY_ALLOC_SHAREABLE) {
   }
   const int64_t shape[1] = {kElems};
   const int32_t st =
-      hurray_alloc_async(hurray_device{HURRAY_DEVICE_CUDA, 0}, kF32, 1, shape, flags, g_stream, h);
+      hurray_alloc_async(hurray_device{g_type, 0}, kF32, 1, shape, flags, g_stream, h);
   check(st == HURRAY_OK, "alloc_async", "%s %s", hurray_status_name(st), hurray_last_error());
   if (st != HURRAY_OK) return st;
   for (int i = 0; i < kElems; ++i) static_cast<float *>(h->data)[i] = static_cast<float>(i + 1);
@@ -72,13 +82,15 @@ int32_t pool_handle(hurray_buffer *h, uint64_t flags = HURRAY_ALLOC_SHAREABLE) {
   hurray_buffer a{}, b{};
   child_recv_two(sock, &a, &b);
   // The pool came once (kind 5, then kind 6), each pointer on its own.
-  check(pool_imports() == 1 && call_count("cuMemPoolImportFromShareableHandle") == 1 &&
-            pointer_imports() == 2 && call_count("cuIpcOpenMemHandle") == 0 &&
-            call_count("cuMemImportFromShareableHandle") == 0,
+  check(pool_imports() == 1 &&
+            call_count(N("cuMemPoolImportFromShareableHandle",
+                         "hipMemPoolImportFromShareableHandle")) == 1 &&
+            pointer_imports() == 2 &&
+            call_count(N("cuIpcOpenMemHandle", "hipIpcOpenMemHandle")) == 0 &&
+            call_count(N("cuMemImportFromShareableHandle", "hipMemImportFromShareableHandle")) == 0,
         "child_imported", "pools %lld pointers %lld", static_cast<long long>(pool_imports()),
         static_cast<long long>(pointer_imports()));
-  check(a.device.device_type == HURRAY_DEVICE_CUDA && a.ndim == 1 && a.shape[0] == kElems,
-        "child_layout", "");
+  check(a.device.device_type == g_type && a.ndim == 1 && a.shape[0] == kElems, "child_layout", "");
   const float *fa = static_cast<const float *>(a.data);
   const float *fb = static_cast<const float *>(b.data);
   check(fa[0] == 1.0f && fa[15] == 16.0f && fb[3] == 4.0f, "child_reads", "%g %g %g", fa[0], fa[15],
@@ -88,14 +100,16 @@ int32_t pool_handle(hurray_buffer *h, uint64_t flags = HURRAY_ALLOC_SHAREABLE) {
         "child_release", "");
   // Each imported pointer freed by the importer (cuMemFree); the pool stays
   // with the connection until it ends.
-  check(call_count("cuMemFree") == 2 && live_pointer_imports() == 0 &&
-            call_count("cuMemPoolDestroy") == 0,
-        "child_freed_pointers", "frees %d live %lld destroys %d", call_count("cuMemFree"),
-        static_cast<long long>(live_pointer_imports()), call_count("cuMemPoolDestroy"));
+  check(call_count(N("cuMemFree", "hipFree")) == 2 && live_pointer_imports() == 0 &&
+            call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")) == 0,
+        "child_freed_pointers", "frees %d live %lld destroys %d",
+        call_count(N("cuMemFree", "hipFree")), static_cast<long long>(live_pointer_imports()),
+        call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")));
   hurray_buffer none{};
   const int32_t st = hurray_ipc_recv(sock, &none);
-  check(st == HURRAY_ERR_IPC_CLOSED && call_count("cuMemPoolDestroy") == 1, "child_pool_destroyed",
-        "%s destroys %d", hurray_status_name(st), call_count("cuMemPoolDestroy"));
+  check(st == HURRAY_ERR_IPC_CLOSED && call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")) == 1,
+        "child_pool_destroyed", "%s destroys %d", hurray_status_name(st),
+        call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")));
   check(count_fds() == fds_before, "child_fds_back", "%d -> %d", fds_before, count_fds());
   _exit(g_failures == 0 ? 0 : 1);
 }
@@ -106,10 +120,12 @@ int cmd_roundtrip() {
   if (pid < 0) return 2;
   hurray_buffer a{}, shares[3]{};
   if (pool_handle(&a) != HURRAY_OK) return 1;
-  check(call_count("cuMemPoolCreate") == 1 && call_count("cuMemAllocFromPoolAsync") == 1 &&
-            call_count("cuMemAllocAsync") == 0,
-        "allocated_from_own_pool", "creates %d allocs %d", call_count("cuMemPoolCreate"),
-        call_count("cuMemAllocFromPoolAsync"));
+  check(call_count(N("cuMemPoolCreate", "hipMemPoolCreate")) == 1 &&
+            call_count(N("cuMemAllocFromPoolAsync", "hipMallocFromPoolAsync")) == 1 &&
+            call_count(N("cuMemAllocAsync", "hipMallocAsync")) == 0,
+        "allocated_from_own_pool", "creates %d allocs %d",
+        call_count(N("cuMemPoolCreate", "hipMemPoolCreate")),
+        call_count(N("cuMemAllocFromPoolAsync", "hipMallocFromPoolAsync")));
   check(hurray_share(&a, 3, shares) == HURRAY_OK, "share", "");
   hurray_buffer &h = shares[0], &s = shares[1], &keep = shares[2];
   const uint64_t returns = ipc_returns();
@@ -118,23 +134,28 @@ int cmd_roundtrip() {
         hurray_last_error());
   st = hurray_ipc_send(sv[0], &s, HURRAY_IPC_ZERO_COPY_ONLY);
   check(st == HURRAY_OK, "send_share", "%s %s", hurray_status_name(st), hurray_last_error());
-  check(call_count("cuMemPoolExportToShareableHandle") == 1 &&
-            call_count("cuMemPoolExportPointer") == 2 && call_count("cuIpcGetMemHandle") == 0 &&
-            call_count("cuCtxSynchronize") == 0,
-        "exported_pool_once", "pool exports %d pointer exports %d",
-        call_count("cuMemPoolExportToShareableHandle"), call_count("cuMemPoolExportPointer"));
+  check(
+      call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) == 1 &&
+          call_count(N("cuMemPoolExportPointer", "hipMemPoolExportPointer")) == 2 &&
+          call_count(N("cuIpcGetMemHandle", "hipIpcGetMemHandle")) == 0 &&
+          call_count(N("cuCtxSynchronize", "hipDeviceSynchronize")) == 0,
+      "exported_pool_once", "pool exports %d pointer exports %d",
+      call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")),
+      call_count(N("cuMemPoolExportPointer", "hipMemPoolExportPointer")));
   shutdown(sv[0], SHUT_WR);
   const int code = wait_child(pid);
   check(code == 0, "child", "exit %d", code);
   check(wait_until([&] { return ipc_returns() == returns + 2; }), "returned", "%llu",
         static_cast<unsigned long long>(ipc_returns() - returns));
-  check(call_count("cuMemFreeAsync") == 0 && pool_allocations() == 1, "kept_by_local_share", "");
+  check(call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 0 && pool_allocations() == 1,
+        "kept_by_local_share", "");
   check(static_cast<const float *>(keep.data)[1] == 42.0f, "child_write_seen", "%g",
         static_cast<const float *>(keep.data)[1]);
   check(hurray_buffer_release(&keep) == HURRAY_OK, "release_keep", "");
-  check(call_count("cuMemFreeAsync") == 1 && pool_allocations() == 0 && violations() == 0,
+  check(call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 1 && pool_allocations() == 0 &&
+            violations() == 0,
         "producer_freed_once_after_the_importer", "frees %d live %lld violations %lld",
-        call_count("cuMemFreeAsync"), static_cast<long long>(pool_allocations()),
+        call_count(N("cuMemFreeAsync", "hipFreeAsync")), static_cast<long long>(pool_allocations()),
         static_cast<long long>(violations()));
   close(sv[0]);
   return g_failures == 0 ? 0 : 1;
@@ -157,8 +178,9 @@ constexpr int kBuffers = 8;
   for (int i = 0; i < got; ++i) (void)hurray_buffer_release(&r[i]);
   hurray_buffer none{};
   check(hurray_ipc_recv(sock, &none) == HURRAY_ERR_IPC_CLOSED &&
-            call_count("cuMemPoolDestroy") == 1 && live_pointer_imports() == 0,
-        "child_done", "destroys %d", call_count("cuMemPoolDestroy"));
+            call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")) == 1 &&
+            live_pointer_imports() == 0,
+        "child_done", "destroys %d", call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")));
   _exit(g_failures == 0 ? 0 : 1);
 }
 
@@ -175,16 +197,19 @@ int cmd_once() {
   for (int conn = 0; conn < 2; ++conn) {
     int *sv = socks[conn];
     const pid_t pid = pids[conn];
-    const int exports_before = call_count("cuMemPoolExportToShareableHandle");
+    const int exports_before =
+        call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle"));
     for (int i = 0; i < kBuffers; ++i) {
       hurray_buffer h{};
       if (pool_handle(&h) != HURRAY_OK) return 1;
       const int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
       check(st == HURRAY_OK, "send", "%s", hurray_last_error());
     }
-    check(call_count("cuMemPoolExportToShareableHandle") == exports_before + 1,
+    check(call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) ==
+              exports_before + 1,
           "one_pool_fd_per_connection", "%d",
-          call_count("cuMemPoolExportToShareableHandle") - exports_before);
+          call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) -
+              exports_before);
     shutdown(sv[0], SHUT_WR);
     check(wait_child(pid) == 0, "child", "");
     close(sv[0]);
@@ -210,23 +235,35 @@ int cmd_default() {
   hurray_buffer h{};
   if (pool_handle(&h, 0) != HURRAY_OK) return 1;  // cuMemAllocAsync: the default pool
   const int fds = count_fds();
-  const int events = call_count("cuEventCreate");
+  const int events = call_count(N("cuEventCreate", "hipEventCreateWithFlags"));
   hurray_ipc_message m;
   std::memset(&m, 0, sizeof m);
   int32_t st = hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m);
   char want[1024];
-  std::snprintf(want, sizeof want,
-                "%p on CUDA device 0 comes from a stream-ordered memory pool that cannot be "
-                "shared with another process (the device's default pool, which cuMemAllocAsync "
-                "and hurray_alloc_async use, has no shareable handle type): allocate it with "
-                "hurray_alloc_async and HURRAY_ALLOC_SHAREABLE, or from a pool made by "
-                "cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
-                "CUmemPoolProps::handleTypes",
-                h.data);
+  if (is_cuda()) {
+    std::snprintf(want, sizeof want,
+                  "%p on CUDA device 0 comes from a stream-ordered memory pool that cannot be "
+                  "shared with another process (the device's default pool, which cuMemAllocAsync "
+                  "and hurray_alloc_async use, has no shareable handle type): allocate it with "
+                  "hurray_alloc_async and HURRAY_ALLOC_SHAREABLE, or from a pool made by "
+                  "cuMemPoolCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
+                  "CUmemPoolProps::handleTypes",
+                  h.data);
+  } else {
+    std::snprintf(want, sizeof want,
+                  "%p on HIP device 0 comes from a stream-ordered memory pool that cannot be "
+                  "shared with another process (the device's default pool, which hipMallocAsync "
+                  "and hurray_alloc_async use, has no shareable handle type): allocate it with "
+                  "hurray_alloc_async and HURRAY_ALLOC_SHAREABLE, or from a pool made by "
+                  "hipMemPoolCreate with hipMemHandleTypePosixFileDescriptor in "
+                  "hipMemPoolProps::handleTypes",
+                  h.data);
+  }
   check(st == HURRAY_ERR_UNSUPPORTED_DEVICE && std::strcmp(hurray_last_error(), want) == 0,
         "export_refused", "%s %s", hurray_status_name(st), hurray_last_error());
   check(h.release_fn != nullptr && m.nfds == 0 && count_fds() == fds &&
-            call_count("cuEventCreate") == events && call_count("cuMemPoolExportPointer") == 0,
+            call_count(N("cuEventCreate", "hipEventCreateWithFlags")) == events &&
+            call_count(N("cuMemPoolExportPointer", "hipMemPoolExportPointer")) == 0,
         "nothing_consumed", "fds %d -> %d", fds, count_fds());
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 2;
@@ -236,7 +273,8 @@ int cmd_default() {
         "send_refused", "%s", hurray_last_error());
   close(sv[0]);
   close(sv[1]);
-  check(hurray_buffer_release(&h) == HURRAY_OK && call_count("cuMemFreeAsync") == 1,
+  check(hurray_buffer_release(&h) == HURRAY_OK &&
+            call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 1,
         "released_by_owner", "");
   return g_failures == 0 ? 0 : 1;
 }
@@ -254,16 +292,16 @@ int cmd_kill() {
   if (st != HURRAY_OK) return 1;
   char byte = 0;
   check(read(ready[0], &byte, 1) == 1 && byte == 'y', "child_imported", "%c", byte);
-  check(call_count("cuMemFreeAsync") == 0, "held_by_child", "");
+  check(call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 0, "held_by_child", "");
   kill(pid, SIGKILL);
   check(wait_child(pid) == 128 + SIGKILL, "killed", "");
   guard.pid = -1;
   check(wait_until([&] { return ipc_returns() == returns + 1; }), "returned", "");
   // The dead importer's import went with it: no order violation.
-  check(wait_until([&] { return pool_allocations() == 0; }) && call_count("cuMemFreeAsync") == 1 &&
-            violations() == 0,
-        "producer_freed_once", "frees %d violations %lld", call_count("cuMemFreeAsync"),
-        static_cast<long long>(violations()));
+  check(wait_until([&] { return pool_allocations() == 0; }) &&
+            call_count(N("cuMemFreeAsync", "hipFreeAsync")) == 1 && violations() == 0,
+        "producer_freed_once", "frees %d violations %lld",
+        call_count(N("cuMemFreeAsync", "hipFreeAsync")), static_cast<long long>(violations()));
   return g_failures == 0 ? 0 : 1;
 }
 
@@ -285,17 +323,26 @@ int cmd_order() {
   char byte = 0;
   check(read(ready[0], &byte, 1) == 1 && byte == 'y', "child_imported", "%c", byte);
   // Free out of order through the driver itself, the child still holding it.
-  using GetProc = int (*)(const char *, void **, int, uint64_t);
-  void *lib = dlopen(std::getenv("HURRAY_CUDA_DRIVER_PATH"), RTLD_NOW | RTLD_LOCAL);
-  auto get = lib != nullptr ? reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress")) : nullptr;
+  void *lib = dlopen(std::getenv(is_cuda() ? "HURRAY_CUDA_DRIVER_PATH" : "HURRAY_HIP_LIBRARY_PATH"),
+                     RTLD_NOW | RTLD_LOCAL);
   void *fn = nullptr;
-  if (get != nullptr) (void)get("cuMemFree", &fn, 3020, 0);
+  if (lib != nullptr && is_cuda()) {
+    using GetProc = int (*)(const char *, void **, int, uint64_t);
+    auto get = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress"));
+    if (get != nullptr) (void)get("cuMemFree", &fn, 3020, 0);
+  } else if (lib != nullptr) {
+    fn = dlsym(lib, "hipFree");
+  }
   auto set_current = fake_fn<void (*)(int)>("set_current_device");
   if (set_current != nullptr) set_current(0);
-  const int r = fn != nullptr ? reinterpret_cast<int (*)(uint64_t)>(fn)(
-                                    static_cast<uint64_t>(reinterpret_cast<uintptr_t>(raw.data)))
-                              : -1;
-  if (set_current != nullptr) set_current(-1);
+  int r = -1;
+  if (fn != nullptr && is_cuda()) {
+    r = reinterpret_cast<int (*)(uint64_t)>(fn)(
+        static_cast<uint64_t>(reinterpret_cast<uintptr_t>(raw.data)));
+  } else if (fn != nullptr) {
+    r = reinterpret_cast<int (*)(void *)>(fn)(raw.data);
+  }
+  if (set_current != nullptr) set_current(is_cuda() ? -1 : 0);
   check(r == 0 && violations() == 1, "exporter_first_is_counted", "%d %lld", r,
         static_cast<long long>(violations()));
   kill(pid, SIGKILL);
@@ -307,6 +354,128 @@ int cmd_order() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// HIP only (pool-user): memory of a pool the caller made, not libhurray's.
+struct UserOwner {
+  void *ptr;
+  void *stream;
+  int64_t shape[1];
+  int64_t strides[1];
+};
+std::atomic<int> g_user_releases{0};
+
+using HipMallocFromPool = int (*)(void **, size_t, void *, void *);
+using HipFreeAsync = int (*)(void *, void *);
+void *hip_symbol(const char *name) {
+  void *lib = dlopen(std::getenv("HURRAY_HIP_LIBRARY_PATH"), RTLD_NOW | RTLD_LOCAL);
+  return lib != nullptr ? dlsym(lib, name) : nullptr;
+}
+
+void user_release(void *user_data) {
+  auto *o = static_cast<UserOwner *>(user_data);
+  auto free_async = reinterpret_cast<HipFreeAsync>(hip_symbol("hipFreeAsync"));
+  const int r = free_async != nullptr ? free_async(o->ptr, o->stream) : -1;
+  check(r == 0, "user_freed", "%d", r);
+  delete o;
+  g_user_releases.fetch_add(1);
+}
+
+// 16 floats from `pool` (made by the caller with the fake's pool_create),
+// wrapped in a handle whose release frees them with hipFreeAsync.
+int32_t user_handle(void *pool, hurray_buffer *h) {
+  if (g_stream == nullptr) g_stream = fake_fn<void *(*)(int)>("stream_create")(0);
+  auto alloc = reinterpret_cast<HipMallocFromPool>(hip_symbol("hipMallocFromPoolAsync"));
+  void *p = nullptr;
+  const int r = alloc != nullptr ? alloc(&p, kElems * sizeof(float), pool, g_stream) : -1;
+  check(r == 0, "user_alloc", "%d", r);
+  if (r != 0) return HURRAY_ERR_DEVICE;
+  auto *o = new UserOwner{p, g_stream, {kElems}, {1}};
+  std::memset(h, 0, sizeof *h);
+  h->version = HURRAY_BUFFER_VERSION;
+  h->release_fn = &user_release;
+  h->user_data = o;
+  h->data = p;
+  h->device = hurray_device{HURRAY_DEVICE_ROCM, 0};
+  h->dtype = kF32;
+  h->ndim = 1;
+  h->shape = o->shape;
+  h->strides = o->strides;
+  for (int i = 0; i < kElems; ++i) static_cast<float *>(p)[i] = static_cast<float>(i + 1);
+  return HURRAY_OK;
+}
+
+[[noreturn]] void user_child(int sock) {
+  hurray_buffer a{};
+  const int32_t st = hurray_ipc_recv(sock, &a);
+  check(st == HURRAY_OK, "child_recv", "%s %s", hurray_status_name(st), hurray_last_error());
+  if (st != HURRAY_OK) _exit(1);
+  check(pool_imports() == 1 && pointer_imports() == 1 &&
+            static_cast<const float *>(a.data)[15] == 16.0f,
+        "child_imported_user_pool", "pools %lld pointers %lld",
+        static_cast<long long>(pool_imports()), static_cast<long long>(pointer_imports()));
+  check(hurray_buffer_release(&a) == HURRAY_OK && call_count("hipFree") == 1, "child_release", "");
+  hurray_buffer none{};
+  check(
+      hurray_ipc_recv(sock, &none) == HURRAY_ERR_IPC_CLOSED && call_count("hipMemPoolDestroy") == 1,
+      "child_done", "");
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+// Memory of a pool the caller made with hipMemPoolCreate and the POSIX-fd
+// type: libhurray finds its pool with hipPointerGetAttribute(
+// HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) and sends it as kind 5. With the
+// attribute unanswered (FAKE_HIP_NO_MEMPOOL_ATTRIBUTE=1, a ROCm that does
+// not implement it) the same memory is not known as pool memory and goes
+// the legacy way, which refuses it clearly, nothing consumed; libhurray's
+// own pool memory still goes as kind 5 (its allocations are recorded).
+int cmd_user() {
+  if (is_cuda()) return 64;
+  int sv[2];
+  const pid_t pid = fork_receiver(sv, user_child);
+  if (pid < 0) return 2;
+  void *pool = nullptr;
+  const int pr = fake_fn<int (*)(int, unsigned long long, void **)>("pool_create")(0, 1, &pool);
+  check(pr == 0 && pool != nullptr, "pool_create", "%d", pr);
+  hurray_buffer h{};
+  if (user_handle(pool, &h) != HURRAY_OK) return 1;
+  const uint64_t returns = ipc_returns();
+  int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK && call_count("hipPointerGetAttribute") == 1 &&
+            call_count("hipMemPoolExportToShareableHandle") == 1 &&
+            call_count("hipMemPoolExportPointer") == 1 && call_count("hipIpcGetMemHandle") == 0,
+        "sent_as_pool_memory", "%s %s attr %d", hurray_status_name(st), hurray_last_error(),
+        call_count("hipPointerGetAttribute"));
+  shutdown(sv[0], SHUT_WR);
+  check(wait_child(pid) == 0, "child", "");
+  close(sv[0]);
+  check(wait_until([&] { return ipc_returns() == returns + 1; }) && g_user_releases.load() == 1 &&
+            violations() == 0,
+        "released_once_after_the_importer", "releases %d violations %lld", g_user_releases.load(),
+        static_cast<long long>(violations()));
+
+  setenv("FAKE_HIP_NO_MEMPOOL_ATTRIBUTE", "1", 1);
+  hurray_buffer u{};
+  if (user_handle(pool, &u) != HURRAY_OK) return 1;
+  const int fds = count_fds();
+  hurray_ipc_message m;
+  std::memset(&m, 0, sizeof m);
+  st = hurray_ipc_export(&u, HURRAY_IPC_DEFAULT, &m);
+  check(
+      st == HURRAY_ERR_UNSUPPORTED_DEVICE &&
+          std::strstr(hurray_last_error(), "cannot be exported with a HIP IPC handle") != nullptr &&
+          u.release_fn != nullptr && m.nfds == 0 && count_fds() == fds,
+      "unanswered_attribute_refuses_user_pool", "%s %s", hurray_status_name(st),
+      hurray_last_error());
+  check(hurray_buffer_release(&u) == HURRAY_OK && g_user_releases.load() == 2, "user_released", "");
+  hurray_buffer own{};
+  if (pool_handle(&own) != HURRAY_OK) return 1;
+  st = hurray_ipc_export(&own, HURRAY_IPC_DEFAULT, &m);
+  check(st == HURRAY_OK && m.bytes[16] == 5 && m.nfds == 2, "own_pool_memory_without_attribute",
+        "%s %s", hurray_status_name(st), hurray_last_error());
+  if (st == HURRAY_OK) check(hurray_ipc_message_discard(&m) == HURRAY_OK, "discard", "");
+  check(wait_until([&] { return ipc_returns() == returns + 2; }), "own_returned", "");
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int run_pool_command(const std::string &cmd) {
@@ -315,6 +484,7 @@ int run_pool_command(const std::string &cmd) {
   if (cmd == "default") return cmd_default();
   if (cmd == "kill") return cmd_kill();
   if (cmd == "order") return cmd_order();
+  if (cmd == "user") return cmd_user();
   return 64;
 }
 

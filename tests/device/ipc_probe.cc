@@ -19,7 +19,7 @@
 //                              ipc_event_probe.cc
 //   probe ipc-vmm-* 2          CUDA VMM allocations as POSIX fds (kind 2),
 //                              ipc_vmm_probe.cc
-//   probe ipc-pool-* 2         CUDA pool memory (kinds 5 and 6),
+//   probe ipc-pool-* TYPE      CUDA and HIP pool memory (kinds 5 and 6),
 //                              ipc_pool_probe.cc
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -280,7 +280,7 @@ int run_ipc_command(const std::string &cmd, int type) {
   if (cmd == "malformed") return cmd_malformed();
   if (cmd == "refusals") return cmd_refusals();
   if (cmd.rfind("vmm-", 0) == 0 && is_cuda()) return run_vmm_command(cmd.substr(4));
-  if (cmd.rfind("pool-", 0) == 0 && is_cuda()) return run_pool_command(cmd.substr(5));
+  if (cmd.rfind("pool-", 0) == 0) return run_pool_command(cmd.substr(5));
   if (cmd.rfind("event-", 0) == 0) {
     const int rc = run_event_command(cmd.substr(6));
     if (rc != 64) return rc;

@@ -171,7 +171,7 @@ int run_event_command(const std::string &cmd);
 
 // The VMM commands (ipc_vmm_probe.cc): `cmd` without "ipc-vmm-"; 64 when unknown.
 int run_vmm_command(const std::string &cmd);
-// The CUDA pool commands (ipc_pool_probe.cc): `cmd` without "ipc-pool-";
+// The pool commands, CUDA and HIP (ipc_pool_probe.cc): `cmd` without "ipc-pool-";
 // 64 when unknown.
 int run_pool_command(const std::string &cmd);
 // ipc_vmm_range_probe.cc (CUDA builds): `cmd` without "ipc-vmm-range-".

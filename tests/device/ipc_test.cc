@@ -69,6 +69,28 @@ TEST_F(CudaPoolIpc, KilledChildReturnsItsReference) { run("pool-kill"); }
 // importer holds the pointer is counted.
 TEST_F(CudaPoolIpc, FakeCountsAnExporterFreeingFirst) { run("pool-order"); }
 
+// HIP stream-ordered pool memory, kinds 5 and 6, with the same probe
+// commands (ipc_pool_probe.cc) on the HIP fake's pools
+// (tests/fake_drivers/fake_hip_pool.h): hipMemPoolCreate with
+// hipMemHandleTypePosixFileDescriptor, hipMallocFromPoolAsync,
+// hipMemPoolExportToShareableHandle once per connection,
+// hipMemPoolExportPointer / hipMemPoolImportPointer per buffer, hipFree of
+// each imported pointer before the producer's hipFreeAsync.
+using HipPoolIpc = GpuIpc<IpcHipVendor>;
+TEST_F(HipPoolIpc, ChildImportsReadsWritesAndReturns) { run("pool-roundtrip"); }
+TEST_F(HipPoolIpc, PoolFdTravelsOncePerConnection) { run("pool-once"); }
+// hipMallocAsync memory (the device's default pool): refused with
+// HURRAY_ERR_UNSUPPORTED_DEVICE and the exact message, nothing consumed.
+TEST_F(HipPoolIpc, DefaultPoolMemoryIsRefused) { run("pool-default"); }
+TEST_F(HipPoolIpc, KilledChildReturnsItsReference) { run("pool-kill"); }
+TEST_F(HipPoolIpc, FakeCountsAnExporterFreeingFirst) { run("pool-order"); }
+// A pool the caller made (hipMemPoolCreate, POSIX fd): found by
+// hipPointerGetAttribute(HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) and sent as
+// kind 5, released once after the importer; with the attribute unanswered
+// (as ROCm may), refused clearly with nothing consumed, while libhurray's
+// own pool memory still goes as kind 5.
+TEST_F(HipPoolIpc, CallersPoolFoundByAttributeOwnPoolWithout) { run("pool-user"); }
+
 // A child imports an allocation and a share of it, reads, writes one the
 // parent reads, releases: every import-side cuMemMap undone (cuMemUnmap,
 // cuMemAddressFree, cuMemRelease), the export's retained handle released,

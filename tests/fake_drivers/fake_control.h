@@ -233,6 +233,17 @@ int64_t fake_cuda_pool_pointer_imports(void);
 int64_t fake_cuda_pool_live_pointer_imports(void);
 int64_t fake_cuda_pools_destroyed(void);
 int64_t fake_cuda_pool_order_violations(void);
+/* The same for the HIP fake (fake_hip_pool.h: hipMemPoolCreate,
+   hipMemPoolExportToShareableHandle, hipMemPoolExportPointer, ...), whose
+   hipPointerGetAttribute answers HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
+   (FAKE_HIP_NO_MEMPOOL_ATTRIBUTE=1: hipErrorInvalidValue instead). */
+int fake_hip_pool_create(int device, unsigned long long handle_types, void **pool);
+int64_t fake_hip_pool_live_allocations(void);
+int64_t fake_hip_pool_imports(void);
+int64_t fake_hip_pool_pointer_imports(void);
+int64_t fake_hip_pool_live_pointer_imports(void);
+int64_t fake_hip_pools_destroyed(void);
+int64_t fake_hip_pool_order_violations(void);
 
 /* HIP only. hipMemcpy2DAsync / hipMemcpy3DAsync copy row by row (logged
    like the CUDA ones) and refuse pitches below the width. */

@@ -194,15 +194,4 @@ FAKE_EXPORT int fake_cuda_pool_create(int device, unsigned long long handle_type
   if (r == CUDA_SUCCESS) *pool = p;
   return r;
 }
-FAKE_EXPORT int64_t fake_cuda_pool_live_allocations(void) { return fake::Pools::get().live(); }
-FAKE_EXPORT int64_t fake_cuda_pool_imports(void) { return fake::Pools::get().imports(); }
-FAKE_EXPORT int64_t fake_cuda_pool_pointer_imports(void) {
-  return fake::Pools::get().pointer_imports();
-}
-FAKE_EXPORT int64_t fake_cuda_pool_live_pointer_imports(void) {
-  return fake::Pools::get().live_pointer_imports();
-}
-FAKE_EXPORT int64_t fake_cuda_pools_destroyed(void) { return fake::Pools::get().destroyed(); }
-FAKE_EXPORT int64_t fake_cuda_pool_order_violations(void) {
-  return fake::Pools::get().order_violations();
-}
+FAKE_POOL_EXPORTS(fake_cuda_)

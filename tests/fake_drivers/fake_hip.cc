@@ -188,6 +188,9 @@ hipError_t alloc_common(const char *fn, void **out, size_t bytes, fake::Kind kin
   return done(fn, kSuccess, p, stream, bytes);
 }
 
+bool pool_free_hip(void *p);  // fake_hip_pool.h
+bool pool_range_hip(const void *p, uintptr_t *base, uint64_t *bytes);
+
 hipError_t free_common(const char *fn, void *p, bool device_or_managed, hipStream_t stream) {
   FAKE_ENTER(fn, p, stream);
   if (stream == nullptr) {
@@ -195,7 +198,9 @@ hipError_t free_common(const char *fn, void *p, bool device_or_managed, hipStrea
   }
   if (hipError_t e = stream_error(stream)) return done(fn, e, p, stream);
   rec().check_free(p, stream, t_device);
-  if (!rec().release(p, device_or_managed)) return done(fn, kInvalidValue, p, stream);
+  if (!rec().release(p, device_or_managed) && !(device_or_managed && pool_free_hip(p))) {
+    return done(fn, kInvalidValue, p, stream);
+  }
   const auto r = done(fn, kSuccess, p, stream);
   fake::frees::freed();  // after the call is logged: a waiting test reads the log
   return r;
@@ -390,7 +395,9 @@ FAKE_EXPORT hipError_t hipMemGetAddressRange(void **base, size_t *size, void *p)
   FAKE_ENTER("hipMemGetAddressRange", p);
   uintptr_t b = 0;
   uint64_t n = 0;
-  if (!rec().address_range(p, &b, &n)) return done("hipMemGetAddressRange", kInvalidValue, p);
+  if (!rec().address_range(p, &b, &n) && !pool_range_hip(p, &b, &n)) {
+    return done("hipMemGetAddressRange", kInvalidValue, p);
+  }
   if (base != nullptr) *base = reinterpret_cast<void *>(b);
   if (size != nullptr) *size = static_cast<size_t>(n);
   return done("hipMemGetAddressRange", kSuccess, p, nullptr, n);
@@ -506,6 +513,8 @@ FAKE_EXPORT hipError_t hipPointerGetAttributes(PointerAttributes *a, const void 
                          0};
   return done("hipPointerGetAttributes", kSuccess, p);
 }
+
+#include "fake_hip_pool.h"  // NOLINT: the pool entry points, over the helpers above
 
 FAKE_DEFINE_CONTROL_API(fake_hip_)
 

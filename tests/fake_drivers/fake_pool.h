@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fake CUDA driver's memory pools (fake_cuda_pool.cc), as the CUDA
-// Driver API reference's "Stream Ordered Memory Allocator" section and the
+// The fake drivers' memory pools (fake_cuda_pool.cc, fake_hip_pool.h), as
+// the CUDA Driver API reference's "Stream Ordered Memory Allocator" section and the
 // CUDA Programming Guide's "Stream Ordered Memory Allocator" chapter
 // ("Interprocess communication support", "IPC export pools", "IPC import
 // pools") describe them:
@@ -24,7 +24,12 @@
 //     process that no longer maps the pool (it died: the kernel drops its
 //     mappings before it closes its fds) are dropped, as the driver drops
 //     a dead process's imports.
-// Results are CUresult numbers.
+// HIP documents the same model for its pools (hip_runtime_api.h,
+// "Stream Ordered Memory Allocator": hipMemPoolExportToShareableHandle,
+// hipMemPoolImportPointer's "freed from all importing processes before
+// being freed in the exporting process"), with the same numbers for the
+// results used here and for the POSIX-fd handle type.
+// Results are CUresult numbers (hipError_t's are the same: 0, 1, 2).
 #ifndef HURRAY_TESTS_FAKES_FAKE_POOL_H_
 #define HURRAY_TESTS_FAKES_FAKE_POOL_H_
 
@@ -51,6 +56,7 @@ class Pools {
   static constexpr uint64_t kHeaderBytes = 64 * 1024;  // its table of allocations
   static constexpr int kSlots = 1024;
   static constexpr int kImporters = 4;
+  static constexpr const char *kMemfdName = "fake-gpu-pool";
 
   // One allocation of a pool, in the shared header. `importers` holds the
   // pids of processes that imported it and have not freed it.
@@ -114,7 +120,7 @@ class Pools {
   }
 
   int create(int device, unsigned long long handle_types, Pool **out) {
-    const int fd = memfd_create("fake-cuda-pool", MFD_CLOEXEC);
+    const int fd = memfd_create(kMemfdName, MFD_CLOEXEC);
     if (fd < 0) return kOutOfMemory;
     if (ftruncate(fd, static_cast<off_t>(kPoolBytes)) != 0) {
       close(fd);
@@ -299,8 +305,9 @@ class Pools {
       if (alive(who)) {
         ++order_violations_;
         std::fprintf(stderr,
-                     "fake CUDA: pool memory %p freed by its exporter while process %d still "
-                     "has it imported (cuMemPoolImportPointer: importers free first)\n",
+                     "fake driver: pool memory %p freed by its exporter while process %d "
+                     "still has it imported (cuMemPoolImportPointer, hipMemPoolImportPointer: "
+                     "importers free first)\n",
                      ptr, static_cast<int>(who));
       }
       __atomic_store_n(&pid, 0, __ATOMIC_RELEASE);
@@ -352,7 +359,7 @@ class Pools {
     char line[512];
     bool maps_pool = false;
     while (!maps_pool && std::fgets(line, sizeof line, f) != nullptr) {
-      maps_pool = std::strstr(line, "fake-cuda-pool") != nullptr;
+      maps_pool = std::strstr(line, kMemfdName) != nullptr;
     }
     std::fclose(f);
     return maps_pool;
@@ -384,5 +391,21 @@ class Pools {
 };
 
 }  // namespace fake
+
+// The control API's pool counters (fake_control.h) of a fake, `prefix`
+// fake_cuda_ or fake_hip_.
+#define FAKE_POOL_EXPORTS(prefix)                                                               \
+  FAKE_EXPORT int64_t prefix##pool_live_allocations(void) { return fake::Pools::get().live(); } \
+  FAKE_EXPORT int64_t prefix##pool_imports(void) { return fake::Pools::get().imports(); }       \
+  FAKE_EXPORT int64_t prefix##pool_pointer_imports(void) {                                      \
+    return fake::Pools::get().pointer_imports();                                                \
+  }                                                                                             \
+  FAKE_EXPORT int64_t prefix##pool_live_pointer_imports(void) {                                 \
+    return fake::Pools::get().live_pointer_imports();                                           \
+  }                                                                                             \
+  FAKE_EXPORT int64_t prefix##pools_destroyed(void) { return fake::Pools::get().destroyed(); }  \
+  FAKE_EXPORT int64_t prefix##pool_order_violations(void) {                                     \
+    return fake::Pools::get().order_violations();                                               \
+  }
 
 #endif  // HURRAY_TESTS_FAKES_FAKE_POOL_H_

@@ -8,13 +8,12 @@
  * The GPU seeds (kinds 2 to 6, ipc.md §6.1) need a driver to export, so
  * gpu_seed() derives them from f32_1024's bytes, as an export would write
  * them: kind, nfds (byte 0 and the descriptor: 1 for kinds 3, 4 and 6, 2
- * for kinds 2 and 5), device 2 / 10, data_offset 256, region [0, +8192), total_size
- * + 168, then the GPU part: UUID c7 11 .. e1, sender pid 4242 and start
- * time 123456, flags 0, handle bytes 00..3f (kind 2: zero), event zero;
- * the *_event_* seeds as every export now writes them (ipc.md §6): flags 1
- * (an IPC event is present) and event bytes 80..bf; kinds 5 and 6 (CUDA
- * pool memory) with the handle bytes as the pointer's export data and pool
- * number 7 in the 8 bytes after the GPU part.
+ * for kinds 2 and 5), device 2 / 10 (the hip_* seeds), data_offset 256,
+ * region [0, +8192), total_size + 168, then the GPU part: UUID c7 11 .. e1, sender pid 4242 and
+ * start time 123456, flags 0, handle bytes 00..3f (kind 2: zero), event zero; the *_event_* seeds
+ * as every export now writes them (ipc.md §6): flags 1 (an IPC event is present) and event
+ * bytes 80..bf; kinds 5 and 6 (CUDA or, in the hip_pool_* seeds, HIP pool memory) with the handle
+ * bytes as the pointer's export data and pool number 7 in the 8 bytes after the GPU part.
  * v1_cuda_ipc_f32_1024 is a wire-version-1 descriptor of kind 3 (64 handle
  * bytes after the strides), which version 2 refuses. */
 #include <hurray/hurray.h>
@@ -58,7 +57,7 @@ static int gpu_seed(const char *dir, const char *name, const unsigned char *cpu,
   put32(d + 12, 96 + part);
   put32(d + 16, kind);
   put32(d + 20, nfds);
-  put32(d + 32, kind == 4 ? 10 : 2);
+  put32(d + 32, strncmp(name, "hip_", 4) == 0 ? 10 : 2); /* kDLROCM for HIP's */
   put32(d + 36, 0);
   put64(d + 56, 256);
   put64(d + 64, 0);
@@ -107,6 +106,8 @@ static int gpu_seeds(const char *dir) {
   bad |= gpu_seed(dir, "cuda_pool_fd_f32_1024", m.bytes, 5, 2, 0);
   bad |= gpu_seed(dir, "cuda_pool_fd_event_f32_1024", m.bytes, 5, 2, 1);
   bad |= gpu_seed(dir, "cuda_pool_event_f32_1024", m.bytes, 6, 2, 1);
+  bad |= gpu_seed(dir, "hip_pool_fd_event_f32_1024", m.bytes, 5, 2, 1);
+  bad |= gpu_seed(dir, "hip_pool_event_f32_1024", m.bytes, 6, 2, 1);
   return bad | (hurray_ipc_message_discard(&m) != HURRAY_OK);
 }
 

@@ -520,7 +520,7 @@ TEST(IpcImport, GpuDescriptorOfWireVersion1IsRefused) {
   EXPECT_FALSE(fd_open(p[1]));
 }
 
-// CUDA pool memory (kinds 5 and 6, ipc.md §6.1): a GPU descriptor of f32
+// Pool memory (kinds 5 and 6, ipc.md §6.1): a kDLCUDA GPU descriptor of f32
 // floats with the pool part; `kind`, `pool` its pool number, `nfds` fds
 // (a pipe's write end, then pipes' write ends for the others).
 hurray_ipc_message pool_descriptor(uint32_t kind, uint64_t pool, uint32_t nfds) {
@@ -568,6 +568,22 @@ TEST(IpcImport, PoolKindsAreChecked) {
   put32(m.bytes + 16, 7);
   expect_refused(m, HURRAY_ERR_IPC, "kind 7");
   EXPECT_NE(std::strstr(hurray_last_error(), "kind 7 is unknown"), nullptr) << hurray_last_error();
+}
+
+// Kinds 5 and 6 carry HIP pool memory too (kDLROCM: hipMemPoolExportPointer's
+// data): the decoder lets a kDLROCM kind-6 descriptor through to the
+// connection rule; any other device type is refused naming both.
+TEST(IpcImport, PoolKindsTakeEitherGpuVendor) {
+  hurray_ipc_message m = pool_descriptor(6, 7, 1);
+  put32(m.bytes + 32, HURRAY_DEVICE_ROCM);
+  expect_refused(m, HURRAY_ERR_IPC, "kDLROCM kind 6 without a connection");
+  EXPECT_NE(std::strstr(hurray_last_error(), "once per connection"), nullptr)
+      << hurray_last_error();
+  m = pool_descriptor(5, 7, 2);
+  put32(m.bytes + 32, HURRAY_DEVICE_CUDA_HOST);
+  expect_refused(m, HURRAY_ERR_IPC, "kind 5 of pinned host memory");
+  EXPECT_NE(std::strstr(hurray_last_error(), "kind 5 is kDLCUDA or kDLROCM"), nullptr)
+      << hurray_last_error();
 }
 
 TEST(IpcImport, OutNullClosesTheFds) {

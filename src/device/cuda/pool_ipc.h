@@ -16,16 +16,6 @@
 
 namespace hurray::detail {
 
-// What pool_export found at an address.
-enum class PoolFound {
-  kNotPool,        // no pool memory (or a driver without the pool entry points)
-  kExported,       // out->pool, handle (the pointer's export data), alloc_size,
-                   // data_offset and, unless the caller's pool_fd_sent said it
-                   // went already, out->pool_fd are set
-  kNotExportable,  // memory of a pool without the POSIX-fd handle type (the
-                   // device's default pool: cuMemAllocAsync); nothing exported
-};
-
 // With the device's context current: cuPointerGetAttribute(
 // CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) of data; for pool memory the
 // allocation's range (cuMemGetAddressRange), the pool's fd

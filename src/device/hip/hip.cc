@@ -14,6 +14,7 @@
 #include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/backend.h"
+#include "device/hip/pool_ipc.h"
 #include "device/hip/runtime.h"
 #include "device/hip/vendor.h"
 
@@ -25,7 +26,8 @@ namespace {
 // of another device: hipStreamSynchronize(stream), then hipFree; 3 the
 // per-thread default stream of another device (mem.stream_device, a copy
 // queued there): hipDeviceSynchronize with that device current, then
-// hipFree.
+// hipFree; 4 (kHipFreeOnPoolStream, pool_ipc.h) libhurray's IPC-capable
+// pool: hipFreeAsync on the stream.
 constexpr uint32_t kFreeAfterDevice = 1;
 constexpr uint32_t kFreeAfterStream = 2;
 constexpr uint32_t kFreeAfterOtherDevice = 3;
@@ -177,6 +179,10 @@ hipError_t free_on_device(const HipRuntime &r, int owner, const DeviceMemory &me
     case kFreeAfterOtherDevice:
       e = synchronize_other_device(r, mem.stream_device, owner, call);
       break;
+    case kHipFreeOnPoolStream:
+      hip_pool_forget(ptr);  // no longer exported as pool memory
+      *call = "hipFreeAsync";
+      return r.free_async(ptr, stream);
     default:
       if (stream != nullptr) {
         *call = "hipFreeAsync";

@@ -2,8 +2,11 @@
 // HIP device memory across processes with IPC handles (device/gpu_ipc.h,
 // docs/impl/ipc.md §6): hipIpcGetMemHandle of the allocation that holds the
 // data, opened by the receiver with hipIpcOpenMemHandle with the device
-// current.
+// current; or, for memory of an IPC-capable stream-ordered pool, the pool's
+// fd and the pointer's export data (kinds 5 and 6, pool_ipc.cc).
 #if defined(HURRAY_WITH_HIP)
+
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstring>
@@ -11,6 +14,7 @@
 #include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/gpu_ipc.h"
+#include "device/hip/pool_ipc.h"
 #include "device/hip/runtime.h"
 #include "device/hip/vendor.h"
 
@@ -19,38 +23,6 @@ namespace {
 
 static_assert(sizeof(hipIpcMemHandle_t) == kGpuIpcHandleBytes, "hipIpcMemHandle_t is 64 bytes");
 static_assert(sizeof(hipIpcEventHandle_t) == kGpuEventBytes, "hipIpcEventHandle_t is 64 bytes");
-
-// The release path: `op(runtime, &call)` with `device` current, from any
-// thread, never setting the message; a failure is counted. `what` names the
-// object in the report.
-template <typename Op>
-void release_with_device(hurray_device device, const void *what, const char *kind, Op op) {
-  if (hip_forked_child()) return count_fork_skip();
-  if (hip_torn_down()) return count_teardown_leak();
-  const HipRuntime *r = loaded_hip_runtime();  // loaded: it made `what`
-  if (r == nullptr) return;
-  const char *call = nullptr;
-  hipError_t e, restore;
-  {
-    DeviceScope scope(*r);
-    e = scope.enter(device.device_id, &call);
-    if (e == hipSuccess) e = op(*r, &call);
-    restore = scope.leave();
-  }
-  if (e == hipSuccess && restore == hipSuccess) return;
-  if (e == hipErrorDeinitialized || restore == hipErrorDeinitialized) {
-    mark_hip_torn_down();
-    if (e != hipSuccess) count_teardown_leak();
-    return;
-  }
-  if (e == hipSuccess) {
-    call = "hipSetDevice";
-    e = restore;
-  }
-  report_failed_release(HURRAY_ERR_DEVICE,
-                        "%s failed with %s (%d) closing %p (HIP device %" PRId32 ", %s)", call,
-                        hip_error_name(e), static_cast<int>(e), what, device.device_id, kind);
-}
 
 int32_t missing(const HipRuntime &r) {
   if (r.ipc_get_mem_handle != nullptr && r.ipc_open_mem_handle != nullptr &&
@@ -75,33 +47,52 @@ void destroy_event(hurray_device device, void *event) {
 
 int32_t export_memory(hurray_device device, const void *data, bool stream_ordered, void *stream,
                       GpuIpcExport *out) {
-  if (stream_ordered) {
-    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "this HIP memory comes from a stream-ordered pool (hipMallocAsync: hurray_alloc "
-                "with a stream), which HIP IPC handles cannot export; allocate it without a "
-                "stream to send it to another process");
-  }
   const HipRuntime *rt = hip_runtime();
   if (rt == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (stream_ordered && !rt->pool_ipc()) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "this HIP memory comes from a stream-ordered pool (hipMallocAsync: hurray_alloc "
+                "with a stream), and %s lacks the memory-pool IPC entry points "
+                "(hipMemPoolExportToShareableHandle, hipMemPoolExportPointer, ...); allocate it "
+                "without a stream to send it to another process",
+                rt->path);
+  }
+  // hurray_alloc memory of the device's default pool (hipMallocAsync):
+  // refused before any call, whether or not the runtime answers
+  // HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE (pool_ipc.h).
+  if (stream_ordered) return hip_pool_refuse_not_exportable(device, data);
   int32_t st = missing(*rt);
   if (st != HURRAY_OK) return st;
+  out->pool = nullptr;
+  out->pool_fd = -1;
+  PoolFound pool = PoolFound::kNotPool;
+  bool pool_failed = false;  // pool memory whose export failed
   hipError_t got = hipSuccess;
   const char *call = "hipMemGetAddressRange";
   hipEvent_t ev = nullptr;
   st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
-    hipError_t e;
-    hipDeviceptr_t base = nullptr;
-    size_t size = 0;
-    e = r.mem_get_address_range(&base, &size, const_cast<void *>(data));
-    if (e != hipSuccess) return got = e;
-    call = "hipIpcGetMemHandle";
-    hipIpcMemHandle_t h;
-    e = r.ipc_get_mem_handle(&h, base);
-    if (e != hipSuccess) return got = e;
-    std::memcpy(out->handle, &h, kGpuIpcHandleBytes);
-    out->alloc_size = size;
-    out->data_offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(data) -
-                                             reinterpret_cast<uintptr_t>(base));
+    // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
+    hipError_t e = hip_pool_export(r, data, out, &call, &pool);
+    if (e != hipSuccess) {
+      pool_failed = true;
+      return got = e;
+    }
+    if (pool == PoolFound::kNotExportable) return e;
+    if (pool == PoolFound::kNotPool) {
+      call = "hipMemGetAddressRange";
+      hipDeviceptr_t base = nullptr;
+      size_t size = 0;
+      e = r.mem_get_address_range(&base, &size, const_cast<void *>(data));
+      if (e != hipSuccess) return got = e;
+      call = "hipIpcGetMemHandle";
+      hipIpcMemHandle_t h;
+      e = r.ipc_get_mem_handle(&h, base);
+      if (e != hipSuccess) return got = e;
+      std::memcpy(out->handle, &h, kGpuIpcHandleBytes);
+      out->alloc_size = size;
+      out->data_offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(data) -
+                                               reinterpret_cast<uintptr_t>(base));
+    }
     // What the receiver waits for (ipc.md §6): an interprocess event
     // recorded on the caller's stream (NULL: the null stream), no host wait.
     call = "hipEventCreateWithFlags";
@@ -125,12 +116,29 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   } else if (ev != nullptr) {
     destroy_event(device, ev);  // nothing is sent
   }
+  if (st != HURRAY_OK && out->pool_fd >= 0) {
+    close(out->pool_fd);
+    out->pool_fd = -1;
+  }
+  if (st == HURRAY_OK && pool == PoolFound::kNotExportable) {
+    return hip_pool_refuse_not_exportable(device, data);
+  }
+  if (st != HURRAY_OK && got != hipSuccess && got != hipErrorOutOfMemory && pool_failed) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "%p on HIP device %" PRId32
+                " is stream-ordered pool memory that cannot be exported (%s failed with %s)",
+                data, device.device_id, call, hip_error_name(got));
+  }
   if (st != HURRAY_OK && got != hipSuccess && got != hipErrorOutOfMemory) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
                 "%p on HIP device %" PRId32
-                " cannot be exported with a HIP IPC handle (%s failed with %s): only hipMalloc "
-                "memory (hurray_alloc on kDLROCM without a stream) can be sent to another "
-                "process; device memory is never copied through the host for it",
+                " cannot be exported with a HIP IPC handle (%s failed with %s): hipMalloc "
+                "memory (hurray_alloc on kDLROCM without a stream) and memory of libhurray's "
+                "IPC-capable pool (hurray_alloc_async with HURRAY_ALLOC_SHAREABLE) can be sent "
+                "to another process, and memory of a pool made with "
+                "hipMemHandleTypePosixFileDescriptor where the runtime answers "
+                "HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; device memory is never copied through "
+                "the host for it",
                 data, device.device_id, call, hip_error_name(got));
   }
   return st;
@@ -233,10 +241,21 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
 }  // namespace
 
 extern const GpuIpc kHipIpc;
-const GpuIpc kHipIpc = {&export_memory, &destroy_event, &wait_event, &open_mapping,
-                        &close_mapping, nullptr,        nullptr,     &is_stream_ordered,
-                        &device_count,  &device_uuid,   nullptr,     nullptr,
-                        nullptr,        nullptr,        nullptr};
+const GpuIpc kHipIpc = {&export_memory,
+                        &destroy_event,
+                        &wait_event,
+                        &open_mapping,
+                        &close_mapping,
+                        nullptr,
+                        nullptr,
+                        &is_stream_ordered,
+                        &device_count,
+                        &device_uuid,
+                        &hip_pool_open,
+                        &hip_pool_close,
+                        &hip_pool_open_pointer,
+                        &hip_pool_close_pointer,
+                        &hip_pool_alloc_shareable};
 
 }  // namespace hurray::detail
 

@@ -87,7 +87,17 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipDeviceGet", &r.device_get, false) &&
          get(lib, "hipDeviceGetUuid", &r.device_get_uuid, false) &&
          get(lib, "hipIpcGetEventHandle", &r.ipc_get_event_handle, false) &&
-         get(lib, "hipIpcOpenEventHandle", &r.ipc_open_event_handle, false);
+         get(lib, "hipIpcOpenEventHandle", &r.ipc_open_event_handle, false) &&
+         get(lib, "hipMemPoolCreate", &r.mem_pool_create, false) &&
+         get(lib, "hipMemPoolDestroy", &r.mem_pool_destroy, false) &&
+         get(lib, "hipMallocFromPoolAsync", &r.malloc_from_pool_async, false) &&
+         get(lib, "hipMemPoolExportToShareableHandle", &r.mem_pool_export_to_shareable_handle,
+             false) &&
+         get(lib, "hipMemPoolImportFromShareableHandle", &r.mem_pool_import_from_shareable_handle,
+             false) &&
+         get(lib, "hipMemPoolExportPointer", &r.mem_pool_export_pointer, false) &&
+         get(lib, "hipMemPoolImportPointer", &r.mem_pool_import_pointer, false) &&
+         get(lib, "hipPointerGetAttribute", &r.pointer_get_attribute, false);
 }
 
 void *open_library() {

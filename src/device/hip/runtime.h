@@ -87,6 +87,29 @@ struct HipRuntime {
   // IPC events (device/hip/ipc.cc, ipc.md §6); optional like the above.
   hipError_t (*ipc_get_event_handle)(hipIpcEventHandle_t *, hipEvent_t);
   hipError_t (*ipc_open_event_handle)(hipEvent_t *, hipIpcEventHandle_t);
+  // Stream-ordered pool memory across processes (device/hip/pool_ipc.cc,
+  // ipc.md §6, kinds 5 and 6); optional: NULL when the library lacks one
+  // (before ROCm 5.2), and pool memory then cannot cross processes.
+  hipError_t (*mem_pool_create)(hipMemPool_t *, const hipMemPoolProps *);
+  hipError_t (*mem_pool_destroy)(hipMemPool_t);
+  hipError_t (*malloc_from_pool_async)(void **, size_t, hipMemPool_t, hipStream_t);
+  hipError_t (*mem_pool_export_to_shareable_handle)(void *, hipMemPool_t,
+                                                    hipMemAllocationHandleType, unsigned int);
+  hipError_t (*mem_pool_import_from_shareable_handle)(hipMemPool_t *, void *,
+                                                      hipMemAllocationHandleType, unsigned int);
+  hipError_t (*mem_pool_export_pointer)(hipMemPoolPtrExportData *, void *);
+  hipError_t (*mem_pool_import_pointer)(void **, hipMemPool_t, hipMemPoolPtrExportData *);
+  // Optional on its own: HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, which names
+  // the pool of memory libhurray did not allocate (pool_ipc.cc).
+  hipError_t (*pointer_get_attribute)(void *, hipPointer_attribute, hipDeviceptr_t);
+
+  // Whether every pool entry point above but pointer_get_attribute is there.
+  bool pool_ipc() const {
+    return mem_pool_create != nullptr && mem_pool_destroy != nullptr &&
+           malloc_from_pool_async != nullptr && mem_pool_export_to_shareable_handle != nullptr &&
+           mem_pool_import_from_shareable_handle != nullptr && mem_pool_export_pointer != nullptr &&
+           mem_pool_import_pointer != nullptr && free_async != nullptr;
+  }
 };
 
 // The runtime, loading it on the first call (once, thread-safely). Returns

@@ -7,9 +7,11 @@
 #ifndef HURRAY_SRC_DEVICE_HIP_VENDOR_H_
 #define HURRAY_SRC_DEVICE_HIP_VENDOR_H_
 
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
 
+#include "common/diagnostics.h"
 #include "device/backend.h"
 #include "device/hip/runtime.h"
 #include "device/strided_copy.h"
@@ -176,6 +178,39 @@ struct HipTraits {
 };
 
 using Hip = Vendor<HipTraits>;
+
+// The release path of what device/hip/ipc.cc and pool_ipc.cc opened:
+// `op(runtime, &call)` with `device` current, from any
+// thread, never setting the message; a failure is counted. `what` names the
+// object in the report.
+template <typename Op>
+inline void release_with_device(hurray_device device, const void *what, const char *kind, Op op) {
+  if (hip_forked_child()) return count_fork_skip();
+  if (hip_torn_down()) return count_teardown_leak();
+  const HipRuntime *r = loaded_hip_runtime();  // loaded: it made `what`
+  if (r == nullptr) return;
+  const char *call = nullptr;
+  hipError_t e, restore;
+  {
+    DeviceScope scope(*r);
+    e = scope.enter(device.device_id, &call);
+    if (e == hipSuccess) e = op(*r, &call);
+    restore = scope.leave();
+  }
+  if (e == hipSuccess && restore == hipSuccess) return;
+  if (e == hipErrorDeinitialized || restore == hipErrorDeinitialized) {
+    mark_hip_torn_down();
+    if (e != hipSuccess) count_teardown_leak();
+    return;
+  }
+  if (e == hipSuccess) {
+    call = "hipSetDevice";
+    e = restore;
+  }
+  report_failed_release(HURRAY_ERR_DEVICE,
+                        "%s failed with %s (%d) closing %p (HIP device %" PRId32 ", %s)", call,
+                        hip_error_name(e), static_cast<int>(e), what, device.device_id, kind);
+}
 
 constexpr uint64_t kHipMaxPieces = 4096;
 
