@@ -303,10 +303,12 @@ class _Server:
             if fds is not None:
                 self.sending[id(fds)] = fds
         try:
+            # The reply names its request, so a receiver can tell it from a
+            # stale one.
             if fds is None:
-                _io(conn, select.POLLOUT, lambda: conn.send(_MISSING))
+                _io(conn, select.POLLOUT, lambda: conn.send(_MISSING + req))
             else:
-                _io(conn, select.POLLOUT, lambda: socket.send_fds(conn, [_OK], fds))
+                _io(conn, select.POLLOUT, lambda: socket.send_fds(conn, [_OK + req], fds))
             return True
         except OSError:
             return False
@@ -402,22 +404,32 @@ def _connection(address: str) -> Tuple[socket.socket, threading.Lock]:
 def fetch(address: str, key: int, n: int) -> List[int]:
     """The n fds offered under key by the process at address."""
     s, lock = _connection(address)
+    request = _KEY.pack(key)
     with lock:
+        fds: List[int] = []
         try:
-            s.sendall(_KEY.pack(key))
-            msg, fds, flags, _ = socket.recv_fds(s, 1, n, socket.MSG_CMSG_CLOEXEC)
+            s.sendall(request)
+            msg, fds, flags, _ = socket.recv_fds(s, 1 + _KEY.size, n, socket.MSG_CMSG_CLOEXEC)
             # recv_fds ignores its flags (CPython gh-107898): the fds
             # arrive inheritable, and a program this process starts would
             # keep the tensor's lifetime fd (and its pages) alive.
             for fd in fds:
                 os.set_inheritable(fd, False)
-        except OSError:
+            if msg[1:] != request:
+                raise OSError("hurray: the fd server's reply names another message")
+        except BaseException:
+            # Anything that ends the exchange early (an OSError, or a
+            # KeyboardInterrupt or a timeout raised by a signal handler while
+            # waiting) leaves the stream out of step: its reply may still
+            # come. The connection goes, so a later fetch can never take that
+            # reply for its own message.
+            _close_all(list(fds))
             with _lock:
                 if _conns.get(address, (None,))[0] is s:
                     del _conns[address]
             s.close()
             raise
-    if msg != _OK or len(fds) != n or flags & socket.MSG_CTRUNC:
+    if msg[:1] != _OK or len(fds) != n or flags & socket.MSG_CTRUNC:
         for fd in fds:
             os.close(fd)
         raise OSError(

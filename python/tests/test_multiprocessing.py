@@ -682,3 +682,39 @@ def test_connections_to_senders_that_are_gone_are_closed() -> None:
             parent.close()
     assert len(set(_fdshare._conns) - cached_before) <= 1  # at most the last sender's
     assert len(os.listdir("/proc/self/fd")) <= fds_before + 1
+
+
+def test_an_interrupted_fetch_never_hands_its_reply_to_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fetch interrupted after its request went (KeyboardInterrupt, or a
+    timeout raised by a signal handler) must not leave its reply for the next
+    fetch on that connection, which would get the previous message's memory."""
+    import socket
+
+    from hurray import _fdshare
+
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    real_recv_fds = socket.recv_fds
+    calls = []
+
+    def interrupted_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the reply is on its way, unread
+        return real_recv_fds(*args, **kwargs)
+
+    try:
+        address, k1 = _fdshare.offer([w1])
+        _, k2 = _fdshare.offer([w2])
+        monkeypatch.setattr(socket, "recv_fds", interrupted_once)
+        with pytest.raises(KeyboardInterrupt):
+            _fdshare.fetch(address, k1, 1)
+        time.sleep(0.2)  # the first reply has surely arrived by now
+        (got,) = _fdshare.fetch(address, k2, 1)
+        assert os.fstat(got).st_ino == os.fstat(w2).st_ino, "got the previous message's fd"
+        os.close(got)
+    finally:
+        for fd in (r1, w1, r2, w2):
+            os.close(fd)

@@ -28,11 +28,14 @@ namespace {
 // receiver's reads would fault in and be charged for).
 uint64_t map_limit(bool *from_env) {
   const char *env = std::getenv("HURRAY_IPC_MAX_BYTES");
-  if (env != nullptr && *env != '\0') {
+  // Decimal digits only: strtoull alone would take "-1" as 2^64 - 1 (no
+  // limit at all) and skip leading spaces.
+  if (env != nullptr && *env >= '0' && *env <= '9' &&
+      std::strspn(env, "0123456789") == std::strlen(env)) {
     char *end = nullptr;
     errno = 0;
     const unsigned long long v = std::strtoull(env, &end, 10);
-    if (errno == 0 && end != env && *end == '\0' && v > 0) {
+    if (errno == 0 && *end == '\0' && v > 0) {
       *from_env = true;
       return v;
     }

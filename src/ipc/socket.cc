@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/time.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -167,18 +168,28 @@ struct ReceivedFds {
 constexpr ssize_t kNothingYet = -2;  // nothing of a message arrived in time
 constexpr ssize_t kStalled = -3;     // the rest of a begun message did not
 
+int64_t now_ms() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000 + t.tv_nsec / 1000000;
+}
+
 // One recvmsg into buf[0..len), fds collected; returns bytes, 0 at end of
-// stream, -1 with errno on error, kNothingYet when no message began in the
-// time the socket allows (`started` false), kStalled when the rest of a
-// begun one did not come.
+// stream, -1 with errno on error, kNothingYet when no message began before
+// *deadline (`started` false), kStalled when the rest of a begun one did
+// not come before it. A socket with a wait rule (SO_RCVTIMEO, O_NONBLOCK)
+// is read without blocking and waited on with poll until *deadline (a
+// CLOCK_MONOTONIC millisecond, set at the first wait when 0), so signals
+// (EINTR) never restart the wait from the beginning.
 ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_flags, bool started,
-                  const RecvWait &wait) {
+                  const RecvWait &wait, int64_t *deadline) {
   union {
     cmsghdr align;
     // Room for the kernel's credentials too: with SO_PASSCRED set on the
     // socket every message carries an SCM_CREDENTIALS message beside ours.
     char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_MAX_FDS) + CMSG_SPACE(sizeof(ucred))];
   } control;
+  const bool timed = wait.nonblocking || wait.timeout_ms > 0;
   for (;;) {
     iovec iov{buf, len};
     msghdr msg;
@@ -187,25 +198,27 @@ ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_f
     msg.msg_iovlen = 1;
     msg.msg_control = control.buf;
     msg.msg_controllen = sizeof control.buf;
-    const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      // A blocking socket says EAGAIN only when SO_RCVTIMEO ran out.
-      if (!started) return kNothingYet;
-      if (!wait.nonblocking) return kStalled;
-      pollfd p{fd, POLLIN, 0};
-      int r;
-      while ((r = poll(&p, 1, wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs)) < 0 &&
-             errno == EINTR) {
-      }
-      if (r <= 0) return kStalled;
-      continue;
-    }
+    const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | (timed ? MSG_DONTWAIT : 0));
     if (n >= 0) {
       fds->take(msg);
       *msg_flags = msg.msg_flags;
+      return n;
     }
-    return n;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    // Nothing there yet (only a timed socket gets here).
+    if (!started && wait.nonblocking) return kNothingYet;
+    if (*deadline == 0) {
+      *deadline = now_ms() + (wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs);
+    }
+    for (;;) {
+      const int64_t left = *deadline - now_ms();
+      if (left <= 0) return started ? kStalled : kNothingYet;
+      pollfd p{fd, POLLIN, 0};
+      const int r = poll(&p, 1, static_cast<int>(left > INT32_MAX ? INT32_MAX : left));
+      if (r > 0) break;  // readable: read again
+      if (r < 0 && errno != EINTR) return -1;
+    }
   }
 }
 
@@ -228,9 +241,15 @@ int32_t stalled(size_t got, size_t want, const RecvWait &wait) {
               got, want, wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs);
 }
 
-// Whether the peer of a socket that just read 0 bytes has gone (a
-// seqpacket socket also reads 0 for an empty record of a live peer).
+// Whether the peer of a seqpacket socket that just read 0 bytes has gone:
+// a live peer's empty record also reads 0. Gone when nothing more is queued
+// (a peek reads 0 or would block) and the peer has hung up (POLLRDHUP); a
+// record still queued behind the empty one means the empty one was a
+// record, whether or not the peer closed after sending them.
 bool peer_gone(int fd) {
+  char c;
+  const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0) return false;
   pollfd p{fd, POLLRDHUP, 0};
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
 }
@@ -239,7 +258,8 @@ int32_t recv_message(int fd, bool seqpacket, const RecvWait &wait, hurray_ipc_me
                      ReceivedFds *fds) {
   int flags = 0;
   if (seqpacket) {
-    const ssize_t n = recv_once(fd, m->bytes, sizeof m->bytes, fds, &flags, false, wait);
+    int64_t deadline = 0;
+    const ssize_t n = recv_once(fd, m->bytes, sizeof m->bytes, fds, &flags, false, wait, &deadline);
     if (n == kNothingYet) return nothing_yet(wait);
     if (n < 0) {
       return fail(HURRAY_ERR_IPC, "hurray_ipc_recv: recvmsg failed: %s", std::strerror(errno));
@@ -260,9 +280,18 @@ int32_t recv_message(int fd, bool seqpacket, const RecvWait &wait, hurray_ipc_me
     return HURRAY_OK;
   }
   size_t got = 0, want = kWirePrefixSize;
+  int64_t deadline = 0;     // see recv_once
+  bool rest_timed = false;  // deadline is the rest's
   while (got < want) {
+    const bool started = got > 0 || fds->n > 0;
+    if (started && !rest_timed) {
+      // The rest of the message gets the socket's time once, from its
+      // first bytes, not once per read.
+      deadline = 0;
+      rest_timed = true;
+    }
     const ssize_t n =
-        recv_once(fd, m->bytes + got, want - got, fds, &flags, got > 0 || fds->n > 0, wait);
+        recv_once(fd, m->bytes + got, want - got, fds, &flags, started, wait, &deadline);
     if (n == kNothingYet) return nothing_yet(wait);
     if (n == kStalled) return stalled(got, want, wait);
     if (n < 0) {

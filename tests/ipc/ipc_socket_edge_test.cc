@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <thread>
 #include <string>
 #include <utility>
 
@@ -128,6 +130,71 @@ TEST(IpcRecvTimeout, PeerStoppingInsideAMessageIsReportedNotWaitedForForEver) {
   }
 }
 
+// SIGALRM every 50 ms without SA_RESTART: every blocking call gets EINTR.
+struct PeriodicSignals {
+  PeriodicSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {};
+    sigaction(SIGALRM, &sa, &old_);
+    itimerval t{{0, 50000}, {0, 50000}};
+    setitimer(ITIMER_REAL, &t, nullptr);
+  }
+  ~PeriodicSignals() {
+    itimerval off{};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    sigaction(SIGALRM, &old_, nullptr);
+  }
+  struct sigaction old_ {};
+};
+
+TEST(IpcRecvTimeout, SignalsDoNotRestartTheWait) {
+  warm_watcher();
+  // The receive runs on this thread (where the timer's signals land).
+  for (bool partial : {false, true}) {
+    SCOPED_TRACE(partial);
+    int sv[2];
+    socket_pair(SOCK_STREAM, sv);
+    set_rcvtimeo(sv[1], 300);
+    if (partial) send_partial(sv[0], 10);
+    hurray_buffer r;
+    PeriodicSignals signals;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t st = hurray_ipc_recv(sv[1], &r);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    EXPECT_STATUS(st, partial ? HURRAY_ERR_IPC : HURRAY_ERR_IPC_TIMEOUT);
+    EXPECT_LT(ms, 3000) << "the 300 ms wait restarted on each signal";
+    close(sv[0]);
+    close(sv[1]);
+  }
+}
+
+TEST(IpcRecvTimeout, TheRestOfAMessageGetsTheTimeOnceNotPerRead) {
+  warm_watcher();
+  int sv[2];
+  socket_pair(SOCK_STREAM, sv);
+  set_rcvtimeo(sv[1], 300);
+  hurray_buffer h = shareable(8);
+  hurray_ipc_message m;
+  ASSERT_OK(hurray_ipc_export(&h, 0, &m));
+  // One byte every 100 ms: each read waits less than 300 ms, the whole rest
+  // far more.
+  std::thread trickle([&] {
+    for (uint32_t i = 0; i < 40; ++i) {
+      if (write(sv[0], m.bytes + i, 1) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  hurray_buffer r;
+  EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC);
+  EXPECT_TRUE(said("out of step")) << g_message;
+  trickle.join();
+  ASSERT_OK(hurray_ipc_message_discard(&m));
+  close(sv[0]);
+  close(sv[1]);
+}
+
 TEST(IpcRecvCredentials, SoPasscredOnTheReceiverIsAccepted) {
   warm_watcher();
   for (int type : {SOCK_STREAM, SOCK_SEQPACKET}) {
@@ -151,6 +218,25 @@ TEST(IpcRecvSeqpacket, EmptyRecordOfALivePeerIsNotTheEndOfTheConnection) {
   EXPECT_TRUE(said("empty record")) << g_message;
   expect_usable(sv[0], sv[1]);
   close(sv[0]);
+  EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC_CLOSED);
+  close(sv[1]);
+}
+
+TEST(IpcRecvSeqpacket, AMessageQueuedAfterAnEmptyRecordIsNotLostToAClose) {
+  warm_watcher();
+  int sv[2];
+  socket_pair(SOCK_SEQPACKET, sv);
+  ASSERT_EQ(send(sv[0], "", 0, 0), 0);
+  hurray_buffer h = shareable(8);
+  static_cast<float *>(h.data)[0] = 3.0f;
+  ASSERT_OK(hurray_ipc_send(sv[0], &h, 0));
+  close(sv[0]);  // the peer is gone, a message still queued
+  hurray_buffer r;
+  EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC);  // the empty record
+  EXPECT_TRUE(said("empty record")) << g_message;
+  ASSERT_OK(recv_within(sv[1], &r));  // the message
+  EXPECT_EQ(static_cast<float *>(r.data)[0], 3.0f);
+  ASSERT_OK(hurray_buffer_release(&r));
   EXPECT_STATUS(recv_within(sv[1], &r), HURRAY_ERR_IPC_CLOSED);
   close(sv[1]);
 }
@@ -197,6 +283,34 @@ TEST(IpcImportLimit, ARegionLargerThanTheLimitIsRefusedBeforeMapping) {
   ASSERT_OK(hurray_buffer_release(&r));
   ASSERT_EQ(unsetenv("HURRAY_IPC_MAX_BYTES"), 0);
   ASSERT_TRUE(wait_until([&] { return count_fds() == fds; }));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(IpcImportLimit, AValueThatIsNoPositiveDecimalNumberIsIgnoredNeverUnlimited) {
+  warm_watcher();
+  // A sparse region twice this machine's memory: refused by the default.
+  const int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) * 2;
+  hurray_buffer h;
+  ASSERT_OK(hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, hurray_dtype{kDLUInt, 8, 1}, 1,
+                         &bytes, HURRAY_ALLOC_SHAREABLE, &h));
+  for (const char *bad : {"-1", " 99999999999999999", "0", "1e30", "0x7fffffffffffffff",
+                          "99999999999999999 ", "99999999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    hurray_buffer two[2];
+    ASSERT_OK(hurray_share(&h, 2, two));
+    h = two[0];
+    hurray_ipc_message m;
+    ASSERT_OK(hurray_ipc_export(&two[1], 0, &m));
+    ASSERT_EQ(setenv("HURRAY_IPC_MAX_BYTES", bad, 1), 0);
+    hurray_buffer r;
+    EXPECT_STATUS(hurray_ipc_import(&m, &r), HURRAY_ERR_IPC);
+    EXPECT_NE(std::strstr(hurray_last_error(), "physical memory"), nullptr) << hurray_last_error();
+  }
+  ASSERT_EQ(unsetenv("HURRAY_IPC_MAX_BYTES"), 0);
+  ASSERT_OK(hurray_buffer_release(&h));
 }
 
 }  // namespace
