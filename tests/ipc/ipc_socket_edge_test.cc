@@ -294,8 +294,14 @@ TEST(IpcImportLimit, AValueThatIsNoPositiveDecimalNumberIsIgnoredNeverUnlimited)
   // A sparse region twice this machine's memory: refused by the default.
   const int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) * 2;
   hurray_buffer h;
-  ASSERT_OK(hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, hurray_dtype{kDLUInt, 8, 1}, 1,
-                         &bytes, HURRAY_ALLOC_SHAREABLE, &h));
+  const int32_t st = hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, hurray_dtype{kDLUInt, 8, 1},
+                                  1, &bytes, HURRAY_ALLOC_SHAREABLE, &h);
+  if (st == HURRAY_ERR_OUT_OF_MEMORY) {
+    // qemu-user and machines without overcommit cannot map a sparse region
+    // this large even in the sender.
+    GTEST_SKIP() << "this machine cannot map " << bytes << " bytes: " << hurray_last_error();
+  }
+  ASSERT_OK(st);
   for (const char *bad : {"-1", " 99999999999999999", "0", "1e30", "0x7fffffffffffffff",
                           "99999999999999999 ", "99999999999999999999999"}) {
     SCOPED_TRACE(bad);
