@@ -112,14 +112,6 @@ class CudaCapture : public ::testing::TestWithParam<int> {
   int ctx_syncs_before_ = 0, invalidated_before_ = 0, unordered_before_ = 0, dead_before_ = 0;
 };
 
-hurray_buffer alloc_ok(hurray_device d, void *stream) {
-  const int64_t shape[1] = {16};
-  hurray_buffer h{};
-  EXPECT_EQ(hurray_alloc_async(d, kFloat32, 1, shape, 0, stream, &h), HURRAY_OK)
-      << hurray_last_error();
-  return h;
-}
-
 // Memory ordered on the per-thread default stream (its release waits for
 // the work queued there, by any thread) released while another thread
 // captures a non-blocking stream of the same device.

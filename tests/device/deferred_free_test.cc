@@ -80,14 +80,6 @@ class CudaDeferredFree : public ::testing::Test {
   int dead_before_ = 0, unordered_before_ = 0, invalidated_before_ = 0, prohibited_before_ = 0;
 };
 
-hurray_buffer alloc_ok(hurray_device d, void *stream) {
-  const int64_t shape[1] = {16};
-  hurray_buffer h{};
-  EXPECT_EQ(hurray_alloc_async(d, kFloat32, 1, shape, 0, stream, &h), HURRAY_OK)
-      << hurray_last_error();
-  return h;
-}
-
 void release_on_another_thread(hurray_buffer *h) {
   std::thread([h] { EXPECT_EQ(hurray_buffer_release(h), HURRAY_OK); }).join();
 }

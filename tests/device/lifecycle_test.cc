@@ -53,14 +53,6 @@ class CudaLifecycle : public ::testing::Test {
   int dead_before_ = 0, prohibited_before_ = 0;
 };
 
-hurray_buffer alloc_ok(hurray_device d, void *stream = nullptr) {
-  const int64_t shape[1] = {16};
-  hurray_buffer h{};
-  EXPECT_EQ(hurray_alloc_async(d, kFloat32, 1, shape, 0, stream, &h), HURRAY_OK)
-      << hurray_last_error();
-  return h;
-}
-
 struct HookLog {
   std::vector<std::pair<int32_t, std::string>> calls;
 };

@@ -21,6 +21,15 @@ extern char **environ;
 
 namespace gpu_test {
 
+hurray_buffer alloc_ok(hurray_device d, void *stream, const std::vector<int64_t> &shape) {
+  hurray_buffer h{};
+  EXPECT_EQ(hurray_alloc_async(d, kFloat32, static_cast<int32_t>(shape.size()), shape.data(), 0,
+                               stream, &h),
+            HURRAY_OK)
+      << hurray_last_error();
+  return h;
+}
+
 std::vector<fake_call> Fake::log(const char *fn) const {
   std::vector<fake_call> out;
   if (!loaded()) return out;

@@ -58,6 +58,12 @@ Fake open_fake(const char *path, const char *prefix);
 
 constexpr hurray_dtype kFloat32{2, 32, 1};
 
+// float32 memory of `shape` from hurray_alloc_async on `stream`; a failure
+// fails the test (hurray_last_error() in the message) and gives an empty
+// handle.
+hurray_buffer alloc_ok(hurray_device d, void *stream = nullptr,
+                       const std::vector<int64_t> &shape = {3, 4});
+
 inline hurray_device dev(int32_t type, int32_t id = 0) { return hurray_device{type, id}; }
 
 struct Diag {

@@ -96,14 +96,6 @@ class VendorFake : public ::testing::Test {
   int64_t live_before_ = 0;
 };
 
-hurray_buffer alloc_ok(hurray_device d, void *stream = nullptr) {
-  const int64_t shape[2] = {3, 4};
-  hurray_buffer h{};
-  EXPECT_EQ(hurray_alloc_async(d, kFloat32, 2, shape, 0, stream, &h), HURRAY_OK)
-      << hurray_last_error();
-  return h;
-}
-
 class VendorName {
  public:
   template <typename T>
