@@ -148,6 +148,16 @@ void fake_cuda_set_capture_mode(int mode);
 void *fake_cuda_stream_create(int d);
 void fake_cuda_stream_destroy(void *stream);
 int fake_cuda_dead_stream_uses(void);
+/* Events belong to the context current when they were made (cuEventCreate,
+   cuIpcOpenEventHandle). cuEventRecord with a stream of another context:
+   CUDA_ERROR_INVALID_HANDLE (Driver API reference, cuEventRecord);
+   cuStreamWaitEvent accepts an event of any context or device (same
+   reference). A reset of the event's primary context (reset(d), renew(d),
+   cuDevicePrimaryCtxReset) destroys it: every later call naming it
+   (record, wait, destroy, cuIpcGetEventHandle) fails with
+   CUDA_ERROR_INVALID_HANDLE and is counted here (undefined behaviour on
+   the real driver). */
+int fake_cuda_dead_event_uses(void);
 /* Graph capture of one stream (every fake stream is a blocking one). While
    `stream` captures, cuStreamIsCapturing answers ACTIVE (INVALIDATED once
    invalidated; the legacy stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT with
@@ -266,6 +276,14 @@ void fake_hip_stream_destroy(void *stream, int error);
    it fail with hipErrorStreamCaptureUnsupported, invalidate the capture and
    are counted. end_capture returns 1 if the capture is still valid. */
 int fake_hip_dead_stream_uses(void);
+/* hipDeviceReset of device d (the fake also exports hipDeviceReset itself,
+   for the calling thread's device): d's allocations and events are deleted
+   (HIP API reference, hipDeviceReset). Every later call naming such an
+   event (hipEventRecord, hipStreamWaitEvent, hipEventDestroy,
+   hipIpcGetEventHandle) fails with hipErrorInvalidHandle (400) and is
+   counted in dead_event_uses (a use after free on ROCm). */
+void fake_hip_device_reset(int d);
+int fake_hip_dead_event_uses(void);
 void fake_hip_stream_begin_capture(void *stream);
 int fake_hip_stream_end_capture(void *stream);
 int fake_hip_prohibited_calls(void);

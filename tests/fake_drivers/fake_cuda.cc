@@ -407,11 +407,47 @@ CUresult f_stream_synchronize(CUstream s) {
   return done("cuStreamSynchronize", CUDA_SUCCESS, nullptr, s);
 }
 
+// Events belong to the context current at their creation. Driver API
+// reference, cuDevicePrimaryCtxReset: the reset destroys all resources of
+// the device's primary context in the process; cuCtxDestroy: using a
+// resource of a destroyed context afterwards (CUevent among them) is
+// undefined behaviour. The fake answers CUDA_ERROR_INVALID_HANDLE (Error
+// Handling, CUresult: "a resource handle passed to the API call was not
+// valid", CUstream and CUevent named) for every call naming an event of an
+// earlier incarnation, and counts it in dead_event_uses, which the tests
+// assert stays 0. The dead event's memory stays registered (g_events), as
+// the driver freed it and nobody else will.
+std::mutex g_events_mu;
+std::set<CUevent> &g_events = *new std::set<CUevent>;  // never destroyed: reachable
+std::atomic<int> g_dead_event_uses{0};
+
+CUevent new_event() {
+  CUevent ev = new CUevent_st{nullptr};
+  CUcontext c = current();
+  ev->device = c->device;
+  ev->ctx_id = c->id.load();
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  g_events.insert(ev);
+  return ev;
+}
+
+bool event_dead(CUevent ev) {
+  const CUctx_st &c = g_primary[ev->device];
+  return !c.active.load() || c.id.load() != ev->ctx_id;
+}
+
+CUresult event_error(CUevent ev) {
+  if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!event_dead(ev)) return CUDA_SUCCESS;
+  g_dead_event_uses.fetch_add(1);
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+
 CUresult f_event_create(CUevent *ev, unsigned int flags) {
   FAKE_ENTER("cuEventCreate");
   if (CUresult e = context_error()) return done("cuEventCreate", e);
   if (!fake::ipc_event::valid_flags(flags)) return done("cuEventCreate", CUDA_ERROR_INVALID_VALUE);
-  *ev = new CUevent_st{nullptr};
+  *ev = new_event();
   fake::ipc_event::Table::get().created(*ev, flags);
   return done("cuEventCreate", CUDA_SUCCESS, *ev);
 }
@@ -424,8 +460,16 @@ bool stream_captures(const void *s) {
   return it != g_streams.end() && !it->second.destroyed && it->second.capture != 0;
 }
 
+// Driver API reference, cuEventRecord: the event and the stream must be of
+// the same context, else CUDA_ERROR_INVALID_HANDLE. A stream the fake made
+// belongs to its device's primary context; the legacy, per-thread and
+// unknown handles to the current one.
 CUresult f_event_record(CUevent ev, CUstream s) {
   FAKE_ENTER("cuEventRecord", ev, s);
+  if (CUresult e = event_error(ev)) return done("cuEventRecord", e, ev, s);
+  int sdev = current_device();
+  (void)stream_state(s, &sdev);
+  if (sdev != ev->device) return done("cuEventRecord", CUDA_ERROR_INVALID_HANDLE, ev, s);
   ev->recorded_on = s;
   ev->captured = stream_captures(s);
   return done("cuEventRecord", CUDA_SUCCESS, ev, s);
@@ -437,9 +481,12 @@ CUresult f_event_record(CUevent ev, CUstream s) {
 // waiting on a non-captured event from a capturing stream without it is
 // invalid, which invalidates the capture ("Invalidation"; the guide names no
 // code: the fake answers CUDA_ERROR_STREAM_CAPTURE_ISOLATION) and is counted
-// in prohibited_calls.
+// in prohibited_calls. Unlike cuEventRecord, the event may be of another
+// context or device than the stream (same reference): no context check,
+// but an event a reset destroyed is a dead handle (event_error).
 CUresult f_stream_wait_event(CUstream s, CUevent ev, unsigned int flags) {
   FAKE_ENTER("cuStreamWaitEvent", ev, s);
+  if (CUresult e = event_error(ev)) return done("cuStreamWaitEvent", e, ev, s, flags);
   const bool external = (flags & CU_EVENT_WAIT_EXTERNAL) != 0;
   if (!stream_captures(s)) {
     if (external) return done("cuStreamWaitEvent", CUDA_ERROR_INVALID_VALUE, ev, s, flags);
@@ -454,7 +501,13 @@ CUresult f_stream_wait_event(CUstream s, CUevent ev, unsigned int flags) {
 
 CUresult f_event_destroy(CUevent ev) {
   FAKE_ENTER("cuEventDestroy", ev);
+  // Destroyed already, with its context: a second free on the real driver.
+  if (CUresult e = event_error(ev)) return done("cuEventDestroy", e, ev);
   fake::ipc_event::Table::get().destroyed(ev);
+  {
+    std::lock_guard<std::mutex> lock(g_events_mu);
+    g_events.erase(ev);
+  }
   delete ev;
   return done("cuEventDestroy", CUDA_SUCCESS, ev);
 }
@@ -498,6 +551,11 @@ CUresult f_primary_ctx_get_state(CUdevice d, unsigned int *flags, int *active) {
 void reset_primary(int d) {
   g_primary[d].active.store(false);
   rec().drop_device(d);
+  // Its events are gone too (event_error): no longer live IPC events.
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  for (CUevent ev : g_events) {
+    if (ev->device == d) fake::ipc_event::Table::get().destroyed(ev);
+  }
 }
 
 CUresult f_primary_ctx_reset(CUdevice d) {
@@ -835,3 +893,4 @@ FAKE_EXPORT int fake_cuda_stream_end_capture(void *s) {
 }
 FAKE_EXPORT int fake_cuda_prohibited_calls(void) { return g_prohibited.load(); }
 FAKE_EXPORT int fake_cuda_dead_stream_uses(void) { return g_dead_uses.load(); }
+FAKE_EXPORT int fake_cuda_dead_event_uses(void) { return g_dead_event_uses.load(); }

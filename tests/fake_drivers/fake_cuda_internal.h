@@ -28,13 +28,19 @@ struct CUctx_st {
   std::atomic<unsigned long long> id;  // cuCtxGetId of the current incarnation
 };
 
-// An event (cuEventCreate, or cuIpcOpenEventHandle of another process's).
+// An event (cuEventCreate, or cuIpcOpenEventHandle of another process's),
+// made with fake_cuda::new_event.
 struct CUevent_st {
   CUstream recorded_on;
   // Last recorded on a stream that was being captured: it stands for a node
   // of that graph, not for queued work (cuStreamWaitEvent's capture rules,
   // fake_cuda.cc).
   bool captured = false;
+  // The context it was made in: the primary context of `device` in its
+  // incarnation `ctx_id` (cuCtxGetId). A reset of that context destroys the
+  // event with it (fake_cuda.cc, event_error).
+  int device = -1;
+  unsigned long long ctx_id = 0;
 };
 
 namespace fake_cuda {
@@ -84,6 +90,13 @@ CUresult done(const char *fn, CUresult r, const void *ptr = nullptr, const void 
     CUresult early_ = fake_cuda::enter(__VA_ARGS__); \
     if (early_ != CUDA_SUCCESS) return early_;       \
   } while (0)
+
+// Events (fake_cuda.cc). new_event: an event of the current context
+// (called with one current), registered so that one a reset destroyed stays
+// reachable for the leak checker. event_error: CUDA_SUCCESS for a live
+// event, else CUDA_ERROR_INVALID_HANDLE, counted in dead_event_uses.
+CUevent new_event();
+CUresult event_error(CUevent ev);
 
 // fake_cuda_strided.cc
 CUresult f_memcpy_2d_async(const CUDA_MEMCPY2D *m, CUstream s);

@@ -76,6 +76,7 @@ CUresult f_mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr dp
 CUresult f_ipc_get_event_handle(CUipcEventHandle *h, CUevent ev) {
   FAKE_ENTER("cuIpcGetEventHandle", ev);
   if (CUresult e = context_error()) return done("cuIpcGetEventHandle", e, ev);
+  if (CUresult e = event_error(ev)) return done("cuIpcGetEventHandle", e, ev);
   fake::ipc_event::Handle eh;
   if (h == nullptr || !fake::ipc_event::Table::get().handle(ev, &eh)) {
     return done("cuIpcGetEventHandle", CUDA_ERROR_INVALID_VALUE, ev);
@@ -97,7 +98,7 @@ CUresult f_ipc_open_event_handle(CUevent *ev, CUipcEventHandle h) {
                                                                : CUDA_ERROR_INVALID_VALUE,
                 nullptr, nullptr, eh.id);
   }
-  *ev = new CUevent_st{nullptr};
+  *ev = new_event();  // of the current context: a reset destroys it too
   fake::ipc_event::Table::get().created(*ev, fake::ipc_event::kDisableTiming);
   return done("cuIpcOpenEventHandle", CUDA_SUCCESS, *ev, nullptr, eh.id);
 }

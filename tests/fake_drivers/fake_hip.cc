@@ -27,8 +27,13 @@ namespace {
 
 using hipError_t = int;
 using hipStream_t = void *;
+// An event (hipEventCreateWithFlags, hipIpcOpenEventHandle): made on the
+// thread's current device, in that device's incarnation `generation`
+// (hipDeviceReset starts a new one; see event_error).
 struct Event {
   hipStream_t recorded_on;
+  int device = 0;
+  uint64_t generation = 0;
 };
 using hipEvent_t = Event *;
 
@@ -38,6 +43,7 @@ constexpr hipError_t kOutOfMemory = 2;
 constexpr hipError_t kDeinitialized = 4;
 constexpr hipError_t kNoDevice = 100;
 constexpr hipError_t kInvalidDevice = 101;
+constexpr hipError_t kInvalidHandle = 400;  // hipErrorInvalidHandle
 constexpr hipError_t kContextIsDestroyed = 709;  // ROCm's answer for a stream it no longer knows
 
 // hipPointerAttribute_t: same layout in ROCm 5 and 6.
@@ -428,16 +434,63 @@ FAKE_EXPORT hipError_t hipStreamQuery(hipStream_t s) {
   return done("hipStreamQuery", stream_error(s), nullptr, s);
 }
 
+// hipDeviceReset (HIP API reference, Device Management): the current
+// device's state is discarded: the streams, memory, kernels and events made
+// on it in this process are deleted. The fake keeps an incarnation per
+// device; an event of an earlier one is a deleted handle: any call naming it
+// answers hipErrorInvalidHandle (the code the reference lists for a bad
+// handle in hipStreamWaitEvent and hipEventSynchronize) and is counted in
+// dead_event_uses (ROCm does not validate handles: a use after free). The
+// event's memory stays registered (g_events), reachable for the leak
+// checker, as the runtime freed it.
+constexpr int kMaxHipDevices = 8;
+std::atomic<uint64_t> g_generation[kMaxHipDevices];
+std::mutex g_events_mu;
+std::set<hipEvent_t> &g_events = *new std::set<hipEvent_t>;  // never destroyed
+std::atomic<int> g_dead_event_uses{0};
+
+hipEvent_t new_event() {
+  const int d = t_device >= 0 && t_device < kMaxHipDevices ? t_device : 0;
+  hipEvent_t ev = new Event{nullptr, d, g_generation[d].load()};
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  g_events.insert(ev);
+  return ev;
+}
+
+hipError_t event_error(hipEvent_t ev) {
+  if (ev == nullptr) return kInvalidHandle;
+  if (ev->generation == g_generation[ev->device].load()) return kSuccess;
+  g_dead_event_uses.fetch_add(1);
+  return kInvalidHandle;
+}
+
+void reset_device(int d) {
+  if (d < 0 || d >= kMaxHipDevices) return;
+  g_generation[d].fetch_add(1);
+  rec().drop_device(d);
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  for (hipEvent_t ev : g_events) {
+    if (ev->device == d) fake::ipc_event::Table::get().destroyed(ev);
+  }
+}
+
+FAKE_EXPORT hipError_t hipDeviceReset(void) {
+  FAKE_ENTER("hipDeviceReset");
+  reset_device(t_device);
+  return done("hipDeviceReset", kSuccess);
+}
+
 FAKE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *ev, unsigned flags) {
   FAKE_ENTER("hipEventCreateWithFlags");
   if (!fake::ipc_event::valid_flags(flags)) return done("hipEventCreateWithFlags", kInvalidValue);
-  *ev = new Event{nullptr};
+  *ev = new_event();
   fake::ipc_event::Table::get().created(*ev, flags);
   return done("hipEventCreateWithFlags", kSuccess, *ev);
 }
 
 FAKE_EXPORT hipError_t hipEventRecord(hipEvent_t ev, hipStream_t s) {
   FAKE_ENTER("hipEventRecord", ev, s);
+  if (hipError_t e = event_error(ev)) return done("hipEventRecord", e, ev, s);
   if (hipError_t e = stream_error(s)) return done("hipEventRecord", e, ev, s);
   ev->recorded_on = s;
   return done("hipEventRecord", kSuccess, ev, s);
@@ -445,13 +498,19 @@ FAKE_EXPORT hipError_t hipEventRecord(hipEvent_t ev, hipStream_t s) {
 
 FAKE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t ev, unsigned int) {
   FAKE_ENTER("hipStreamWaitEvent", ev, s);
+  if (hipError_t e = event_error(ev)) return done("hipStreamWaitEvent", e, ev, s);
   if (hipError_t e = stream_error(s)) return done("hipStreamWaitEvent", e, ev, s);
   return done("hipStreamWaitEvent", kSuccess, ev, s, 0, ev->recorded_on);
 }
 
 FAKE_EXPORT hipError_t hipEventDestroy(hipEvent_t ev) {
   FAKE_ENTER("hipEventDestroy", ev);
+  if (hipError_t e = event_error(ev)) return done("hipEventDestroy", e, ev);
   fake::ipc_event::Table::get().destroyed(ev);
+  {
+    std::lock_guard<std::mutex> lock(g_events_mu);
+    g_events.erase(ev);
+  }
   delete ev;
   return done("hipEventDestroy", kSuccess, ev);
 }
@@ -467,6 +526,7 @@ struct HipIpcEventHandle {
 
 FAKE_EXPORT hipError_t hipIpcGetEventHandle(HipIpcEventHandle *h, hipEvent_t ev) {
   FAKE_ENTER("hipIpcGetEventHandle", ev);
+  if (hipError_t e = event_error(ev)) return done("hipIpcGetEventHandle", e, ev);
   fake::ipc_event::Handle eh;
   if (h == nullptr || !fake::ipc_event::Table::get().handle(ev, &eh)) {
     return done("hipIpcGetEventHandle", kInvalidValue, ev);
@@ -485,7 +545,7 @@ FAKE_EXPORT hipError_t hipIpcOpenEventHandle(hipEvent_t *ev, HipIpcEventHandle h
                 why == fake::ipc_event::OpenError::kOwnProcess ? kInvalidContext : kInvalidValue,
                 nullptr, nullptr, eh.id);
   }
-  *ev = new Event{nullptr};
+  *ev = new_event();  // of the current device: a reset deletes it too
   fake::ipc_event::Table::get().created(*ev, fake::ipc_event::kDisableTiming);
   return done("hipIpcOpenEventHandle", kSuccess, *ev, nullptr, eh.id);
 }
@@ -572,3 +632,5 @@ FAKE_EXPORT int fake_hip_stream_end_capture(void *s) {
 }
 FAKE_EXPORT int fake_hip_prohibited_calls(void) { return g_prohibited.load(); }
 FAKE_EXPORT int fake_hip_dead_stream_uses(void) { return g_dead_uses.load(); }
+FAKE_EXPORT int fake_hip_dead_event_uses(void) { return g_dead_event_uses.load(); }
+FAKE_EXPORT void fake_hip_device_reset(int d) { reset_device(d); }
