@@ -1258,7 +1258,15 @@ typedef struct hurray_event hurray_event;
  *                                  unavailable, no such device ordinal
  *   HURRAY_ERR_OUT_OF_MEMORY       no memory for the event (host or runtime)
  *   HURRAY_ERR_DEVICE              the runtime refused, e.g. an invalid
- *                                  stream
+ *                                  stream, or (CUDA) a stream of another
+ *                                  device's context (cuEventRecord needs
+ *                                  the event and the stream in one
+ *                                  context)
+ * The event belongs to the context it was recorded in (CUDA: that
+ * incarnation of the device's primary context; HIP: the device): a reset of
+ * it (cuDevicePrimaryCtxReset / cudaDeviceReset, hipDeviceReset, by any
+ * library of the process) destroys the event; see hurray_event_wait and
+ * hurray_event_release for what they do then.
  * On failure: *out untouched; nothing to release; nothing queued.
  * Threads: safe from any thread.
  * Spec: docs/impl/gpu.md §4. */
@@ -1292,9 +1300,21 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_event_record(hurray_device device, vo
  *                                  captured (above)
  *   HURRAY_ERR_UNSUPPORTED_DEVICE  the runtime is no longer loadable here
  *   HURRAY_ERR_DEVICE              the runtime refused, e.g. an invalid
- *                                  stream
+ *                                  stream; or (CUDA) the device's primary
+ *                                  context was reset since the record
+ *                                  (cuDevicePrimaryCtxReset /
+ *                                  cudaDeviceReset, by any library, revived
+ *                                  since or not), which destroyed the
+ *                                  event: refused before any runtime call
+ *                                  naming the event or the stream, the
+ *                                  message says so; record a new event
+ * HIP cannot tell a device before and after hipDeviceReset apart (it
+ * documents no incarnation): waiting for an event recorded before a
+ * hipDeviceReset of its device hands the runtime a deleted handle
+ * (undefined behaviour in ROCm). Release a HIP device's events before
+ * resetting it (docs/impl/gpu.md §4, "Events after a reset").
  * On failure: nothing queued; the event is unchanged and still the
- *   caller's.
+ *   caller's (after a reset: it can only be released).
  * Threads: safe from any thread, also on one event from several threads at
  *   once, but not concurrently with its release.
  * Spec: docs/impl/gpu.md §4. */
@@ -1303,9 +1323,12 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_event_wait(const hurray_event *event,
 /* Frees an event (CUDA: cuEventDestroy; HIP: hipEventDestroy, with its
  * device current); waits already queued on it still happen (the runtime
  * keeps what they need). NULL: nothing to do. In a child after fork(), or
- * after the device's primary context was reset (which destroyed the event),
- * the runtime is not called; after the runtime's teardown at process exit
- * nothing can be destroyed (counted in hurray_diagnostics.teardown_leaks).
+ * (CUDA) after the device's primary context was reset (which destroyed the
+ * event), the runtime is not called (and a reset context is not retained
+ * again); HIP cannot see a hipDeviceReset, so release a HIP device's events
+ * before resetting it (hurray_event_wait). After the runtime's teardown at
+ * process exit nothing can be destroyed (counted in
+ * hurray_diagnostics.teardown_leaks).
  * A failed destroy leaks the runtime's event and
  * is counted in hurray_diagnostics.failed_releases and sent to the
  * diagnostic hook; the thread's message is left as it was.

@@ -56,7 +56,7 @@ HURRAY_API int32_t hurray_event_wait(const hurray_event *event, void *stream) {
   if (event == nullptr) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "hurray_event_wait: event is NULL");
   }
-  return event->backend->event_wait(event->device.device_id, event->native, stream);
+  return event->backend->event_wait(event->device.device_id, event->native, event->context, stream);
 }
 
 HURRAY_API int32_t hurray_event_release(hurray_event *event) {

@@ -46,7 +46,7 @@ struct Stub {
   static int32_t synchronize(int32_t, void *) { return load(); }
   static int32_t stream_wait(int32_t, void *, void *) { return load(); }
   static int32_t event_record(int32_t, void *, void **, uint64_t *) { return load(); }
-  static int32_t event_wait(int32_t, void *, void *) { return load(); }
+  static int32_t event_wait(int32_t, void *, uint64_t, void *) { return load(); }
   // Nothing was ever recorded through a stub.
   static int32_t event_destroy(int32_t, void *, uint64_t) { return HURRAY_OK; }
   static int32_t check_pointer(hurray_device, const void *) { return load(); }

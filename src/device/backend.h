@@ -95,12 +95,17 @@ struct DeviceBackend {
   // forbids waiting on a non-captured event from a capturing stream without
   // it); HIP, which has no such flag, and CUDA's legacy stream while a
   // blocking stream captures answer HURRAY_ERR_INVALID_ARGUMENT, nothing
-  // queued.
-  int32_t (*event_wait)(int32_t device_id, void *event, void *stream);
+  // queued. `context` is event_record's: when the context was reset since
+  // (CUDA: that incarnation of the primary context is no longer the live
+  // one), the event died with it, and the wait is refused with
+  // HURRAY_ERR_DEVICE before any call that names the event or the stream,
+  // and without retaining the reset context again.
+  int32_t (*event_wait)(int32_t device_id, void *event, uint64_t context, void *stream);
   // Destroys what event_record made, from any thread. Nothing is called when
-  // the context was reset since (`context` differs: the event died with it)
-  // or in a forked child; HURRAY_ERR_DEVICE with the message set when the
-  // runtime fails (the event is then leaked).
+  // the context was reset since (`context` differs: the event died with it;
+  // the reset context is not retained again to find out) or in a forked
+  // child; HURRAY_ERR_DEVICE with the message set when the runtime fails
+  // (the event is then leaked).
   int32_t (*event_destroy)(int32_t device_id, void *event, uint64_t context);
   // HURRAY_OK when `ptr` is memory of `device` (type and ordinal) according
   // to the runtime's pointer attributes; HURRAY_ERR_INVALID_ARGUMENT if not.

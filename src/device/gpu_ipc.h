@@ -33,6 +33,9 @@ struct GpuIpcExport {
   // the receivers gave the reference back (destroy_event).
   uint8_t event_handle[kGpuEventBytes];
   void *event;  // CUevent / hipEvent_t; non-NULL once export_memory succeeded
+  // The incarnation of the context `event` was made in (CUDA: of the
+  // device's primary context; HIP: 0, no incarnations), for destroy_event.
+  uint64_t event_context;
   // Stream-ordered pool memory (kinds 5 and 6; ipc.md §6): the pool the
   // allocation came from (NULL: not pool memory), with `handle` holding
   // cuMemPoolExportPointer's / hipMemPoolExportPointer's 64 bytes; the
@@ -81,9 +84,12 @@ struct GpuIpc {
   // On failure nothing is left (no event, no fd).
   int32_t (*export_memory)(hurray_device device, const void *data, bool stream_ordered,
                            void *stream, GpuIpcExport *out);
-  // Destroys an event export_memory made (cuEventDestroy / hipEventDestroy).
-  // Release path: any thread, never sets the message.
-  void (*destroy_event)(hurray_device device, void *event);
+  // Destroys an event export_memory made (cuEventDestroy / hipEventDestroy),
+  // `context` its out->event_context: nothing is called when that
+  // incarnation of the CUDA primary context was reset since (the reset
+  // destroyed the event with it). Release path: any thread, never sets the
+  // message.
+  void (*destroy_event)(hurray_device device, void *event, uint64_t context);
   // Opens another process's IPC event from its handle
   // (cuIpcOpenEventHandle / hipIpcOpenEventHandle, `device` current), makes
   // `stream` (NULL: the legacy default stream) wait for it on the device

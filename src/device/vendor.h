@@ -16,8 +16,11 @@
 // event_record, stream_wait_event, event_destroy on an Api; for the public
 // events also kStreamIsCapturing, kEventDestroy, kWaitExternal (whether the
 // vendor can capture a wait on an outside event), stream_capture (the
-// Capture of a stream), stream_wait_event_external, event_destroy_status
-// and torn_down (the runtime's answer after its teardown at exit); class Scope
+// Capture of a stream), stream_wait_event_external, event_destroy_status,
+// torn_down (the runtime's answer after its teardown at exit),
+// context_alive (whether an incarnation Scope::enter reported is still the
+// live one, asked without entering or retaining anything; kContextState
+// names the call, kResetCalls what resets it); class Scope
 // (enter(ordinal, &failed), leave(), context_id()); restore_failure; and
 // the vendor's own operations allocate, release_now, check_pointer,
 // copy_strided, host_wait_allowed (device/backend.h).
@@ -190,7 +193,21 @@ class Vendor {
     return HURRAY_OK;
   }
 
-  static int32_t event_wait(int32_t device_id, void *event, void *stream) {
+  static int32_t event_wait(int32_t device_id, void *event, uint64_t context, void *stream) {
+    // An event of an earlier incarnation of the context died with it: it is
+    // not named to the driver again, and the reset context is not retained
+    // again just to refuse the wait.
+    bool alive = true;
+    int32_t checked = context_of_event(device_id, context, &alive);
+    if (checked != HURRAY_OK) return checked;
+    if (!alive) {
+      return fail(HURRAY_ERR_DEVICE,
+                  "the event was recorded on %s device %" PRId32
+                  " before its context was reset (%s, by this or another library), which "
+                  "destroyed the event: nothing was queued; record a new event after the reset "
+                  "(the event can still be released)",
+                  V::kName, device_id, V::kResetCalls);
+    }
     const char *call = V::kStreamIsCapturing;
     Capture capture = Capture::kNone;
     const typename V::Event ev = static_cast<typename V::Event>(event);
@@ -224,17 +241,36 @@ class Vendor {
                 stream, V::kName, device_id, V::kName);
   }
 
+  // Whether `context` (an incarnation Scope::enter reported for device
+  // `device_id`) is still the live one: *alive; the message set on failure.
+  static int32_t context_of_event(int32_t device_id, uint64_t context, bool *alive) {
+    const Api *a = V::api();
+    if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;  // it recorded: loaded
+    const Result r = V::context_alive(*a, device_id, context, alive);
+    if (r != V::kSuccess) return failure(r, V::kContextState, device_id);
+    return HURRAY_OK;
+  }
+
   // As with_device, but a runtime already torn down (process exit) is a
   // skipped release counted in teardown_leaks, not a failure.
   static int32_t event_destroy(int32_t device_id, void *event, uint64_t context) {
     if (V::forked_child()) return HURRAY_OK;  // the parent's event; nothing to call
     const Api *a = V::api();
     if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;  // it recorded: loaded
+    // A reset context took its events with it: nothing to call, and the
+    // context is not retained again to find that out.
+    bool alive = true;
+    Result r = V::context_alive(*a, device_id, context, &alive);
+    if (V::torn_down(r)) {
+      count_teardown_leak();
+      return HURRAY_OK;
+    }
+    if (r == V::kSuccess && !alive) return HURRAY_OK;
     typename V::Scope scope(*a);
-    const char *call = nullptr;
+    const char *call = V::kContextState;
     uint64_t now = 0;
-    Result r = scope.enter(device_id, &call, &now);
-    // A reset context took its events with it.
+    if (r == V::kSuccess) r = scope.enter(device_id, &call, &now);
+    // Reset (and revived) between the check and the entry: the same.
     if (r == V::kSuccess && now == context) {
       call = V::kEventDestroy;
       r = V::event_destroy_status(*a, static_cast<typename V::Event>(event));

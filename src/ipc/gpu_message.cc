@@ -172,11 +172,12 @@ struct ExportEvent {
   const GpuIpc *ipc;
   hurray_device device;
   void *event;
+  uint64_t context;  // GpuIpcExport::event_context
 };
 
 void destroy_export_event(void *arg) {
   auto *e = static_cast<ExportEvent *>(arg);
-  e->ipc->destroy_event(e->device, e->event);
+  e->ipc->destroy_event(e->device, e->event, e->context);
   std::free(e);
 }
 
@@ -419,7 +420,7 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
     st = fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed",
               sizeof(ExportEvent));
   } else {
-    *event = ExportEvent{ipc, src.device, x.event};
+    *event = ExportEvent{ipc, src.device, x.event, x.event_context};
     st = ipc->device_uuid(src.device.device_id, x.uuid);
   }
   if (st == HURRAY_OK) st = finish_gpu_export(src, x, event, p);
@@ -430,7 +431,7 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
   if (st != HURRAY_OK) {
     if (x.pool_fd >= 0) close(x.pool_fd);
     if (x.vmm_fd >= 0) close(x.vmm_fd);
-    ipc->destroy_event(src.device, x.event);
+    ipc->destroy_event(src.device, x.event, x.event_context);
     std::free(event);
   }
   return st;

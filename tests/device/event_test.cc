@@ -329,18 +329,169 @@ TEST(CudaEvents, LegacyStreamDuringABlockingCaptureIsRefused) {
   f.reset();
 }
 
+int dead_event_uses(Fake &f) { return f.fn<int (*)(void)>("dead_event_uses")(); }
+
 // After the primary context was reset (which destroyed the event with it),
-// the release calls nothing.
+// the release calls nothing: no cuEventDestroy of the dead handle (the fake
+// counts any call naming it), exactly once, whether another library revived
+// the context since (renew) or not; and a reset context is not retained
+// again just to learn that.
 TEST(CudaEvents, ReleaseAfterAContextResetCallsNothing) {
   Fake &f = fake_cuda();
   if (!f.loaded()) GTEST_SKIP() << "the fake CUDA driver is not in use";
   f.reset();
+  const int dead = dead_event_uses(f);
   hurray_event *e = nullptr;
   ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_CUDA, 1), nullptr, &e), HURRAY_OK)
       << hurray_last_error();
   f.fn<void (*)(int)>("renew_context")(1);
   EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
   EXPECT_EQ(f.call_count("cuEventDestroy"), 0);
+  EXPECT_EQ(dead_event_uses(f), dead) << "the release named an event the reset destroyed";
+
+  ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_CUDA, 1), nullptr, &e), HURRAY_OK)
+      << hurray_last_error();
+  f.fn<void (*)(int)>("primary_ctx_reset")(1);
+  const int retains = f.primary_retains(1);
+  const Diag before = diagnostics();
+  EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+  EXPECT_EQ(f.call_count("cuEventDestroy"), 0);
+  EXPECT_EQ(dead_event_uses(f), dead);
+  EXPECT_EQ(f.primary_retains(1), retains) << "the release revived a reset context";
+  EXPECT_EQ(f.fn<int (*)(int)>("primary_ctx_active")(1), 0);
+  EXPECT_EQ(diagnostics().failed, before.failed);
+  f.fn<void (*)(int)>("primary_ctx_revive")(1);
+  f.reset();
+}
+
+// A wait for an event whose context was reset since the record: refused
+// with HURRAY_ERR_DEVICE and a message saying so, before any driver call
+// that names the event or the stream (the event is a dead handle; the fake
+// counts any use); the event can still be released, exactly once, calling
+// nothing. Whether or not another library revived the context.
+TEST(CudaEvents, WaitAfterAContextResetIsRefusedAndNamesNoDeadHandle) {
+  Fake &f = fake_cuda();
+  if (!f.loaded()) GTEST_SKIP() << "the fake CUDA driver is not in use";
+  f.reset();
+  const int dead = dead_event_uses(f);
+  void *const a = f.fn<void *(*)(int)>("stream_create")(1);
+  void *const b = f.fn<void *(*)(int)>("stream_create")(1);
+  for (const char *reset : {"renew_context", "primary_ctx_reset"}) {
+    SCOPED_TRACE(reset);
+    hurray_event *e = nullptr;
+    ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_CUDA, 1), a, &e), HURRAY_OK)
+        << hurray_last_error();
+    f.fn<void (*)(int)>(reset)(1);
+    const int retains = f.primary_retains(1);
+    const int waits = f.call_count("cuStreamWaitEvent");
+    const int capture_checks = f.call_count("cuStreamIsCapturing");
+    EXPECT_EQ(hurray_event_wait(e, b), HURRAY_ERR_DEVICE);
+    const std::string msg = hurray_last_error();
+    EXPECT_NE(msg.find("reset"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CUDA device 1"), std::string::npos) << msg;
+    EXPECT_EQ(hurray_event_wait(e, nullptr), HURRAY_ERR_DEVICE) << "a second wait, too";
+    EXPECT_EQ(f.call_count("cuStreamWaitEvent"), waits);
+    EXPECT_EQ(f.call_count("cuStreamIsCapturing"), capture_checks);
+    EXPECT_EQ(dead_event_uses(f), dead) << "the wait named the event the reset destroyed";
+    EXPECT_EQ(f.primary_retains(1), retains) << "the refused wait revived a reset context";
+    EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+    EXPECT_EQ(f.call_count("cuEventDestroy"), 0);
+    EXPECT_EQ(dead_event_uses(f), dead);
+    f.fn<void (*)(int)>("primary_ctx_revive")(1);
+  }
+  // A new event in the new incarnation works as before.
+  hurray_event *e = nullptr;
+  ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_CUDA, 1), a, &e), HURRAY_OK)
+      << hurray_last_error();
+  EXPECT_EQ(hurray_event_wait(e, b), HURRAY_OK) << hurray_last_error();
+  EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+  EXPECT_EQ(f.call_count("cuEventDestroy"), 1);
+  EXPECT_EQ(dead_event_uses(f), dead);
+  f.fn<void (*)(void *)>("stream_destroy")(a);
+  f.fn<void (*)(void *)>("stream_destroy")(b);
+  f.reset();
+}
+
+// A reset of *another* device's context leaves the event alone.
+TEST(CudaEvents, ResetOfAnotherDeviceLeavesTheEventUsable) {
+  Fake &f = fake_cuda();
+  if (!f.loaded()) GTEST_SKIP() << "the fake CUDA driver is not in use";
+  f.reset();
+  hurray_event *e = nullptr;
+  ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_CUDA, 0), nullptr, &e), HURRAY_OK)
+      << hurray_last_error();
+  f.fn<void (*)(int)>("renew_context")(1);
+  EXPECT_EQ(hurray_event_wait(e, nullptr), HURRAY_OK) << hurray_last_error();
+  EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+  EXPECT_EQ(f.call_count("cuEventDestroy"), 1);
+  f.reset();
+}
+
+// The driver's context rules (Driver API reference): cuStreamWaitEvent
+// takes an event of another context or device than the stream, so an event
+// of device 0 is waited for on a stream of device 1, with device 0's
+// context current; cuEventRecord needs the event and the stream in one
+// context, so a record naming device 0 on a stream of device 1 fails
+// (HURRAY_ERR_DEVICE, naming cuEventRecord) and leaves no event behind.
+TEST(CudaEvents, WaitAcrossDevicesIsAllowedRecordOnAnotherDevicesStreamIsNot) {
+  Fake &f = fake_cuda();
+  if (!f.loaded()) GTEST_SKIP() << "the fake CUDA driver is not in use";
+  f.reset();
+  void *const s0 = f.fn<void *(*)(int)>("stream_create")(0);
+  void *const s1 = f.fn<void *(*)(int)>("stream_create")(1);
+  hurray_event *e = nullptr;
+  ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_CUDA, 0), s0, &e), HURRAY_OK)
+      << hurray_last_error();
+  ASSERT_EQ(hurray_event_wait(e, s1), HURRAY_OK) << hurray_last_error();
+  const std::vector<fake_call> waits = f.log("cuStreamWaitEvent");
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].stream, s1);
+  EXPECT_EQ(waits[0].other, s0);
+  EXPECT_EQ(waits[0].device, 0);
+  EXPECT_EQ(waits[0].result, 0);
+  EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+
+  hurray_event *wrong = nullptr;
+  EXPECT_EQ(hurray_event_record(dev(HURRAY_DEVICE_CUDA, 0), s1, &wrong), HURRAY_ERR_DEVICE);
+  EXPECT_EQ(wrong, nullptr);
+  EXPECT_NE(std::string(hurray_last_error()).find("cuEventRecord"), std::string::npos)
+      << hurray_last_error();
+  EXPECT_EQ(f.call_count("cuEventCreate"), 2);
+  EXPECT_EQ(f.call_count("cuEventDestroy"), 2) << "the refused record left its event behind";
+  f.fn<void (*)(void *)>("stream_destroy")(s0);
+  f.fn<void (*)(void *)>("stream_destroy")(s1);
+  f.reset();
+}
+
+// HIP has no context incarnation to compare (docs/impl/gpu.md §4, "Events
+// after a device reset"): hipDeviceReset deletes the device's events (HIP
+// API reference), and nothing documented lets libhurray see that it
+// happened. What the fake shows is the documented limit: a wait after the
+// reset reaches the runtime with the deleted handle (the fake answers
+// hipErrorInvalidHandle and counts it; ROCm does not check), and comes back
+// as HURRAY_ERR_DEVICE naming the call. A caller who resets a device
+// releases its events first; an event released before the reset is fine.
+TEST(HipEvents, DeviceResetIsNotSeenReleaseEventsBeforeIt) {
+  Fake &f = fake_hip();
+  if (!f.loaded()) GTEST_SKIP() << "the fake HIP library is not in use";
+  f.reset();
+  const int dead = dead_event_uses(f);
+  hurray_event *before_reset = nullptr;
+  ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_ROCM, 0), nullptr, &before_reset), HURRAY_OK)
+      << hurray_last_error();
+  EXPECT_EQ(hurray_event_release(before_reset), HURRAY_OK);
+  hurray_event *e = nullptr;
+  ASSERT_EQ(hurray_event_record(dev(HURRAY_DEVICE_ROCM, 0), nullptr, &e), HURRAY_OK)
+      << hurray_last_error();
+  f.fn<void (*)(int)>("device_reset")(0);
+  EXPECT_EQ(dead_event_uses(f), dead) << "the reset of the released event was seen";
+  EXPECT_EQ(hurray_event_wait(e, nullptr), HURRAY_ERR_DEVICE);
+  EXPECT_NE(std::string(hurray_last_error()).find("hipStreamWaitEvent"), std::string::npos)
+      << hurray_last_error();
+  EXPECT_EQ(dead_event_uses(f), dead + 1) << "the limit: the deleted handle reached the runtime";
+  const Diag diag = diagnostics();
+  EXPECT_EQ(hurray_event_release(e), HURRAY_OK);
+  EXPECT_EQ(diagnostics().failed, diag.failed + 1) << "the failed destroy is a failed release";
   f.reset();
 }
 

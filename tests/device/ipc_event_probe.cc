@@ -19,6 +19,11 @@
 //                                 hipIpcOpenEventHandle fails (injected):
 //                                 HURRAY_ERR_IPC, the mapping closed again,
 //                                 every fd closed, the reference back
+//   probe ipc-event-reset TYPE    (CUDA) the sender's primary context is
+//                                 reset while the export's event is kept:
+//                                 when the receiver's reference comes back,
+//                                 no cuEventDestroy names the event the
+//                                 reset destroyed (the fake counts any use)
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -281,8 +286,55 @@ int cmd_open_fails() {
 
 }  // namespace
 
+// --- event-reset (CUDA) ---
+int cmd_reset() {
+  auto dead_event_uses = reinterpret_cast<int (*)()>(control("dead_event_uses"));
+  auto renew = reinterpret_cast<void (*)(int)>(control("renew_context"));
+  if (dead_event_uses == nullptr || renew == nullptr) return 2;
+  int sv[2], ready[2], go[2];
+  if (pipe(ready) != 0 || pipe(go) != 0) return 2;
+  const pid_t pid = fork_receiver(sv, [&](int sock) {
+    hurray_buffer r{};
+    const int32_t st = hurray_ipc_recv(sock, &r);
+    check(st == HURRAY_OK, "child_recv", "%s %s", hurray_status_name(st), hurray_last_error());
+    if (st != HURRAY_OK) _exit(1);
+    char byte = 'i';
+    (void)!write(ready[1], &byte, 1);
+    (void)!read(go[0], &byte, 1);
+    check(hurray_buffer_release(&r) == HURRAY_OK, "child_release", "");
+    _exit(g_failures == 0 ? 0 : 1);
+  });
+  if (pid < 0) return 2;
+  hurray_buffer a{};
+  if (alloc(&a) != HURRAY_OK) return 1;
+  const uint64_t returns = ipc_returns();
+  const int dead = dead_event_uses();
+  hurray_diagnostics before{};
+  before.struct_size = sizeof before;
+  check(hurray_get_diagnostics(&before) == HURRAY_OK, "diagnostics", "");
+  const int32_t st = hurray_ipc_send(sv[0], &a, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK, "send", "%s %s", hurray_status_name(st), hurray_last_error());
+  char byte = 0;
+  check(read(ready[0], &byte, 1) == 1 && byte == 'i', "child_imported", "");
+  renew(0);  // cuDevicePrimaryCtxReset, then another library's retain
+  (void)!write(go[1], &byte, 1);
+  check(wait_child(pid) == 0, "child_ok", "");
+  check(wait_until([&] { return ipc_returns() == returns + 1; }), "returned", "");
+  check(call_count(destroy_call()) == 0, "dead_event_not_destroyed", "%d cuEventDestroy",
+        call_count(destroy_call()));
+  check(dead_event_uses() == dead, "no_dead_event_use", "%d", dead_event_uses() - dead);
+  hurray_diagnostics after{};
+  after.struct_size = sizeof after;
+  check(hurray_get_diagnostics(&after) == HURRAY_OK, "diagnostics_after", "");
+  check(after.failed_releases == before.failed_releases, "no_failed_release", "%llu",
+        static_cast<unsigned long long>(after.failed_releases - before.failed_releases));
+  close(sv[0]);
+  return g_failures == 0 ? 0 : 1;
+}
+
 // `cmd` without "ipc-event-"; 64 when unknown.
 int run_event_command(const std::string &cmd) {
+  if (cmd == "reset") return cmd_reset();
   if (cmd == "handoff") return cmd_handoff();
   if (cmd == "async") return cmd_async();
   if (cmd == "open-fails") return cmd_open_fails();

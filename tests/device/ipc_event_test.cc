@@ -31,5 +31,12 @@ TYPED_TEST(GpuIpcEvent, NamedStreamsRecordAndWait) { this->run("async"); }
 
 TYPED_TEST(GpuIpcEvent, EventThatCannotBeOpenedFailsTheImport) { this->run("open-fails"); }
 
+// CUDA only: HIP has no context incarnation to compare (docs/impl/gpu.md
+// §4, "Events after a reset").
+TYPED_TEST(GpuIpcEvent, ExportEventIsNotDestroyedAfterAContextReset) {
+  if (TypeParam::kType != HURRAY_DEVICE_CUDA) GTEST_SKIP() << "CUDA only";
+  this->run("reset");
+}
+
 }  // namespace
 }  // namespace gpu_test

@@ -43,7 +43,7 @@ constexpr hipError_t kOutOfMemory = 2;
 constexpr hipError_t kDeinitialized = 4;
 constexpr hipError_t kNoDevice = 100;
 constexpr hipError_t kInvalidDevice = 101;
-constexpr hipError_t kInvalidHandle = 400;  // hipErrorInvalidHandle
+constexpr hipError_t kInvalidHandle = 400;       // hipErrorInvalidHandle
 constexpr hipError_t kContextIsDestroyed = 709;  // ROCm's answer for a stream it no longer knows
 
 // hipPointerAttribute_t: same layout in ROCm 5 and 6.

@@ -66,7 +66,9 @@ int32_t cpu_event_record(int32_t, void *, void **, uint64_t *) {
   return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
               "kDLCPU has no streams: there is no pending work to record an event for");
 }
-int32_t cpu_event_wait(int32_t, void *, void *) { return cpu_stream_wait(0, nullptr, nullptr); }
+int32_t cpu_event_wait(int32_t, void *, uint64_t, void *) {
+  return cpu_stream_wait(0, nullptr, nullptr);
+}
 int32_t cpu_event_destroy(int32_t, void *, uint64_t) { return HURRAY_OK; }
 
 // Any address is CPU memory as far as libhurray can tell.

@@ -65,11 +65,16 @@ CUresult context_alive(const CudaDriver &d, int ordinal, uint64_t id, bool *aliv
   return CUDA_SUCCESS;
 }
 
+}  // namespace
+
+CUresult primary_context_alive(const CudaDriver &d, int ordinal, uint64_t id, bool *alive) {
+  return context_alive(d, ordinal, id, alive);
+}
+
 // The live primary context of `ordinal` (checked by the caller) and the id
 // of its incarnation, retaining it on first use and again after it was
 // reset. Each reference is kept for the life of the process, so the context
 // outlives every allocation made in it (short of a reset).
-}  // namespace
 
 CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out, uint64_t *out_id) {
   PrimarySlot &slot = d.primary[ordinal];

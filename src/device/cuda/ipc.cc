@@ -45,7 +45,16 @@ int32_t missing(const CudaDriver &d) {
               "cuIpcGetEventHandle, cuIpcOpenEventHandle)");
 }
 
-void destroy_event(hurray_device device, void *event) {
+void destroy_event(hurray_device device, void *event, uint64_t context) {
+  if (cuda_forked_child()) return count_fork_skip();
+  // A reset of the primary context since the export destroyed the event
+  // with it: nothing to call, and the context is not retained again.
+  const CudaDriver *drv = loaded_cuda_driver();  // loaded: it made `event`
+  bool alive = true;
+  if (drv != nullptr &&
+      primary_context_alive(*drv, device.device_id, context, &alive) == CUDA_SUCCESS && !alive) {
+    return;
+  }
   release_in_primary(device, event, [&](const CudaDriver &d, const char **call) {
     *call = "cuEventDestroy";
     return d.event_destroy(static_cast<CUevent>(event));
@@ -74,58 +83,63 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   bool vmm_failed = false;  // a VMM allocation whose export failed
   const char *call = "cuMemRetainAllocationHandle";
   CUevent ev = nullptr;
-  st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
-    CUresult r = vmm_export(drv, data, out, &call, &vmm);
-    if (r != CUDA_SUCCESS) {
-      vmm_failed = true;
-      return got = r;
-    }
-    if (vmm == VmmFound::kNoFdType || vmm == VmmFound::kNotWholeAllocation) return r;
-    if (vmm == VmmFound::kNotVmm) {
-      // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
-      r = pool_export(drv, data, out, &call, &pool);
-      if (r != CUDA_SUCCESS) {
-        pool_failed = true;
-        return got = r;
-      }
-      if (pool == PoolFound::kNotExportable) return r;
-    }
-    if (vmm == VmmFound::kNotVmm && pool == PoolFound::kNotPool) {
-      call = "cuMemGetAddressRange";
-      CUdeviceptr base = 0;
-      size_t size = 0;
-      r = drv.mem_get_address_range(&base, &size, dptr(data));
-      if (r != CUDA_SUCCESS) return got = r;
-      call = "cuIpcGetMemHandle";
-      CUipcMemHandle h;
-      r = drv.ipc_get_mem_handle(&h, base);
-      if (r != CUDA_SUCCESS) return got = r;
-      std::memcpy(out->handle, h.reserved, kGpuIpcHandleBytes);
-      out->alloc_size = size;
-      out->data_offset = static_cast<uint64_t>(dptr(data) - base);
-    }
-    // What the receiver waits for (ipc.md §6): an interprocess event
-    // recorded on the caller's stream, no host wait.
-    call = "cuEventCreate";
-    r = drv.event_create(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS) {
-      ev = nullptr;
-      return r;
-    }
-    call = "cuEventRecord";
-    r = drv.event_record(ev, stream_of(stream));
-    if (r != CUDA_SUCCESS) return r;
-    call = "cuIpcGetEventHandle";
-    CUipcEventHandle eh;
-    r = drv.ipc_get_event_handle(&eh, ev);
-    if (r != CUDA_SUCCESS) return r;
-    std::memcpy(out->event_handle, eh.reserved, kGpuEventBytes);
-    return r;
-  });
+  uint64_t ctx = 0;
+  st = Cuda::with_device(
+      device.device_id, &call,
+      [&](const CudaDriver &drv) {
+        CUresult r = vmm_export(drv, data, out, &call, &vmm);
+        if (r != CUDA_SUCCESS) {
+          vmm_failed = true;
+          return got = r;
+        }
+        if (vmm == VmmFound::kNoFdType || vmm == VmmFound::kNotWholeAllocation) return r;
+        if (vmm == VmmFound::kNotVmm) {
+          // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
+          r = pool_export(drv, data, out, &call, &pool);
+          if (r != CUDA_SUCCESS) {
+            pool_failed = true;
+            return got = r;
+          }
+          if (pool == PoolFound::kNotExportable) return r;
+        }
+        if (vmm == VmmFound::kNotVmm && pool == PoolFound::kNotPool) {
+          call = "cuMemGetAddressRange";
+          CUdeviceptr base = 0;
+          size_t size = 0;
+          r = drv.mem_get_address_range(&base, &size, dptr(data));
+          if (r != CUDA_SUCCESS) return got = r;
+          call = "cuIpcGetMemHandle";
+          CUipcMemHandle h;
+          r = drv.ipc_get_mem_handle(&h, base);
+          if (r != CUDA_SUCCESS) return got = r;
+          std::memcpy(out->handle, h.reserved, kGpuIpcHandleBytes);
+          out->alloc_size = size;
+          out->data_offset = static_cast<uint64_t>(dptr(data) - base);
+        }
+        // What the receiver waits for (ipc.md §6): an interprocess event
+        // recorded on the caller's stream, no host wait.
+        call = "cuEventCreate";
+        r = drv.event_create(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+          ev = nullptr;
+          return r;
+        }
+        call = "cuEventRecord";
+        r = drv.event_record(ev, stream_of(stream));
+        if (r != CUDA_SUCCESS) return r;
+        call = "cuIpcGetEventHandle";
+        CUipcEventHandle eh;
+        r = drv.ipc_get_event_handle(&eh, ev);
+        if (r != CUDA_SUCCESS) return r;
+        std::memcpy(out->event_handle, eh.reserved, kGpuEventBytes);
+        return r;
+      },
+      &ctx);
   if (st == HURRAY_OK) {
     out->event = ev;
+    out->event_context = ctx;
   } else if (ev != nullptr) {
-    destroy_event(device, ev);  // nothing is sent
+    destroy_event(device, ev, ctx);  // nothing is sent
   }
   if (st != HURRAY_OK && out->vmm_fd >= 0) {
     // Exported, but leaving the context failed: nothing is sent.

@@ -94,6 +94,11 @@ class RelaxedCaptureMode {
 // reset. Each reference is kept for the life of the process, so the context
 // outlives every allocation made in it (short of a reset). (cuda.cc)
 CUresult primary_context(const CudaDriver &d, int ordinal, CUcontext *out, uint64_t *out_id);
+// Whether incarnation `id` of the primary context of `ordinal` is still the
+// live one, without retaining it (cuDevicePrimaryCtxGetState, cuCtxGetId);
+// CUDA_ERROR_DEINITIALIZED comes back as is, any other failure reads as "not
+// alive". (cuda.cc)
+CUresult primary_context_alive(const CudaDriver &d, int ordinal, uint64_t id, bool *alive);
 
 struct CudaTraits {
   using Api = CudaDriver;
@@ -136,6 +141,11 @@ struct CudaTraits {
   static constexpr const char *kEventDestroy = "cuEventDestroy";
   static constexpr bool kWaitExternal = true;
   static bool torn_down(Result r) { return r == CUDA_ERROR_DEINITIALIZED; }
+  static constexpr const char *kContextState = "cuDevicePrimaryCtxGetState";
+  static constexpr const char *kResetCalls = "cuDevicePrimaryCtxReset / cudaDeviceReset";
+  static Result context_alive(const Api &d, int32_t ordinal, uint64_t id, bool *alive) {
+    return primary_context_alive(d, ordinal, id, alive);
+  }
   // cuStreamIsCapturing, allowed during capture; on NULL / CU_STREAM_LEGACY
   // it answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream of
   // the current context captures.

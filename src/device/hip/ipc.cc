@@ -37,7 +37,8 @@ int32_t missing(const HipRuntime &r) {
               r.path);
 }
 
-void destroy_event(hurray_device device, void *event) {
+// HIP has no context incarnations (hip/vendor.h): `context` is 0.
+void destroy_event(hurray_device device, void *event, uint64_t) {
   release_with_device(device, event, "an IPC export's event",
                       [&](const HipRuntime &r, const char **call) {
                         *call = "hipEventDestroy";
@@ -114,7 +115,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   if (st == HURRAY_OK) {
     out->event = ev;
   } else if (ev != nullptr) {
-    destroy_event(device, ev);  // nothing is sent
+    destroy_event(device, ev, 0);  // nothing is sent
   }
   if (st != HURRAY_OK && out->pool_fd >= 0) {
     close(out->pool_fd);

@@ -149,6 +149,15 @@ struct HipTraits {
   static bool torn_down(Result e) {
     return e == hipErrorDeinitialized || e == hipErrorContextIsDestroyed;
   }
+  // No incarnations: HIP documents nothing that tells a device before and
+  // after hipDeviceReset apart (docs/impl/gpu.md §4, "Events after a
+  // reset"), so every event reads as alive.
+  static constexpr const char *kContextState = "hipGetDevice";
+  static constexpr const char *kResetCalls = "hipDeviceReset";
+  static Result context_alive(const Api &, int32_t, uint64_t, bool *alive) {
+    *alive = true;
+    return hipSuccess;
+  }
   // hipStreamIsCapturing (none when the runtime lacks it).
   static Result stream_capture(const Api &r, void *stream, Capture *out) {
     *out = Capture::kNone;
