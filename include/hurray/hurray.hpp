@@ -28,8 +28,7 @@ namespace hurray {
 // batch that failed for no element's reason).
 class Error : public std::runtime_error {
  public:
-  Error(int32_t status, const std::string &message,
-        std::size_t index = HURRAY_BATCH_NO_INDEX)
+  Error(int32_t status, const std::string &message, std::size_t index = HURRAY_BATCH_NO_INDEX)
       : std::runtime_error(std::string(hurray_status_name(status)) + ": " + message),
         status_(status),
         index_(index) {}

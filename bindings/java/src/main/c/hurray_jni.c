@@ -373,8 +373,7 @@ JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_fromDLPackN(JNIEnv *env, jcl
                                                                 jlongArray tensors,
                                                                 jboolean versioned) {
   (void)c;
-  const char *op =
-      versioned ? "HurrayBuffer.fromDLPackVersionedAll" : "HurrayBuffer.fromDLPackAll";
+  const char *op = versioned ? "HurrayBuffer.fromDLPackVersionedAll" : "HurrayBuffer.fromDLPackAll";
   jsize n = (*env)->GetArrayLength(env, tensors);
   void **ts = calloc((size_t)n + 1, sizeof *ts);
   jlong *raw = calloc((size_t)n + 1, sizeof *raw);
@@ -393,11 +392,11 @@ JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_fromDLPackN(JNIEnv *env, jcl
     return NULL;
   }
   size_t failed = HURRAY_BATCH_NO_INDEX;
-  int32_t st = versioned ? hurray_from_dlpack_versioned_n((DLManagedTensorVersioned *const *)ts,
-                                                          (size_t)n, HURRAY_IMPORT_DEFAULT, b.out,
-                                                          &failed)
-                         : hurray_from_dlpack_n((DLManagedTensor *const *)ts, (size_t)n,
-                                                HURRAY_IMPORT_DEFAULT, b.out, &failed);
+  int32_t st =
+      versioned ? hurray_from_dlpack_versioned_n((DLManagedTensorVersioned *const *)ts, (size_t)n,
+                                                 HURRAY_IMPORT_DEFAULT, b.out, &failed)
+                : hurray_from_dlpack_n((DLManagedTensor *const *)ts, (size_t)n,
+                                       HURRAY_IMPORT_DEFAULT, b.out, &failed);
   free(ts);
   if (st != HURRAY_OK) {
     throw_status_at(env, st, op, hurray_last_error(), java_index(failed));
@@ -415,8 +414,7 @@ JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_toDLPackN(JNIEnv *env, jclas
                                                               jlongArray handles,
                                                               jboolean versioned) {
   (void)c;
-  const char *op =
-      versioned ? "HurrayBuffer.toDLPackVersionedAll" : "HurrayBuffer.toDLPackAll";
+  const char *op = versioned ? "HurrayBuffer.toDLPackVersionedAll" : "HurrayBuffer.toDLPackAll";
   jsize n = (*env)->GetArrayLength(env, handles);
   jlongArray result = (*env)->NewLongArray(env, n);
   if (result == NULL) return NULL; /* OutOfMemoryError pending */
