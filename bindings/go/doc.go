@@ -18,6 +18,13 @@
 // one. A finaliser releases a Buffer that was dropped without Release: it is
 // a safety net only (FinalizerReleases counts how often it was needed).
 //
+// Sets of tensors: FromDLPackVersionedN and FromDLPackN take a slice of C
+// tensors, ToDLPackVersionedN and ToDLPackN hand a slice of Buffers on, in
+// one call each, all or nothing; AllocGroup makes one Buffer per TensorDesc
+// in one allocation (each GroupAlignment-aligned), freed once after the
+// last of them is released. A failed batch changes nothing and returns a
+// *BatchError whose Index names the element at fault.
+//
 // WithBytes and the typed views (WithFloat32s, ...) lend the memory to a
 // callback during which the Buffer cannot be released; Bytes is the
 // unchecked, unsafe form. CheckLive and CheckReport (defer

@@ -124,6 +124,103 @@ hgo_ret hgo_to_dlpack(hgo_ref ref, size_t i, int32_t versioned, int32_t keep) {
   return r;
 }
 
+static hgo_ret hgo_fail_at(int32_t status, const char *msg, size_t *failed, size_t index) {
+  *failed = index;
+  return hgo_fail(status, msg);
+}
+
+hgo_ret hgo_from_dlpack_n(void *const *ts, size_t n, int32_t versioned, hgo_meta *metas,
+                          size_t *failed) {
+  hgo_block *b = hgo_block_new(n, n);
+  if (b == NULL) {
+    return hgo_fail_at(HURRAY_ERR_OUT_OF_MEMORY, "cannot allocate the handles", failed,
+                       HURRAY_BATCH_NO_INDEX);
+  }
+  size_t at = HURRAY_BATCH_NO_INDEX;
+  int32_t s = versioned ? hurray_from_dlpack_versioned_n((DLManagedTensorVersioned *const *)ts, n,
+                                                         HURRAY_IMPORT_DEFAULT, b->h, &at)
+                        : hurray_from_dlpack_n((DLManagedTensor *const *)ts, n,
+                                               HURRAY_IMPORT_DEFAULT, b->h, &at);
+  if (s != HURRAY_OK) {
+    hgo_ret r = hgo_fail_at(s, hurray_last_error(), failed, at);
+    free(b);
+    return r;
+  }
+  for (size_t k = 0; k < n; k++) metas[k] = hgo_meta_of(&b->h[k]);
+  return hgo_made(b, 0);
+}
+
+hgo_ret hgo_alloc_group(size_t n, const int64_t *enc, size_t enc_len, uint64_t alloc_flags,
+                        hgo_meta *metas, size_t *failed) {
+  hurray_tensor_desc *d = n <= SIZE_MAX / sizeof *d ? malloc(n * sizeof *d) : NULL;
+  hgo_block *b = hgo_block_new(n, n);
+  if (d == NULL || b == NULL) {
+    free(d);
+    free(b);
+    return hgo_fail_at(HURRAY_ERR_OUT_OF_MEMORY, "cannot allocate the handles", failed,
+                       HURRAY_BATCH_NO_INDEX);
+  }
+  size_t at = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (enc_len - at < 3 || enc[at + 2] < 0 || (uint64_t)enc[at + 2] > enc_len - at - 3) {
+      free(d);
+      free(b);
+      return hgo_fail_at(HURRAY_ERR_INTERNAL, "malformed group encoding", failed, k);
+    }
+    const uint64_t dt = (uint64_t)enc[at];
+    d[k].dtype.code = (uint8_t)dt;
+    d[k].dtype.bits = (uint8_t)(dt >> 8);
+    d[k].dtype.lanes = (uint16_t)(dt >> 16);
+    d[k].flags = (uint64_t)enc[at + 1];
+    d[k].ndim = (int32_t)enc[at + 2];
+    d[k].shape = d[k].ndim > 0 ? enc + at + 3 : NULL;
+    at += 3 + (size_t)enc[at + 2];
+  }
+  hurray_device cpu = {HURRAY_DEVICE_CPU, 0};
+  size_t bad = HURRAY_BATCH_NO_INDEX;
+  int32_t s = hurray_alloc_group(cpu, n, d, alloc_flags, NULL, b->h, &bad);
+  free(d);
+  if (s != HURRAY_OK) {
+    hgo_ret r = hgo_fail_at(s, hurray_last_error(), failed, bad);
+    free(b);
+    return r;
+  }
+  for (size_t k = 0; k < n; k++) metas[k] = hgo_meta_of(&b->h[k]);
+  return hgo_made(b, 0);
+}
+
+hgo_ret hgo_to_dlpack_n(const hgo_ref *blks, const size_t *idx, const int32_t *keep, size_t n,
+                        int32_t versioned, void **out, size_t *failed) {
+  hurray_buffer *src = n <= SIZE_MAX / sizeof *src ? malloc(n * sizeof *src) : NULL;
+  void **t = n <= SIZE_MAX / sizeof *t ? malloc(n * sizeof *t) : NULL;
+  if (src == NULL || t == NULL) {
+    free(src);
+    free(t);
+    return hgo_fail_at(HURRAY_ERR_OUT_OF_MEMORY, "cannot allocate the export arrays", failed,
+                       HURRAY_BATCH_NO_INDEX);
+  }
+  /* The handles are values: the call runs on copies, and the slots are
+   * emptied only once it has consumed them all. */
+  for (size_t k = 0; k < n; k++) src[k] = hgo_blk(blks[k])->h[idx[k]];
+  size_t at = HURRAY_BATCH_NO_INDEX;
+  int32_t s = versioned ? hurray_to_dlpack_versioned_n(src, n, (DLManagedTensorVersioned **)t, &at)
+                        : hurray_to_dlpack_n(src, n, (DLManagedTensor **)t, &at);
+  free(src);
+  if (s != HURRAY_OK) {
+    free(t);
+    return hgo_fail_at(s, hurray_last_error(), failed, at);
+  }
+  for (size_t k = 0; k < n; k++) {
+    hgo_block *b = hgo_blk(blks[k]);
+    memset(&b->h[idx[k]], 0, sizeof(hurray_buffer));
+    if (!keep[k]) hgo_unown(b);
+    out[k] = t[k];
+  }
+  free(t);
+  hgo_ret r = {HURRAY_OK, 0, {0, 0, 0, 0, 0, 0, 0}, NULL, NULL};
+  return r;
+}
+
 void hgo_drop(hgo_ref ref, size_t i) {
   hgo_block *b = hgo_blk(ref);
   (void)hurray_buffer_release(&b->h[i]);

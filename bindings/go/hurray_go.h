@@ -14,7 +14,8 @@
  * A block is one C allocation of `n` handle slots with a count of the slots
  * still owned; hgo_drop empties a slot and frees the block with its last one.
  * Alloc and FromDLPack make blocks of one slot; hgo_share makes one block
- * for all the shares of one call.
+ * for all the shares of one call, and the batched calls (hgo_from_dlpack_n,
+ * hgo_alloc_group) one block of n slots, one per Buffer.
  *
  * Errors: each wrapper makes one libhurray call and, when it fails, returns a
  * malloc'ed copy of hurray_last_error() in hgo_ret.msg (NULL if even that
@@ -138,6 +139,28 @@ void hgo_check_free(hgo_check_item *items, size_t n);
 /* Labels slots first..last of b (hurray_check_label); errors ignored (an
  * untracked handle has no record to label). */
 void hgo_check_label(hgo_ref b, size_t first, size_t last, const char *label);
+
+/* Batched calls (FromDLPack*N, ToDLPack*N, AllocGroup): all or nothing, as
+ * the libhurray calls they make. On failure *failed is the element at fault
+ * (HURRAY_BATCH_NO_INDEX when none is) and nothing changes; metas[k] (Go
+ * memory, pointer-free) receives slot k's scalar fields on success. */
+
+/* Imports ts[0..n) (versioned 1: DLManagedTensorVersioned, 0: legacy) into
+ * a new block of n slots (hurray_from_dlpack[_versioned]_n); n > 0. */
+hgo_ret hgo_from_dlpack_n(void *const *ts, size_t n, int32_t versioned, hgo_meta *metas,
+                          size_t *failed);
+/* A group of n CPU tensors (hurray_alloc_group) in a new block of n slots;
+ * n > 0. enc holds, for each description in turn: the dtype packed as code |
+ * bits << 8 | lanes << 16, the handle flags, ndim, then ndim extents (read
+ * only during the call); enc_len is its length, checked. */
+hgo_ret hgo_alloc_group(size_t n, const int64_t *enc, size_t enc_len, uint64_t alloc_flags,
+                        hgo_meta *metas, size_t *failed);
+/* Exports slot idx[k] of blks[k], k < n, in one call
+ * (hurray_to_dlpack[_versioned]_n) into out[k] (Go memory; C pointers
+ * only); on success each slot is dropped (keep[k] 0) or only emptied
+ * (keep[k] 1: hgo_block_own). n > 0; the slots must be distinct. */
+hgo_ret hgo_to_dlpack_n(const hgo_ref *blks, const size_t *idx, const int32_t *keep, size_t n,
+                        int32_t versioned, void **out, size_t *failed);
 
 /* Does nothing: the benchmarks' measure of one cgo call. */
 void hgo_noop(void);

@@ -23,21 +23,41 @@
 namespace hurray {
 
 // A failed libhurray call: status() is the hurray_status, what() the message.
+// index() is the element a batched call (from_dlpack_n, to_dlpack*_n,
+// alloc_group) failed at, or HURRAY_BATCH_NO_INDEX (every other call, and a
+// batch that failed for no element's reason).
 class Error : public std::runtime_error {
  public:
-  Error(int32_t status, const std::string &message)
+  Error(int32_t status, const std::string &message, std::size_t index = HURRAY_BATCH_NO_INDEX)
       : std::runtime_error(std::string(hurray_status_name(status)) + ": " + message),
-        status_(status) {}
+        status_(status),
+        index_(index) {}
   int32_t status() const noexcept { return status_; }
+  std::size_t index() const noexcept { return index_; }
 
  private:
   int32_t status_;
+  std::size_t index_;
 };
 
 // Throws hurray::Error for any status other than HURRAY_OK.
 inline void check(int32_t status) {
   if (status != HURRAY_OK) throw Error(status, hurray_last_error());
 }
+
+// check for a batched call: the Error carries the failed index too.
+inline void check_batch(int32_t status, std::size_t failed_index) {
+  if (status != HURRAY_OK) throw Error(status, hurray_last_error(), failed_index);
+}
+
+// One tensor of Buffer::alloc_group: compact row-major `dtype` of `shape`;
+// `flags` are the handle's (0, HURRAY_FLAG_READ_ONLY,
+// HURRAY_FLAG_SUBBYTE_PADDED).
+struct TensorDesc {
+  hurray_dtype dtype;
+  std::vector<int64_t> shape;
+  uint64_t flags = 0;
+};
 
 // Owning pointers to DLPack tensors: the deleter calls the tensor's own
 // DLPack deleter (through hurray_dlpack[_versioned]_delete).
@@ -154,29 +174,59 @@ class Buffer {
     return Buffer(h);
   }
 
+  // n tensors in one allocation of `device` (hurray_alloc_group): Buffer i
+  // is descs[i]'s, at a data address that is a multiple of
+  // HURRAY_GROUP_ALIGNMENT; the memory is freed once, after the last of the
+  // n Buffers is released, in any order, on any thread. `flags` are
+  // allocation options (HURRAY_ALLOC_SHAREABLE); `stream` as
+  // hurray_alloc_group takes it. An empty `descs` gives an empty vector.
+  // Throws Error (index(): the description at fault, or
+  // HURRAY_BATCH_NO_INDEX; the message names it, "descs[2]..."), and
+  // nothing stays allocated; std::bad_alloc before anything is allocated.
+  static std::vector<Buffer> alloc_group(hurray_device device, const std::vector<TensorDesc> &descs,
+                                         uint64_t flags = 0, void *stream = nullptr) {
+    std::vector<hurray_tensor_desc> raw(descs.size());
+    for (std::size_t i = 0; i < descs.size(); ++i) {
+      raw[i].dtype = descs[i].dtype;
+      raw[i].ndim = static_cast<int32_t>(descs[i].shape.size());
+      raw[i].shape = descs[i].shape.data();
+      raw[i].flags = descs[i].flags;
+    }
+    std::vector<hurray_buffer> out(raw.size());
+    std::vector<Buffer> result;
+    result.reserve(raw.size());  // every allocation happens before the handles exist
+    std::size_t failed = HURRAY_BATCH_NO_INDEX;
+    const int32_t st =
+        hurray_alloc_group(device, raw.size(), raw.data(), flags, stream, out.data(), &failed);
+    check_batch(st, failed);  // not one expression: `failed` is read after the call
+    for (const hurray_buffer &h : out) result.emplace_back(h);
+    return result;
+  }
+
   // Imports n DLPack tensors in one call (hurray_from_dlpack[_versioned]_n),
   // all or nothing. On success every pointer in `ts` is left empty; if this
-  // throws (the message names the tensor at fault, "ts[3]..."), `ts` still
-  // owns every tensor.
+  // throws (index() is the tensor at fault; the message names it,
+  // "ts[3]..."), `ts` still owns every tensor.
   static std::vector<Buffer> from_dlpack_n(std::vector<DLPackVersionedPtr> &ts) {
     std::vector<DLManagedTensorVersioned *> raw(ts.size());
     for (std::size_t i = 0; i < ts.size(); ++i) raw[i] = ts[i].get();
-    return adopt_n(ts, raw, [&](hurray_buffer *out) {
+    return adopt_n(ts, raw, [&](hurray_buffer *out, std::size_t *failed) {
       return hurray_from_dlpack_versioned_n(raw.data(), raw.size(), HURRAY_IMPORT_DEFAULT, out,
-                                            nullptr);
+                                            failed);
     });
   }
   static std::vector<Buffer> from_dlpack_n(std::vector<DLPackPtr> &ts) {
     std::vector<DLManagedTensor *> raw(ts.size());
     for (std::size_t i = 0; i < ts.size(); ++i) raw[i] = ts[i].get();
-    return adopt_n(ts, raw, [&](hurray_buffer *out) {
-      return hurray_from_dlpack_n(raw.data(), raw.size(), HURRAY_IMPORT_DEFAULT, out, nullptr);
+    return adopt_n(ts, raw, [&](hurray_buffer *out, std::size_t *failed) {
+      return hurray_from_dlpack_n(raw.data(), raw.size(), HURRAY_IMPORT_DEFAULT, out, failed);
     });
   }
 
   // Exports n Buffers in one call (hurray_to_dlpack[_versioned]_n), all or
   // nothing: on success every Buffer is empty and tensor i is buffers[i]'s;
-  // if this throws, every Buffer still owns its handle.
+  // if this throws (index(): the Buffer at fault), every Buffer still owns
+  // its handle.
   static std::vector<DLPackVersionedPtr> to_dlpack_versioned_n(std::vector<Buffer> &buffers) {
     return export_n<DLManagedTensorVersioned, DLPackVersionedPtr>(buffers,
                                                                   &hurray_to_dlpack_versioned_n);
@@ -228,7 +278,9 @@ class Buffer {
     std::vector<hurray_buffer> out(raw.size());
     std::vector<Buffer> result;
     result.reserve(raw.size());
-    check(import(out.data()));
+    std::size_t failed = HURRAY_BATCH_NO_INDEX;
+    const int32_t st = import(out.data(), &failed);
+    check_batch(st, failed);
     for (Ptr &t : ts) (void)t.release();
     for (const hurray_buffer &h : out) result.emplace_back(h);
     return result;
@@ -245,7 +297,9 @@ class Buffer {
     std::vector<Tensor *> raw(buffers.size(), nullptr);
     std::vector<Ptr> result;
     result.reserve(buffers.size());
-    check(fn(hs.data(), hs.size(), raw.data(), nullptr));
+    std::size_t failed = HURRAY_BATCH_NO_INDEX;
+    const int32_t st = fn(hs.data(), hs.size(), raw.data(), &failed);
+    check_batch(st, failed);
     for (Buffer &b : buffers) b.h_ = hurray_buffer();
     for (Tensor *t : raw) result.emplace_back(t);
     return result;

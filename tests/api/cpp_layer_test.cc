@@ -3,10 +3,12 @@
 // only, and "a throwing call leaves ownership where it was".
 #include <hurray/hurray.hpp>
 
+#include <algorithm>
 #include <thread>
 #include <type_traits>
 
 #include "hurray_test_support.h"
+#include "ipc_test_support.h"
 
 namespace {
 
@@ -177,6 +179,152 @@ TEST(CppLayer, BatchedConversionIsAllOrNothing) {
   for (const DeleterLog &l : logs) EXPECT_EQ(l.calls.load(), 0);
   last.clear();
   for (const DeleterLog &l : logs) EXPECT_EQ(l.calls.load(), 1);
+}
+
+std::vector<hurray::TensorDesc> group_descs() {
+  return {{{kDLFloat, 32, 1}, {2, 3}, 0},
+          {{kDLInt, 8, 1}, {5}, 0},
+          {{kDLFloat, 16, 1}, {0}, 0},
+          {{kDLFloat, 64, 1}, {4, 4}, HURRAY_FLAG_READ_ONLY}};
+}
+
+uintptr_t address(const hurray::Buffer &b) {
+  return reinterpret_cast<uintptr_t>(b.data()) + b.byte_offset();
+}
+
+// alloc_group gives one owning Buffer per description, at the offsets
+// hurray_alloc_group documents (each aligned, each after the previous
+// tensor's bytes, an empty tensor taking none), and the one allocation (a
+// memfd, so its mapping can be counted) goes once, after the last Buffer,
+// in every order.
+TEST(CppLayer, AllocGroupOwnsEachTensorAndFreesTheMemoryOnce) {
+  const hurray_device cpu{HURRAY_DEVICE_CPU, 0};
+  const auto descs = group_descs();
+  std::vector<int> order = {0, 1, 2, 3};
+  int orders = 0;
+  do {
+    SCOPED_TRACE(orders);
+    const int maps = hurray_ipc_test::count_hurray_memfd_maps();
+    std::vector<hurray::Buffer> g = hurray::Buffer::alloc_group(cpu, descs, HURRAY_ALLOC_SHAREABLE);
+    ASSERT_EQ(g.size(), 4u);
+    EXPECT_EQ(hurray_ipc_test::count_hurray_memfd_maps(), maps + 1) << "one memfd for the group";
+    const uintptr_t base = address(g[0]);
+    EXPECT_EQ(base % HURRAY_GROUP_ALIGNMENT, 0u);
+    // float32[2,3] takes 24 bytes, int8[5] 5, float16[0] none: the next
+    // aligned starts are 256 (int8), 512 (the empty tensor) and 512.
+    EXPECT_EQ(address(g[1]) - base, 256u);
+    EXPECT_EQ(address(g[2]) - base, 512u);
+    EXPECT_EQ(address(g[3]) - base, 512u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(g[i].ndim(), static_cast<int32_t>(descs[i].shape.size()));
+      EXPECT_EQ(g[i].dtype().bits, descs[i].dtype.bits);
+      EXPECT_EQ(g[i].flags() & HURRAY_FLAG_READ_ONLY, descs[i].flags);
+      EXPECT_EQ(g[i].extent().contiguous, 1);
+    }
+    for (size_t k = 0; k < 3; ++k) {
+      g[static_cast<size_t>(order[k])].reset();
+      EXPECT_EQ(hurray_ipc_test::count_hurray_memfd_maps(), maps + 1) << "freed before the last";
+    }
+    g[static_cast<size_t>(order[3])].reset();
+    EXPECT_EQ(hurray_ipc_test::count_hurray_memfd_maps(), maps);
+    ++orders;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(orders, 24);
+}
+
+// Buffers of one group moved to other threads and released there: still one
+// free, after the last.
+TEST(CppLayer, AllocGroupReleasedFromThreads) {
+  const int maps = hurray_ipc_test::count_hurray_memfd_maps();
+  std::vector<hurray::TensorDesc> descs(16, hurray::TensorDesc{{kDLFloat, 32, 1}, {7}, 0});
+  std::vector<hurray::Buffer> g =
+      hurray::Buffer::alloc_group({HURRAY_DEVICE_CPU, 0}, descs, HURRAY_ALLOC_SHAREABLE);
+  EXPECT_EQ(hurray_ipc_test::count_hurray_memfd_maps(), maps + 1);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    std::vector<hurray::Buffer> mine;
+    for (size_t i = static_cast<size_t>(t); i < g.size(); i += 4) mine.push_back(std::move(g[i]));
+    ts.emplace_back([m = std::move(mine)]() mutable { m.clear(); });
+  }
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(hurray_ipc_test::count_hurray_memfd_maps(), maps);
+}
+
+// A bad description throws an Error naming it (index() and the message),
+// and nothing stays allocated; an argument error names no element; an
+// empty list is an empty vector.
+TEST(CppLayer, AllocGroupErrorsNameTheDescription) {
+  const hurray_device cpu{HURRAY_DEVICE_CPU, 0};
+  const int maps = hurray_ipc_test::count_hurray_memfd_maps();
+  auto descs = group_descs();
+  descs[2].shape = {-3};
+  try {
+    (void)hurray::Buffer::alloc_group(cpu, descs, HURRAY_ALLOC_SHAREABLE);
+    FAIL() << "a negative extent was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(e.index(), 2u);
+    EXPECT_NE(std::string(e.what()).find("descs[2]"), std::string::npos) << e.what();
+  }
+  descs = group_descs();
+  descs[1].dtype = {kDLFloat, 33, 1};
+  try {
+    (void)hurray::Buffer::alloc_group(cpu, descs);
+    FAIL() << "float33 was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_UNSUPPORTED_DTYPE);
+    EXPECT_EQ(e.index(), 1u);
+  }
+  descs = group_descs();
+  descs[3].flags = uint64_t{1} << 40;
+  try {
+    (void)hurray::Buffer::alloc_group(cpu, descs);
+    FAIL() << "an unknown handle flag was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(e.index(), 3u);
+  }
+  try {
+    (void)hurray::Buffer::alloc_group({HURRAY_DEVICE_CPU, 0}, group_descs(), 0,
+                                      reinterpret_cast<void *>(1));
+    FAIL() << "a stream on the CPU was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_UNSUPPORTED_DEVICE);
+    EXPECT_EQ(e.index(), HURRAY_BATCH_NO_INDEX);
+  }
+  EXPECT_EQ(hurray_ipc_test::count_hurray_memfd_maps(), maps) << "nothing stays allocated";
+  EXPECT_TRUE(hurray::Buffer::alloc_group(cpu, {}).empty());
+}
+
+// The batched conversions' Errors carry the failed index too.
+TEST(CppLayer, BatchErrorsCarryTheIndex) {
+  std::vector<DeleterLog> logs(3);
+  std::vector<hurray::DLPackVersionedPtr> ts;
+  for (DeleterLog &l : logs)
+    ts.emplace_back(hurray_test::make_versioned(l, hurray_test::dense({2})));
+  ts[2]->dl_tensor.ndim = -1;
+  try {
+    (void)hurray::Buffer::from_dlpack_n(ts);
+    FAIL() << "ndim -1 was accepted";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(e.index(), 2u);
+  }
+  ts[2]->dl_tensor.ndim = 1;
+  std::vector<hurray::Buffer> bufs = hurray::Buffer::from_dlpack_n(ts);
+  std::swap(bufs[0], bufs[1]);
+  bufs[0].reset();  // an empty Buffer at index 0
+  try {
+    (void)hurray::Buffer::to_dlpack_n(bufs);
+    FAIL() << "an empty Buffer was exported";
+  } catch (const hurray::Error &e) {
+    EXPECT_EQ(e.status(), HURRAY_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(e.index(), 0u);
+  }
+  EXPECT_EQ(logs[1].calls.load(), 1);
+  bufs.clear();
+  for (const DeleterLog &l : logs) EXPECT_EQ(l.calls.load(), 1);
+  EXPECT_EQ(hurray::Error(HURRAY_ERR_INVALID_ARGUMENT, "x").index(), HURRAY_BATCH_NO_INDEX);
 }
 
 TEST(CppLayer, AllocCopyAndExtent) {

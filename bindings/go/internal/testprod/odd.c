@@ -90,3 +90,7 @@ void tpg_odd_reset(void) {
 }
 
 uintptr_t tpg_data(const DLManagedTensorVersioned *t) { return (uintptr_t)t->dl_tensor.data; }
+
+uintptr_t tpg_first_byte(const DLManagedTensorVersioned *t) {
+  return (uintptr_t)t->dl_tensor.data + (uintptr_t)t->dl_tensor.byte_offset;
+}

@@ -34,4 +34,7 @@ void tpg_odd_reset(void);
 /* The data pointer of a versioned tensor (dl_tensor.data). */
 uintptr_t tpg_data(const DLManagedTensorVersioned *t);
 
+/* The address of a versioned tensor's first byte (data + byte_offset). */
+uintptr_t tpg_first_byte(const DLManagedTensorVersioned *t);
+
 #endif

@@ -97,3 +97,9 @@ func ResetOdd() { C.tpg_odd_reset() }
 func Data(t unsafe.Pointer) uintptr {
 	return uintptr(C.tpg_data((*C.DLManagedTensorVersioned)(t)))
 }
+
+// FirstByte returns the address of a versioned tensor's first byte
+// (dl_tensor.data + byte_offset), for comparing with a Buffer's memory.
+func FirstByte(t unsafe.Pointer) uintptr {
+	return uintptr(C.tpg_first_byte((*C.DLManagedTensorVersioned)(t)))
+}

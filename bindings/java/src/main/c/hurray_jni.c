@@ -18,19 +18,32 @@
 #define H(x) ((hurray_buffer *)(intptr_t)(x))
 #define J(p) ((jlong)(intptr_t)(p))
 
-static void throw_status(JNIEnv *env, int32_t status, const char *op, const char *message) {
+/* Throws HurrayException(status, name, "op: message", index); index -1:
+ * no element (every call but the batched ones). */
+static void throw_status_at(JNIEnv *env, int32_t status, const char *op, const char *message,
+                            jlong index) {
   jclass cls = (*env)->FindClass(env, "dev/hurray/HurrayException");
   if (cls == NULL) return; /* NoClassDefFoundError pending */
   jmethodID ctor =
-      (*env)->GetMethodID(env, cls, "<init>", "(ILjava/lang/String;Ljava/lang/String;)V");
+      (*env)->GetMethodID(env, cls, "<init>", "(ILjava/lang/String;Ljava/lang/String;J)V");
   if (ctor == NULL) return;
   char text[640];
   snprintf(text, sizeof text, "%s: %s", op, message);
   jstring name = (*env)->NewStringUTF(env, hurray_status_name(status));
   jstring msg = (*env)->NewStringUTF(env, text);
   if (name == NULL || msg == NULL) return;
-  jthrowable ex = (jthrowable)(*env)->NewObject(env, cls, ctor, (jint)status, name, msg);
+  jthrowable ex = (jthrowable)(*env)->NewObject(env, cls, ctor, (jint)status, name, msg, index);
   if (ex != NULL) (*env)->Throw(env, ex);
+}
+
+static void throw_status(JNIEnv *env, int32_t status, const char *op, const char *message) {
+  throw_status_at(env, status, op, message, -1);
+}
+
+/* A batched call's failed index as Java reports it: -1 for
+ * HURRAY_BATCH_NO_INDEX. */
+static jlong java_index(size_t failed) {
+  return failed == HURRAY_BATCH_NO_INDEX ? -1 : (jlong)failed;
 }
 
 /* Throws for a failed call (status != OK); returns status. */
@@ -302,4 +315,195 @@ JNIEXPORT jobject JNICALL Java_dev_hurray_Native_byteBuffer(JNIEnv *env, jclass 
   static char empty;
   void *base = e.highest > e.lowest ? (char *)h->data + e.lowest : (void *)&empty;
   return (*env)->NewDirectByteBuffer(env, base, (jlong)(e.highest - e.lowest));
+}
+
+/* n handle structs (calloc'd, empty) whose addresses go to a new Java
+ * array once `fill` has written them; everything is allocated before the
+ * libhurray call, so that a failure of ours consumes nothing. */
+typedef struct batch_out {
+  jlongArray result;
+  jlong *addrs;
+  hurray_buffer *out;
+} batch_out;
+
+static int batch_out_new(JNIEnv *env, jsize n, const char *op, batch_out *b) {
+  b->addrs = NULL;
+  b->out = NULL;
+  b->result = (*env)->NewLongArray(env, n);
+  if (b->result == NULL) return 0; /* OutOfMemoryError pending */
+  b->addrs = calloc((size_t)n + 1, sizeof *b->addrs);
+  b->out = calloc((size_t)n + 1, sizeof *b->out);
+  if (b->addrs == NULL || b->out == NULL) {
+    free(b->addrs);
+    free(b->out);
+    throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the handles");
+    return 0;
+  }
+  for (jsize i = 0; i < n; ++i) {
+    b->addrs[i] = J(calloc(1, sizeof(hurray_buffer)));
+    if (b->addrs[i] == 0) {
+      free_handles(b->addrs, i);
+      free(b->out);
+      throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the handles");
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* After a failed call: frees everything (the handles were never written). */
+static void batch_out_drop(batch_out *b, jsize n) {
+  free(b->out);
+  free_handles(b->addrs, n);
+}
+
+/* After a successful call: moves out[i] into handle i, returns the array. */
+static jlongArray batch_out_done(JNIEnv *env, batch_out *b, jsize n) {
+  for (jsize i = 0; i < n; ++i) *H(b->addrs[i]) = b->out[i];
+  free(b->out);
+  (*env)->SetLongArrayRegion(env, b->result, 0, n, b->addrs);
+  free(b->addrs);
+  return b->result;
+}
+
+/* n tensors in one call (hurray_from_dlpack[_versioned]_n), all or nothing:
+ * on failure nothing was called on any tensor and the exception carries the
+ * failed index. */
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_fromDLPackN(JNIEnv *env, jclass c,
+                                                                jlongArray tensors,
+                                                                jboolean versioned) {
+  (void)c;
+  const char *op = versioned ? "HurrayBuffer.fromDLPackVersionedAll" : "HurrayBuffer.fromDLPackAll";
+  jsize n = (*env)->GetArrayLength(env, tensors);
+  void **ts = calloc((size_t)n + 1, sizeof *ts);
+  jlong *raw = calloc((size_t)n + 1, sizeof *raw);
+  if (ts == NULL || raw == NULL) {
+    free(ts);
+    free(raw);
+    throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the tensor list");
+    return NULL;
+  }
+  (*env)->GetLongArrayRegion(env, tensors, 0, n, raw);
+  for (jsize i = 0; i < n; ++i) ts[i] = (void *)(intptr_t)raw[i];
+  free(raw);
+  batch_out b;
+  if (!batch_out_new(env, n, op, &b)) {
+    free(ts);
+    return NULL;
+  }
+  size_t failed = HURRAY_BATCH_NO_INDEX;
+  int32_t st =
+      versioned ? hurray_from_dlpack_versioned_n((DLManagedTensorVersioned *const *)ts, (size_t)n,
+                                                 HURRAY_IMPORT_DEFAULT, b.out, &failed)
+                : hurray_from_dlpack_n((DLManagedTensor *const *)ts, (size_t)n,
+                                       HURRAY_IMPORT_DEFAULT, b.out, &failed);
+  free(ts);
+  if (st != HURRAY_OK) {
+    throw_status_at(env, st, op, hurray_last_error(), java_index(failed));
+    batch_out_drop(&b, n);
+    return NULL;
+  }
+  return batch_out_done(env, &b, n);
+}
+
+/* n handles in one call (hurray_to_dlpack[_versioned]_n), all or nothing.
+ * The call runs on copies of the handles; on success each handle struct is
+ * emptied (still allocated: Native.release frees it), on failure none is
+ * touched. */
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_toDLPackN(JNIEnv *env, jclass c,
+                                                              jlongArray handles,
+                                                              jboolean versioned) {
+  (void)c;
+  const char *op = versioned ? "HurrayBuffer.toDLPackVersionedAll" : "HurrayBuffer.toDLPackAll";
+  jsize n = (*env)->GetArrayLength(env, handles);
+  jlongArray result = (*env)->NewLongArray(env, n);
+  if (result == NULL) return NULL; /* OutOfMemoryError pending */
+  jlong *hs = calloc((size_t)n + 1, sizeof *hs);
+  hurray_buffer *src = calloc((size_t)n + 1, sizeof *src);
+  void **out = calloc((size_t)n + 1, sizeof *out);
+  jlong *tensors = calloc((size_t)n + 1, sizeof *tensors);
+  if (hs == NULL || src == NULL || out == NULL || tensors == NULL) {
+    free(hs);
+    free(src);
+    free(out);
+    free(tensors);
+    throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the export");
+    return NULL;
+  }
+  (*env)->GetLongArrayRegion(env, handles, 0, n, hs);
+  for (jsize i = 0; i < n; ++i) src[i] = *H(hs[i]);
+  size_t failed = HURRAY_BATCH_NO_INDEX;
+  int32_t st = versioned ? hurray_to_dlpack_versioned_n(src, (size_t)n,
+                                                        (DLManagedTensorVersioned **)out, &failed)
+                         : hurray_to_dlpack_n(src, (size_t)n, (DLManagedTensor **)out, &failed);
+  free(src);
+  if (st != HURRAY_OK) {
+    throw_status_at(env, st, op, hurray_last_error(), java_index(failed));
+  } else {
+    for (jsize i = 0; i < n; ++i) {
+      memset(H(hs[i]), 0, sizeof(hurray_buffer)); /* moved into tensor i */
+      tensors[i] = J(out[i]);
+    }
+    (*env)->SetLongArrayRegion(env, result, 0, n, tensors);
+  }
+  free(hs);
+  free(out);
+  free(tensors);
+  return st == HURRAY_OK ? result : NULL;
+}
+
+/* A group of n CPU tensors (hurray_alloc_group). enc holds, per
+ * description: the dtype packed as code | bits << 8 | lanes << 16, the
+ * handle flags, ndim, then ndim extents (HurrayBuffer.allocateGroup checks
+ * the layout). */
+JNIEXPORT jlongArray JNICALL Java_dev_hurray_Native_allocGroup(JNIEnv *env, jclass c,
+                                                               jlongArray enc_array, jint n,
+                                                               jboolean shareable) {
+  (void)c;
+  const char *op = "HurrayBuffer.allocateGroup";
+  jsize len = (*env)->GetArrayLength(env, enc_array);
+  int64_t *enc = calloc((size_t)len + 1, sizeof *enc);
+  hurray_tensor_desc *d = calloc((size_t)n + 1, sizeof *d);
+  if (enc == NULL || d == NULL) {
+    free(enc);
+    free(d);
+    throw_status(env, HURRAY_ERR_OUT_OF_MEMORY, op, "no memory for the descriptions");
+    return NULL;
+  }
+  (*env)->GetLongArrayRegion(env, enc_array, 0, len, (jlong *)enc);
+  size_t at = 0;
+  for (jint k = 0; k < n; ++k) {
+    if ((size_t)len - at < 3 || enc[at + 2] < 0 || (uint64_t)enc[at + 2] > (size_t)len - at - 3) {
+      free(enc);
+      free(d);
+      throw_status_at(env, HURRAY_ERR_INTERNAL, op, "malformed group encoding", k);
+      return NULL;
+    }
+    const uint64_t dt = (uint64_t)enc[at];
+    d[k].dtype.code = (uint8_t)dt;
+    d[k].dtype.bits = (uint8_t)(dt >> 8);
+    d[k].dtype.lanes = (uint16_t)(dt >> 16);
+    d[k].flags = (uint64_t)enc[at + 1];
+    d[k].ndim = (int32_t)enc[at + 2];
+    d[k].shape = d[k].ndim > 0 ? enc + at + 3 : NULL;
+    at += 3 + (size_t)enc[at + 2];
+  }
+  batch_out b;
+  if (!batch_out_new(env, n, op, &b)) {
+    free(enc);
+    free(d);
+    return NULL;
+  }
+  hurray_device cpu = {HURRAY_DEVICE_CPU, 0};
+  size_t failed = HURRAY_BATCH_NO_INDEX;
+  int32_t st = hurray_alloc_group(cpu, (size_t)n, d, shareable ? HURRAY_ALLOC_SHAREABLE : 0, NULL,
+                                  b.out, &failed);
+  free(enc);
+  free(d);
+  if (st != HURRAY_OK) {
+    throw_status_at(env, st, op, hurray_last_error(), java_index(failed));
+    batch_out_drop(&b, n);
+    return NULL;
+  }
+  return batch_out_done(env, &b, n);
 }

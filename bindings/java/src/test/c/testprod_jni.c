@@ -76,6 +76,13 @@ JNIEXPORT void JNICALL Java_dev_hurray_TestProducer_deleteVersioned(JNIEnv *e, j
   if (v != NULL && v->deleter != NULL) v->deleter(v);
 }
 
+/* The address of a versioned tensor's first byte (data + byte_offset). */
+JNIEXPORT jlong JNICALL Java_dev_hurray_TestProducer_firstByte(JNIEnv *e, jclass c, jlong t) {
+  (void)e, (void)c;
+  const DLManagedTensorVersioned *v = T(t);
+  return (jlong)((uintptr_t)v->dl_tensor.data + (uintptr_t)v->dl_tensor.byte_offset);
+}
+
 JNIEXPORT jdouble JNICALL Java_dev_hurray_TestProducer_consumeVersioned(JNIEnv *env, jclass c,
                                                                         jlong t) {
   (void)c;

@@ -6,6 +6,9 @@ import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -39,6 +42,14 @@ public final class HurrayBuffer implements AutoCloseable {
   private static final AtomicLong CLEANER_RELEASES = new AtomicLong();
   private static final AtomicLong REUSABLE_ORDER = new AtomicLong(); // lock order of reusable buffers
   private static final long FLAG_READ_ONLY = 1L;
+  /** Taken by every batched export, so that at most one holds several order-0 monitors. */
+  private static final Object BATCH_LOCK = new Object();
+
+  /**
+   * The byte alignment of every tensor of a group ({@link #allocateGroup};
+   * hurray.h HURRAY_GROUP_ALIGNMENT).
+   */
+  public static final int GROUP_ALIGNMENT = 256;
 
   /**
    * The native handle and the scopes using it; also the Cleaner's action, so
@@ -218,6 +229,316 @@ public final class HurrayBuffer implements AutoCloseable {
     }
     return new HurrayBuffer(
         Native.alloc(dtype.code(), dtype.bits(), dtype.lanes(), shape.clone(), readOnly));
+  }
+
+  /**
+   * Takes n C {@code DLManagedTensorVersioned*} from another runtime in one
+   * call, all or nothing: on success buffer i owns {@code tensors[i]} (its
+   * deleter runs exactly once, when the last buffer sharing it is closed);
+   * on failure the caller still owns every tensor (nothing was called on
+   * any) and the exception's {@link HurrayException#index()} is the first
+   * tensor at fault, which its message names ({@code ts[1]}). Each tensor
+   * is checked as {@link #fromDLPackVersioned} checks one; they must be
+   * distinct. Each buffer is closed on its own, in any order, on any
+   * thread. Should the JVM fail to make the buffers after the import (an
+   * {@link OutOfMemoryError}), the tensors taken are released before the
+   * error propagates.
+   *
+   * @param tensors the tensors' addresses (read, not kept)
+   * @return an unmodifiable list of the buffers, in the tensors' order
+   *     (empty for no tensors)
+   * @throws NullPointerException tensors is null
+   * @throws HurrayException libhurray's status, e.g. INVALID_ARGUMENT for a
+   *     0 address, UNSUPPORTED_VERSION, with {@code index()}
+   * @throws UnsatisfiedLinkError the native libraries failed to load
+   */
+  public static List<HurrayBuffer> fromDLPackVersionedAll(long... tensors) {
+    return importAll(tensors, true);
+  }
+
+  /**
+   * {@link #fromDLPackVersionedAll} for legacy C {@code DLManagedTensor*}.
+   *
+   * @param tensors the tensors' addresses (read, not kept)
+   * @return an unmodifiable list of the buffers
+   * @throws NullPointerException tensors is null
+   * @throws HurrayException libhurray's status, with {@code index()}
+   * @throws UnsatisfiedLinkError the native libraries failed to load
+   */
+  public static List<HurrayBuffer> fromDLPackAll(long... tensors) {
+    return importAll(tensors, false);
+  }
+
+  private static List<HurrayBuffer> importAll(long[] tensors, boolean versioned) {
+    Objects.requireNonNull(tensors, "HurrayBuffer.fromDLPackAll: tensors is null");
+    Native.ensureLoaded();
+    if (tensors.length == 0) {
+      return List.of();
+    }
+    return wrapAll(Native.fromDLPackN(tensors.clone(), versioned));
+  }
+
+  /** Buffers for new handles; if the JVM cannot make them all, every handle goes back. */
+  private static List<HurrayBuffer> wrapAll(long[] handles) {
+    HurrayBuffer[] out = null;
+    int made = 0;
+    try {
+      out = new HurrayBuffer[handles.length];
+      for (; made < handles.length; made++) {
+        out[made] = new HurrayBuffer(handles[made]);
+      }
+    } catch (Throwable t) {
+      for (int i = 0; i < made; i++) {
+        out[i].close(); // out is not null when made > 0
+      }
+      for (int i = made; i < handles.length; i++) {
+        Native.release(handles[i]);
+      }
+      throw t;
+    }
+    return List.of(out);
+  }
+
+  /**
+   * Hands n buffers on as n C {@code DLManagedTensorVersioned*} in one call,
+   * all or nothing: on success every buffer is closed (atomically, as
+   * {@link #toDLPackVersioned} closes one) and element i of the result is
+   * {@code buffers.get(i)}'s tensor, now the caller's (call each deleter
+   * once); on failure every buffer is unchanged. Waits for other threads'
+   * running {@link #withBytes} scopes of the buffers to end, holding none of
+   * them while it waits. While it runs it holds the lock of every buffer in
+   * the list at once (nested: a list of many thousands of buffers may need
+   * a larger thread stack; a {@link StackOverflowError} there changes
+   * nothing).
+   *
+   * @param buffers distinct open buffers (read, not kept)
+   * @return the tensors' addresses, in the buffers' order (empty for none)
+   * @throws NullPointerException buffers or one of them is null (the
+   *     message names its index)
+   * @throws IllegalArgumentException a buffer is listed twice ("buffers[2]
+   *     is buffers[0] again")
+   * @throws IllegalStateException a buffer is closed ("buffers[2] is
+   *     closed"), or one runs a scope on this thread
+   * @throws HurrayException libhurray's status, with {@link HurrayException#index()}
+   */
+  public static long[] toDLPackVersionedAll(List<HurrayBuffer> buffers) {
+    return exportAll(buffers, true, "toDLPackVersionedAll");
+  }
+
+  /**
+   * {@link #toDLPackVersionedAll} as legacy {@code DLManagedTensor*} (flags,
+   * READ_ONLY included, are dropped).
+   *
+   * @param buffers distinct open buffers
+   * @return the tensors' addresses, in the buffers' order
+   * @throws NullPointerException buffers or one of them is null
+   * @throws IllegalArgumentException a buffer is listed twice
+   * @throws IllegalStateException a buffer is closed, or runs a scope on this thread
+   * @throws HurrayException libhurray's status, with {@link HurrayException#index()}
+   */
+  public static long[] toDLPackAll(List<HurrayBuffer> buffers) {
+    return exportAll(buffers, false, "toDLPackAll");
+  }
+
+  private static long[] exportAll(List<HurrayBuffer> buffers, boolean versioned, String op) {
+    Objects.requireNonNull(buffers, "HurrayBuffer." + op + ": buffers is null");
+    HurrayBuffer[] bs = buffers.toArray(new HurrayBuffer[0]);
+    Map<HurrayBuffer, Integer> seen = new IdentityHashMap<>();
+    for (int i = 0; i < bs.length; i++) {
+      if (bs[i] == null) {
+        throw new NullPointerException("HurrayBuffer." + op + ": buffers[" + i + "] is null");
+      }
+      Integer j = seen.putIfAbsent(bs[i], i);
+      if (j != null) {
+        throw new IllegalArgumentException("HurrayBuffer." + op + ": buffers[" + i
+            + "] is buffers[" + j + "] again (each buffer once)");
+      }
+    }
+    if (bs.length == 0) {
+      return new long[0];
+    }
+    // Monitors in the order shareInto takes its two in (order, then any
+    // order among the order-0 ones, which only a batch holds several of,
+    // under BATCH_LOCK): no cycle with any other lock holder.
+    State[] sorted = new State[bs.length];
+    for (int i = 0; i < bs.length; i++) {
+      sorted[i] = bs[i].state;
+    }
+    Arrays.sort(sorted, (a, b) -> Long.compare(a.order, b.order));
+    while (true) {
+      Object r;
+      synchronized (BATCH_LOCK) {
+        r = exportLocked(op, versioned, bs, sorted, 0);
+      }
+      if (r instanceof long[] tensors) {
+        for (HurrayBuffer b : bs) {
+          if (!b.state.reusable) {
+            b.cleanable.clean(); // the handle is empty now: this only frees its struct
+          }
+          Reference.reachabilityFence(b);
+        }
+        return tensors;
+      }
+      awaitNoScopes((State) r); // holding nothing, then try again
+    }
+  }
+
+  /**
+   * With the monitors sorted[k..] still to take: takes them, then (all
+   * held) exports every buffer, or returns the State of one that runs a
+   * scope on another thread (nothing changed) for the caller to wait for.
+   */
+  private static Object exportLocked(
+      String op, boolean versioned, HurrayBuffer[] bs, State[] sorted, int k) {
+    if (k < sorted.length) {
+      synchronized (sorted[k]) {
+        return exportLocked(op, versioned, bs, sorted, k + 1);
+      }
+    }
+    Thread me = Thread.currentThread();
+    long[] hs = new long[bs.length];
+    for (int i = 0; i < bs.length; i++) {
+      State st = bs[i].state;
+      if (st.handle == 0 || st.closed) {
+        throw new IllegalStateException("HurrayBuffer." + op + ": buffers[" + i + "] is closed");
+      }
+      if (st.scopes > 0) {
+        if (bs[i].inOwnScope(me)) {
+          throw new IllegalStateException("HurrayBuffer." + op + ": buffers[" + i
+              + "] is in a withBytes scope of this thread");
+        }
+        return st;
+      }
+      hs[i] = st.handle;
+    }
+    long[] tensors = Native.toDLPackN(hs, versioned); // throws, changing nothing
+    for (HurrayBuffer b : bs) {
+      b.state.closed = true;
+      b.state.view = null;
+    }
+    return tensors;
+  }
+
+  /** Waits (uninterruptibly) until st runs no scope; holds only st's monitor. */
+  private static void awaitNoScopes(State st) {
+    boolean interrupted = false;
+    synchronized (st) {
+      while (st.scopes > 0) {
+        try {
+          st.wait();
+        } catch (InterruptedException e) {
+          interrupted = true;
+        }
+      }
+    }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /**
+   * One tensor of a group ({@link #allocateGroup}): compact row-major, of
+   * {@code dtype} and {@code shape}.
+   *
+   * @param dtype element type; code and bits 0..255, lanes 0..65535
+   * @param shape extents, at most 64 of them (copied; {@code new long[0]}
+   *     for a 0-d tensor)
+   * @param readOnly sets the READ_ONLY flag
+   */
+  public record TensorDesc(DType dtype, long[] shape, boolean readOnly) {
+    /**
+     * Copies the shape.
+     *
+     * @throws NullPointerException dtype or shape is null
+     */
+    public TensorDesc {
+      Objects.requireNonNull(dtype, "TensorDesc: dtype is null");
+      shape = Objects.requireNonNull(shape, "TensorDesc: shape is null").clone();
+    }
+
+    /** @return a copy of the extents */
+    @Override
+    public long[] shape() {
+      return shape.clone();
+    }
+  }
+
+  /**
+   * Allocates uninitialised CPU memory for n tensors in one allocation (a
+   * tensor group, hurray_alloc_group): buffer i is {@code descs.get(i)}'s
+   * tensor, at an address that is a multiple of {@link #GROUP_ALIGNMENT},
+   * after tensor i - 1 (a tensor without elements takes no bytes). Each
+   * buffer is closed on its own, in any order, on any thread, and may be
+   * shared or handed on as any buffer; the memory is freed once, after the
+   * last of them (and of their shares and tensors) is released.
+   * {@code shareable} asks for memory another process can map (an anonymous
+   * memfd, HURRAY_ALLOC_SHAREABLE), so the group crosses processes as one
+   * allocation. On failure nothing stays allocated.
+   *
+   * @param descs the tensors (read, not kept)
+   * @param shareable one memfd for the whole group
+   * @return an unmodifiable list of the buffers (empty for no descriptions)
+   * @throws NullPointerException descs or one of them is null (the message
+   *     names its index)
+   * @throws IllegalArgumentException a dtype field out of range or more than
+   *     64 extents (the message names the index)
+   * @throws HurrayException libhurray's status (INVALID_ARGUMENT for a
+   *     negative extent, UNSUPPORTED_DTYPE, OVERFLOW, OUT_OF_MEMORY), with
+   *     {@link HurrayException#index()} the description at fault or -1
+   * @throws UnsatisfiedLinkError the native libraries failed to load
+   */
+  public static List<HurrayBuffer> allocateGroup(List<TensorDesc> descs, boolean shareable) {
+    Objects.requireNonNull(descs, "HurrayBuffer.allocateGroup: descs is null");
+    TensorDesc[] ds = descs.toArray(new TensorDesc[0]);
+    Native.ensureLoaded();
+    int size = 0;
+    for (int i = 0; i < ds.length; i++) {
+      TensorDesc d = ds[i];
+      if (d == null) {
+        throw new NullPointerException("HurrayBuffer.allocateGroup: descs[" + i + "] is null");
+      }
+      DType t = d.dtype();
+      if (t.code() < 0 || t.code() > 255 || t.bits() < 0 || t.bits() > 255 || t.lanes() < 0
+          || t.lanes() > 65535) {
+        throw new IllegalArgumentException("HurrayBuffer.allocateGroup: descs[" + i + "].dtype "
+            + t + " out of range (code and bits 0..255, lanes 0..65535)");
+      }
+      if (d.shape.length > 64) {
+        throw new IllegalArgumentException("HurrayBuffer.allocateGroup: descs[" + i + "] has "
+            + d.shape.length + " extents (HURRAY_MAX_NDIM is 64)");
+      }
+      size += 3 + d.shape.length;
+    }
+    if (ds.length == 0) {
+      return List.of();
+    }
+    long[] enc = new long[size];
+    int at = 0;
+    for (TensorDesc d : ds) {
+      DType t = d.dtype();
+      enc[at++] = t.code() | (long) t.bits() << 8 | (long) t.lanes() << 16;
+      enc[at++] = d.readOnly() ? FLAG_READ_ONLY : 0;
+      enc[at++] = d.shape.length;
+      System.arraycopy(d.shape, 0, enc, at, d.shape.length);
+      at += d.shape.length;
+    }
+    return wrapAll(Native.allocGroup(enc, ds.length, shareable));
+  }
+
+  /**
+   * Closes every buffer of {@code buffers} ({@link #close()}, which never
+   * throws): for the lists {@link #allocateGroup} and the batched imports
+   * return, e.g. in a {@code finally}.
+   *
+   * @param buffers the buffers; null elements are skipped
+   * @throws NullPointerException buffers is null
+   */
+  public static void closeAll(Iterable<? extends HurrayBuffer> buffers) {
+    for (HurrayBuffer b : buffers) {
+      if (b != null) {
+        b.close();
+      }
+    }
   }
 
   /** The live handle; the caller holds the monitor of state. */

@@ -42,6 +42,8 @@ public final class HurrayException extends RuntimeException {
   private final int status;
   /** The status code's name (part of the serial form). */
   private final String statusName;
+  /** The element a batched call failed at, or -1 (part of the serial form). */
+  private final long index;
 
   /**
    * Makes the exception (the JNI library does, for each failed call).
@@ -51,9 +53,31 @@ public final class HurrayException extends RuntimeException {
    * @param message libhurray's message, prefixed with the Java method
    */
   public HurrayException(int status, String statusName, String message) {
+    this(status, statusName, message, -1);
+  }
+
+  /**
+   * Makes the exception of a batched call that failed at element {@code index}.
+   *
+   * @param status the hurray_status value
+   * @param statusName its name, e.g. "HURRAY_ERR_OVERFLOW"
+   * @param message libhurray's message (naming the element), prefixed with the Java method
+   * @param index the element at fault, or -1 when none is
+   */
+  public HurrayException(int status, String statusName, String message, long index) {
     super(message + " [" + statusName + "]");
     this.status = status;
     this.statusName = statusName;
+    this.index = index;
+  }
+
+  /**
+   * @return the index of the element a batched call ({@code fromDLPackVersionedAll},
+   *     {@code toDLPackVersionedAll}, {@code allocateGroup}, ...) failed at; -1 when
+   *     the failure is no element's, and for every other call
+   */
+  public long index() {
+    return index;
   }
 
   /** @return the hurray_status code (never 0) */

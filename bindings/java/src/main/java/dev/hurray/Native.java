@@ -66,6 +66,18 @@ final class Native {
 
   static native long alloc(int code, int bits, int lanes, long[] shape, boolean readOnly);
 
+  /** n tensors imported in one call, all or nothing; n new handles. */
+  static native long[] fromDLPackN(long[] tensors, boolean versioned);
+
+  /**
+   * n handles moved into n tensors in one call, all or nothing; on success
+   * every handle is left empty (still allocated).
+   */
+  static native long[] toDLPackN(long[] handles, boolean versioned);
+
+  /** A group of n CPU tensors (hurray_alloc_group); enc as hurray_jni.c describes it. */
+  static native long[] allocGroup(long[] enc, int n, boolean shareable);
+
   /** n new handles; h keeps its own reference. */
   static native long[] share(long h, int n);
 

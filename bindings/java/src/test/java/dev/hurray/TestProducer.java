@@ -25,6 +25,9 @@ final class TestProducer {
 
   static native void deleteVersioned(long tensor);
 
+  /** The address of a versioned tensor's first byte (data + byte_offset). */
+  static native long firstByte(long tensor);
+
   /**
    * Every field of a DLManagedTensorVersioned, read in C (the tensor is only
    * read): {major, minor, flags, device type, device id, dtype code, bits,
