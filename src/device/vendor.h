@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/block_cache.h"
 #include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/backend.h"
@@ -381,6 +382,8 @@ class Vendor {
     (void)sigfillset(&all);
     (void)pthread_sigmask(SIG_BLOCK, &all, nullptr);
     (void)pthread_setname_np(pthread_self(), "hurray-retirer");
+    // This thread lives until exit: no per-thread block cache (block_cache.h).
+    hurray::detail::LibraryBlocks::bypass_this_thread();
     for (;;) {
       if (V::forked_child()) return nullptr;
       (void)deferred_.retry([](const DeferredFrees::Entry &e) { return !e.keeps_stream; },

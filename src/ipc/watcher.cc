@@ -26,6 +26,7 @@
 #include <mutex>
 #include <new>
 
+#include "common/block_cache.h"
 #include "common/diagnostics.h"
 #include "common/error.h"
 
@@ -124,6 +125,8 @@ void handle_end_of_file(State &s, int epfd, Watch *w) {
 }
 
 void *watch_loop(void *arg) {
+  // This thread lives until exit: no per-thread block cache (block_cache.h).
+  hurray::detail::LibraryBlocks::bypass_this_thread();
   const int epfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
   State &s = state();
   epoll_event events[64];

@@ -129,6 +129,24 @@ TEST(BlockCache, AnExitingThreadGivesItsSlotBack) {
   EXPECT_EQ(Small::slots_in_use(), before);
 }
 
+// A thread that lives until exit (libhurray's watcher and retirer) bypasses
+// the cache: it claims no slot, so it registers no thread_local destructor
+// (one registered on a thread alive at exit is what LeakSanitizer reported
+// from the IPC watcher, in gpu_fake.*PoolIpc.FakeCountsAnExporterFreeingFirst).
+TEST(BlockCache, ABypassingThreadClaimsNoSlotAndCachesNothing) {
+  const uint32_t before = Small::slots_in_use();
+  uint32_t during = 99, cached = 99;
+  std::thread t([&] {
+    Small::bypass_this_thread();
+    for (int i = 0; i < 3; ++i) Small::put(Small::get());
+    during = Small::slots_in_use();
+    cached = Small::cached();
+  });
+  t.join();
+  EXPECT_EQ(during, before);
+  EXPECT_EQ(cached, 0u);
+}
+
 // More live threads than slots: those without a slot use malloc and free;
 // every block is accounted for (LSan under asan) and no cache exceeds Bound.
 TEST(BlockCache, MoreLiveThreadsThanSlotsFallBackToMalloc) {
