@@ -74,54 +74,59 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   bool vmm_failed = false;  // a VMM allocation whose export failed
   const char *call = "cuMemRetainAllocationHandle";
   CUevent ev = nullptr;
-  st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
-    CUresult r = vmm_export(drv, data, out, &call, &vmm);
-    if (r != CUDA_SUCCESS) {
-      vmm_failed = true;
-      return got = r;
-    }
-    if (vmm == VmmFound::kNoFdType || vmm == VmmFound::kNotWholeAllocation) return r;
-    if (vmm == VmmFound::kNotVmm) {
-      // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
-      r = pool_export(drv, data, out, &call, &pool);
-      if (r != CUDA_SUCCESS) {
-        pool_failed = true;
-        return got = r;
-      }
-      if (pool == PoolFound::kNotExportable) return r;
-    }
-    if (vmm == VmmFound::kNotVmm && pool == PoolFound::kNotPool) {
-      call = "cuMemGetAddressRange";
-      CUdeviceptr base = 0;
-      size_t size = 0;
-      r = drv.mem_get_address_range(&base, &size, dptr(data));
-      if (r != CUDA_SUCCESS) return got = r;
-      call = "cuIpcGetMemHandle";
-      CUipcMemHandle h;
-      r = drv.ipc_get_mem_handle(&h, base);
-      if (r != CUDA_SUCCESS) return got = r;
-      std::memcpy(out->handle, h.reserved, kGpuIpcHandleBytes);
-      out->alloc_size = size;
-      out->data_offset = static_cast<uint64_t>(dptr(data) - base);
-    }
-    // What the receiver waits for (ipc.md §6): an interprocess event
-    // recorded on the caller's stream, no host wait.
-    call = "cuEventCreate";
-    r = drv.event_create(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS) {
-      ev = nullptr;
-      return r;
-    }
-    call = "cuEventRecord";
-    r = drv.event_record(ev, stream_of(stream));
-    if (r != CUDA_SUCCESS) return r;
-    call = "cuIpcGetEventHandle";
-    CUipcEventHandle eh;
-    r = drv.ipc_get_event_handle(&eh, ev);
-    if (r != CUDA_SUCCESS) return r;
-    std::memcpy(out->event_handle, eh.reserved, kGpuEventBytes);
-    return r;
-  });
+  // The incarnation of the context, which names the pool together with its
+  // handle (gpu_ipc.h, pool_epoch), is set before the lambda runs.
+  st = Cuda::with_device(
+      device.device_id, &call,
+      [&](const CudaDriver &drv) {
+        CUresult r = vmm_export(drv, data, out, &call, &vmm);
+        if (r != CUDA_SUCCESS) {
+          vmm_failed = true;
+          return got = r;
+        }
+        if (vmm == VmmFound::kNoFdType || vmm == VmmFound::kNotWholeAllocation) return r;
+        if (vmm == VmmFound::kNotVmm) {
+          // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
+          r = CudaPools::export_memory(drv, data, out, &call, &pool);
+          if (r != CUDA_SUCCESS) {
+            pool_failed = true;
+            return got = r;
+          }
+          if (pool == PoolFound::kNotExportable) return r;
+        }
+        if (vmm == VmmFound::kNotVmm && pool == PoolFound::kNotPool) {
+          call = "cuMemGetAddressRange";
+          CUdeviceptr base = 0;
+          size_t size = 0;
+          r = drv.mem_get_address_range(&base, &size, dptr(data));
+          if (r != CUDA_SUCCESS) return got = r;
+          call = "cuIpcGetMemHandle";
+          CUipcMemHandle h;
+          r = drv.ipc_get_mem_handle(&h, base);
+          if (r != CUDA_SUCCESS) return got = r;
+          std::memcpy(out->handle, h.reserved, kGpuIpcHandleBytes);
+          out->alloc_size = size;
+          out->data_offset = static_cast<uint64_t>(dptr(data) - base);
+        }
+        // What the receiver waits for (ipc.md §6): an interprocess event
+        // recorded on the caller's stream, no host wait.
+        call = "cuEventCreate";
+        r = drv.event_create(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+          ev = nullptr;
+          return r;
+        }
+        call = "cuEventRecord";
+        r = drv.event_record(ev, stream_of(stream));
+        if (r != CUDA_SUCCESS) return r;
+        call = "cuIpcGetEventHandle";
+        CUipcEventHandle eh;
+        r = drv.ipc_get_event_handle(&eh, ev);
+        if (r != CUDA_SUCCESS) return r;
+        std::memcpy(out->event_handle, eh.reserved, kGpuEventBytes);
+        return r;
+      },
+      &out->pool_epoch);
   if (st == HURRAY_OK) {
     out->event = ev;
   } else if (ev != nullptr) {
@@ -137,7 +142,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     out->pool_fd = -1;
   }
   if (st == HURRAY_OK && pool == PoolFound::kNotExportable) {
-    return pool_refuse_not_exportable(device, data);
+    return CudaPools::refuse_not_exportable(device, data);
   }
   if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY && pool_failed) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -284,10 +289,21 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
 }  // namespace
 
 extern const GpuIpc kCudaIpc;
-const GpuIpc kCudaIpc = {
-    &export_memory, &destroy_event, &wait_event,        &open_mapping,       &close_mapping,
-    &vmm_open,      &vmm_close,     &is_stream_ordered, &device_count,       &device_uuid,
-    &pool_open,     &pool_close,    &pool_open_pointer, &pool_close_pointer, &pool_alloc_shareable};
+const GpuIpc kCudaIpc = {&export_memory,
+                         &destroy_event,
+                         &wait_event,
+                         &open_mapping,
+                         &close_mapping,
+                         &vmm_open,
+                         &vmm_close,
+                         &is_stream_ordered,
+                         &device_count,
+                         &device_uuid,
+                         &CudaPools::open,
+                         &CudaPools::close_pool,
+                         &CudaPools::open_pointer,
+                         &CudaPools::close_pointer,
+                         &CudaPools::alloc_shareable};
 
 }  // namespace hurray::detail
 
