@@ -962,7 +962,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_copy(const hurray_buffer *src, hurray
  * IPC-capable pool of the device (cuMemAllocFromPoolAsync /
  * hipMallocFromPoolAsync; the pool made on first use with cuMemPoolCreate
  * and CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / hipMemPoolCreate and
- * hipMemHandleTypePosixFileDescriptor, kept for the process's life) instead
+ * hipMemHandleTypePosixFileDescriptor, and kept; CUDA makes it again in a
+ * new incarnation of the primary context, as cuDevicePrimaryCtxReset
+ * destroyed the old one) instead
  * of the device's default pool, so that hurray_ipc_export / hurray_ipc_send
  * can send it (ipc §6, kinds 5 and 6); it is released like other
  * stream-ordered memory (cuMemFreeAsync / hipFreeAsync on `stream`).
@@ -1808,7 +1810,13 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_send(int socket_fd, hurray_buffer
  *                                usable); more fds than HURRAY_IPC_MAX_FDS
  *                                (control data truncated)
  *   or any error of hurray_ipc_import.
- * On failure: every fd received closed, nothing mapped; *out untouched.
+ * On failure: every fd received closed, nothing mapped; *out untouched;
+ *   except that the pool fd of a kind-5 message (CUDA / HIP pool memory)
+ *   is kept, as a dup, until the pool is imported: the later kind-6
+ *   messages of that pool on this connection import it (ipc §6). Pools
+ *   imported for a connection are let go of when it ends: at
+ *   HURRAY_ERR_IPC_CLOSED, or at a later hurray_ipc_recv / hurray_ipc_send
+ *   once no fd of this process refers to its socket.
  *   After HURRAY_ERR_IPC_TIMEOUT, HURRAY_ERR_IPC_CLOSED and an empty record
  *   the connection is where it was; after any other error the position in
  *   a stream socket is unknown: close it.

@@ -42,10 +42,15 @@ struct GpuIpcExport {
   // pool's POSIX fd (cuMemPoolExportToShareableHandle /
   // hipMemPoolExportToShareableHandle; the caller's to close), or -1 when
   // `pool_fd_sent` (set by the caller, may be NULL) answered that the
-  // receiver has the pool already (once per connection).
+  // receiver has the pool already (once per connection). `pool_epoch`: the
+  // incarnation of the primary context the export ran in (CUDA; 0 for
+  // HIP), set before `pool_fd_sent` is asked: a context reset destroys its
+  // pools, and a pool made after it is another pool even where the driver
+  // gives it the old handle.
   void *pool;
   int pool_fd;
-  bool (*pool_fd_sent)(const void *pool, void *ctx);
+  uint64_t pool_epoch;
+  bool (*pool_fd_sent)(const void *pool, uint64_t epoch, void *ctx);
   void *pool_ctx;
 };
 
@@ -141,7 +146,9 @@ struct GpuIpc {
   // on `stream` (a stream of `device`) from libhurray's IPC-capable pool of
   // that device (made on first use with cuMemPoolCreate and
   // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR / hipMemPoolCreate and
-  // hipMemHandleTypePosixFileDescriptor, kept for the process's life);
+  // hipMemHandleTypePosixFileDescriptor, kept for the process's life; for
+  // CUDA made again in a new incarnation of the primary context, as
+  // cuDevicePrimaryCtxReset destroyed the old one);
   // *mem is freed by the backend's deallocate like other stream-ordered
   // memory (cuMemFreeAsync / hipFreeAsync on `stream`).
   int32_t (*alloc_shareable)(hurray_device device, uint64_t nbytes, void *stream,

@@ -192,7 +192,7 @@ int32_t finish_gpu_export(const hurray_buffer &src, const GpuIpcExport &x, Expor
            : x.vmm_fd >= 0   ? kKindCudaVmmFd
            : src.device.device_type == HURRAY_DEVICE_CUDA ? kKindCudaLegacyIpc
                                                           : kKindHipIpc;
-  d.pool_id = x.pool != nullptr ? pool_number(x.pool) : 0;
+  d.pool_id = x.pool != nullptr ? pool_number(x.pool, x.pool_epoch) : 0;
   d.nfds = wire_fds(d.kind);
   d.flags = src.flags;
   d.device = src.device;
@@ -311,9 +311,11 @@ int32_t forward_import(const hurray_buffer &src, const GpuImportBlock &b, Prepar
 }
 
 // Kinds 5 and 6, after import_gpu's checks: the pool (imported from
-// fds[1], or the one connection `conn` brought earlier), then the pointer
-// in it, then the wait on the sender's event. On success the block owns
-// fds[0] and a reference to the pool; kind 5's pool fd is closed.
+// fds[1] or the fd kept when the connection brought it, or the import this
+// process keeps of it), then the pointer in it, then the wait on the
+// sender's event. On success the block owns fds[0] and a reference to the
+// pool; kind 5's pool fd is closed. On failure the pool stays imported
+// while a connection that brought it lasts (pool_peers.h).
 int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stream, uint64_t conn,
                             const GpuIpc *ipc, hurray_device device, hurray_buffer *out) {
   if (ipc->open_pool == nullptr) {
@@ -321,24 +323,12 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
                 "%s memory cannot come from a stream-ordered pool (kind %" PRIu32 ")",
                 device_type_name(d.device.device_type), d.kind);
   }
-  PoolRef *pool = find_pool(conn, d.sender, d.pool_id);
-  if (pool == nullptr && d.kind == kKindCudaPool) {
-    return fail(HURRAY_ERR_IPC,
-                "the descriptor (kind 6) names pool %" PRIu64 " of process %" PRIu32
-                ", which did not come on this connection: a pool's fd travels once per "
-                "connection, and kind 6 is received only by hurray_ipc_recv on the connection "
-                "that brought it",
-                d.pool_id, d.sender.pid);
-  }
-  if (pool == nullptr) {
-    void *handle = nullptr;
-    int32_t st = ipc->open_pool(device, m->fds[1], &handle);
-    if (st != HURRAY_OK) return st;
-    pool = add_pool(conn, d.sender, d.pool_id, ipc, device, handle);
-    if (pool == nullptr) {
-      return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating host bookkeeping for a pool failed");
-    }
-  }
+  // Kind 5's pool from its fd (or the import this process keeps of it);
+  // kind 6's only where this connection brought it (pool_peers.h).
+  int32_t st = HURRAY_OK;
+  PoolRef *pool = acquire_pool(conn, d.sender, d.pool_id,
+                               d.kind == kKindCudaPoolFd ? m->fds[1] : -1, ipc, device, &st);
+  if (pool == nullptr) return st;
   const size_t meta = sizeof(GpuPoolBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
   auto *b = static_cast<GpuPoolBlock *>(std::malloc(meta));
   if (b == nullptr) {
@@ -346,7 +336,7 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
   void *ptr = nullptr;
-  int32_t st = ipc->open_pool_pointer(device, pool_handle(pool), d.gpu_handle, &ptr);
+  st = ipc->open_pool_pointer(device, pool_handle(pool), d.gpu_handle, &ptr);
   if (st == HURRAY_OK && (d.gpu_flags & kGpuFlagEvent) != 0) {
     // The sender's pending work (its allocation included: "The imported
     // memory must not be accessed before the allocation operation
@@ -406,8 +396,8 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
   struct SentCtx {
     uint64_t conn;
   } sent_ctx{conn};
-  x.pool_fd_sent = [](const void *pool, void *ctx) {
-    return pool_sent_on(static_cast<SentCtx *>(ctx)->conn, pool_number(pool));
+  x.pool_fd_sent = [](const void *pool, uint64_t epoch, void *ctx) {
+    return pool_sent_on(static_cast<SentCtx *>(ctx)->conn, pool_number(pool, epoch));
   };
   x.pool_ctx = &sent_ctx;
   int32_t st = ipc->export_memory(src.device, src.data,
@@ -426,7 +416,7 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
   if (st == HURRAY_OK) st = finish_gpu_export(src, x, event, p);
   if (st == HURRAY_OK && x.pool != nullptr && x.pool_fd >= 0 && conn != 0) {
     p->pool_conn = conn;  // recorded as sent once the message went (commit_export)
-    p->pool_id = pool_number(x.pool);
+    p->pool_id = pool_number(x.pool, x.pool_epoch);
   }
   if (st != HURRAY_OK) {
     if (x.pool_fd >= 0) close(x.pool_fd);
@@ -439,6 +429,13 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
 
 int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, uint64_t conn,
                    hurray_buffer *out) {
+  if (d.kind == kKindCudaPoolFd && conn != 0 && !is_this_process(d.sender)) {
+    // First, before anything about the message can fail: the connection
+    // brought the pool, whose fd is kept until it is imported, so that the
+    // kind-6 messages after this one can be imported whatever becomes of
+    // this one (ipc.md §6).
+    keep_pool_fd(conn, d.sender, d.pool_id, m->fds[1]);
+  }
   int32_t st = check_lifetime_fd(m->fds[0], 0);
   if (st != HURRAY_OK) return st;
   if (d.kind == kKindCudaVmmFd || d.kind == kKindCudaPoolFd) {

@@ -3,8 +3,14 @@
 // kinds 5 and 6).
 #include "ipc/pool_peers.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cinttypes>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <new>
@@ -13,28 +19,37 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
+
 namespace hurray::detail {
 
 struct PoolRef {
-  uint64_t conn;
   WireSender sender;
   uint64_t id;
+  // Set once, by the import (under the import lock; `imported` under the
+  // state lock after it).
   const GpuIpc *ipc;
   hurray_device device;
   void *pool;
-  int refs;
+  bool imported;
+  int fd;                    // the kept kind-5 fd until the import; -1
+  std::set<uint64_t> conns;  // connections that brought the pool
+  int refs;                  // pointer imports, and acquirers under way
 };
 
 namespace {
 
-using Key = std::tuple<uint64_t, uint32_t, uint64_t, uint64_t>;  // conn, pid, start, id
+using Key = std::tuple<uint32_t, uint64_t, uint64_t>;  // pid, start, id
 
 struct State {
   std::mutex mu;
-  std::map<const void *, uint64_t> numbers;  // sender: pool -> its number
+  std::map<std::pair<const void *, uint64_t>, uint64_t> numbers;  // sender: (pool, epoch) -> number
   uint64_t next = 1;
   std::set<std::pair<uint64_t, uint64_t>> sent;  // sender: (conn, pool number)
-  std::map<Key, PoolRef *> imported;             // receiver: cached pools of connections
+  std::map<Key, PoolRef *> pools;                // receiver: other processes' pools
+  std::map<uint64_t, int> conns;  // connections with records -> the fd last used (-1)
+  uint64_t swept = 0;             // the connection the last sweep looked at
+  std::mutex import_mu;           // one pool import at a time
 };
 
 // Never destroyed: releases may run while the process exits.
@@ -43,8 +58,46 @@ State &state() {
   return *s;
 }
 
-Key key_of(uint64_t conn, const WireSender &s, uint64_t id) {
-  return Key{conn, s.pid, s.start_time, id};
+Key key_of(const WireSender &s, uint64_t id) { return Key{s.pid, s.start_time, id}; }
+
+// With s.mu held.
+void register_locked(State &s, uint64_t conn) { s.conns.emplace(conn, -1); }
+
+// With s.mu held: whether `r` is to go (nothing holds it); if so it is
+// taken out of the table.
+bool unused_locked(State &s, PoolRef *r) {
+  if (r->refs > 0 || !r->conns.empty()) return false;
+  s.pools.erase(key_of(r->sender, r->id));
+  return true;
+}
+
+void destroy(PoolRef *r) {
+  if (r->pool != nullptr) r->ipc->close_pool(r->device, r->pool);
+  if (r->fd >= 0) close(r->fd);
+  delete r;
+}
+
+bool names(int fd, uint64_t conn) { return fd >= 0 && connection_of(fd) == conn; }
+
+// An fd of this process that refers to the socket `conn`, or -1.
+int find_socket(uint64_t conn) {
+  DIR *dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -2;  // cannot tell: taken as still open
+  int found = -1;
+  while (found < 0) {
+    struct dirent *e = readdir(dir);
+    if (e == nullptr) break;
+    char *end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    struct stat st;
+    if (fstat(static_cast<int>(fd), &st) == 0 && S_ISSOCK(st.st_mode) &&
+        names(static_cast<int>(fd), conn)) {
+      found = static_cast<int>(fd);
+    }
+  }
+  closedir(dir);
+  return found;
 }
 
 }  // namespace
@@ -58,13 +111,13 @@ uint64_t connection_of(int socket_fd) {
   return cookie;
 }
 
-uint64_t pool_number(const void *pool) {
+uint64_t pool_number(const void *pool, uint64_t epoch) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.numbers.find(pool);
+  auto it = s.numbers.find({pool, epoch});
   if (it != s.numbers.end()) return it->second;
   const uint64_t id = s.next++;
-  s.numbers[pool] = id;
+  s.numbers[{pool, epoch}] = id;
   return id;
 }
 
@@ -80,45 +133,102 @@ void mark_pool_sent(uint64_t conn, uint64_t id) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.sent.insert({conn, id});
+  register_locked(s, conn);
 }
 
 void *pool_handle(const PoolRef *r) { return r->pool; }
 
-PoolRef *find_pool(uint64_t conn, const WireSender &sender, uint64_t id) {
-  if (conn == 0) return nullptr;
+void keep_pool_fd(uint64_t conn, const WireSender &sender, uint64_t id, int fd) {
+  if (conn == 0 || fd < 0) return;
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.imported.find(key_of(conn, sender, id));
-  if (it == s.imported.end()) return nullptr;
-  ++it->second->refs;
-  return it->second;
+  auto it = s.pools.find(key_of(sender, id));
+  PoolRef *r = it != s.pools.end() ? it->second : nullptr;
+  if (r == nullptr) {
+    r = new (std::nothrow) PoolRef{sender, id, nullptr, {}, nullptr, false, -1, {}, 0};
+    if (r == nullptr) return;
+    s.pools[key_of(sender, id)] = r;
+  }
+  r->conns.insert(conn);
+  register_locked(s, conn);
+  if (!r->imported && r->fd < 0) r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // -1: not kept
 }
 
-PoolRef *add_pool(uint64_t conn, const WireSender &sender, uint64_t id, const GpuIpc *ipc,
-                  hurray_device device, void *pool) {
+PoolRef *acquire_pool(uint64_t conn, const WireSender &sender, uint64_t id, int fd,
+                      const GpuIpc *ipc, hurray_device device, int32_t *st) {
   State &s = state();
-  PoolRef *r = new (std::nothrow) PoolRef{conn, sender, id, ipc, device, pool, 1};
-  if (r == nullptr) {
-    ipc->close_pool(device, pool);
-    return nullptr;
-  }
-  if (conn == 0) return r;
+  PoolRef *r = nullptr;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.imported.find(key_of(conn, sender, id));
-    if (it == s.imported.end()) {
-      r->refs = 2;  // the caller's and the connection's
-      s.imported[key_of(conn, sender, id)] = r;
-      return r;
+    auto it = s.pools.find(key_of(sender, id));
+    r = it != s.pools.end() ? it->second : nullptr;
+    if (fd < 0 && (r == nullptr || r->conns.count(conn) == 0)) {
+      *st = fail(HURRAY_ERR_IPC,
+                 "the descriptor (kind 6) names pool %" PRIu64 " of process %" PRIu32
+                 ", which did not come on this connection: a pool's fd travels once per "
+                 "connection, and kind 6 is received only by hurray_ipc_recv on the connection "
+                 "that brought it",
+                 id, sender.pid);
+      return nullptr;
     }
-    ++it->second->refs;
-    PoolRef *existing = it->second;
-    // Another thread imported the same pool first: this import is undone
-    // (outside the lock, below).
-    delete r;
-    r = existing;
+    if (r == nullptr) {
+      r = new (std::nothrow) PoolRef{sender, id, nullptr, {}, nullptr, false, -1, {}, 0};
+      if (r == nullptr) {
+        *st = fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating host bookkeeping for a pool failed");
+        return nullptr;
+      }
+      s.pools[key_of(sender, id)] = r;
+    }
+    if (conn != 0) {
+      r->conns.insert(conn);  // kind 5 whose fd could not be kept (keep_pool_fd)
+      register_locked(s, conn);
+    }
+    ++r->refs;
   }
-  ipc->close_pool(device, pool);
+  *st = HURRAY_OK;
+  {
+    std::lock_guard<std::mutex> imp(s.import_mu);
+    if (r->pool == nullptr) {
+      int kept = -1;
+      {
+        std::lock_guard<std::mutex> lock(s.mu);
+        std::swap(kept, r->fd);
+      }
+      const int from = kept >= 0 ? kept : fd;
+      void *handle = nullptr;
+      if (from < 0) {
+        *st = fail(HURRAY_ERR_IPC,
+                   "pool %" PRIu64 " of process %" PRIu32
+                   " came on this connection, but its fd could not be kept and its import "
+                   "failed then: later buffers of that pool cannot be imported on this "
+                   "connection",
+                   id, sender.pid);
+      } else {
+        *st = ipc->open_pool(device, from, &handle);
+      }
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (*st == HURRAY_OK) {
+        r->ipc = ipc;
+        r->device = device;
+        r->pool = handle;
+        r->imported = true;
+        if (kept >= 0) close(kept);
+      } else if (kept >= 0) {
+        r->fd = kept;  // kept for the next message's try
+      }
+    } else if (r->ipc != ipc || r->device.device_type != device.device_type ||
+               r->device.device_id != device.device_id) {
+      *st = fail(HURRAY_ERR_IPC,
+                 "the descriptor names pool %" PRIu64 " of process %" PRIu32
+                 ", imported here on %s device %" PRId32 ", as memory of %s device %" PRId32,
+                 id, sender.pid, device_type_name(r->device.device_type), r->device.device_id,
+                 device_type_name(device.device_type), device.device_id);
+    }
+  }
+  if (*st != HURRAY_OK) {
+    unref_pool(r);
+    return nullptr;
+  }
   return r;
 }
 
@@ -126,10 +236,18 @@ void unref_pool(PoolRef *r) {
   State &s = state();
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (--r->refs > 0) return;
+    --r->refs;
+    if (!unused_locked(s, r)) return;
   }
-  r->ipc->close_pool(r->device, r->pool);
-  delete r;
+  destroy(r);
+}
+
+void note_connection(uint64_t conn, int socket_fd) {
+  if (conn == 0) return;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.conns.find(conn);
+  if (it != s.conns.end()) it->second = socket_fd;
 }
 
 void forget_connection(uint64_t conn) {
@@ -138,21 +256,43 @@ void forget_connection(uint64_t conn) {
   std::vector<PoolRef *> last;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    for (auto it = s.imported.begin(); it != s.imported.end();) {
-      if (std::get<0>(it->first) != conn) {
-        ++it;
-        continue;
-      }
-      if (--it->second->refs == 0) last.push_back(it->second);
-      it = s.imported.erase(it);
+    s.conns.erase(conn);
+    for (auto it = s.pools.begin(); it != s.pools.end();) {
+      PoolRef *r = it->second;
+      ++it;  // before unused_locked erases r's entry
+      if (r->conns.erase(conn) != 0 && unused_locked(s, r)) last.push_back(r);
     }
     for (auto it = s.sent.begin(); it != s.sent.end();) {
       it = it->first == conn ? s.sent.erase(it) : std::next(it);
     }
   }
-  for (PoolRef *r : last) {
-    r->ipc->close_pool(r->device, r->pool);
-    delete r;
+  for (PoolRef *r : last) destroy(r);
+}
+
+void sweep_connections(uint64_t current) {
+  State &s = state();
+  std::pair<uint64_t, int> look[2];
+  int n = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.conns.empty()) return;
+    auto it = s.conns.upper_bound(s.swept);
+    for (size_t seen = 0; seen < s.conns.size() && n < 2; ++seen, ++it) {
+      if (it == s.conns.end()) it = s.conns.begin();
+      if (it->first == current) continue;
+      look[n++] = *it;
+      s.swept = it->first;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const uint64_t conn = look[i].first;
+    if (names(look[i].second, conn)) continue;
+    const int fd = find_socket(conn);
+    if (fd == -1) {
+      forget_connection(conn);  // no fd of this process refers to it any more
+    } else if (fd >= 0) {
+      note_connection(conn, fd);
+    }
   }
 }
 

@@ -1,11 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
-// Per-connection state of CUDA and HIP pool memory across processes (descriptor
-// kinds 5 and 6, docs/impl/ipc.md §6): a pool's fd travels once per
-// connection. The sender numbers each pool it sends from and remembers, per
-// connection (the socket's SO_COOKIE, never reused while the system runs),
-// which pools went; the receiver keeps each pool it imported from a
-// connection until that connection ends (hurray_ipc_recv sees it closed)
-// and no pointer of it is still imported.
+// Who has which CUDA or HIP pool across processes (descriptor kinds 5 and
+// 6, docs/impl/ipc.md §6): a pool's fd travels once per connection.
+//
+// Sender: each pool it sends from gets a number (first sight), and per
+// connection (the socket's SO_COOKIE, never reused while the system runs)
+// it remembers which pools' fds went.
+//
+// Receiver: one entry per pool of another process (the sender's pid, start
+// time and pool number), imported once in this process however many
+// connections bring it. The entry lists the connections that brought it
+// (a kind-6 message is imported only on one of them) and counts the
+// imported pointers; it goes (the pool destroyed) when both are none. A
+// kind-5 message's fd is kept with the entry the moment hurray_ipc_recv
+// has decoded it, before anything else about the message is checked, and
+// closed once the pool is imported: a message whose own import fails
+// still leaves the pool importable by the kind-6 messages after it.
+//
+// Connections end for this process when hurray_ipc_recv reads their end
+// (forget_connection), or when no fd of this process refers to their
+// socket any more: sweep_connections, run by hurray_ipc_recv and
+// hurray_ipc_send, looks at a few registered connections per call.
 #ifndef HURRAY_SRC_IPC_POOL_PEERS_H_
 #define HURRAY_SRC_IPC_POOL_PEERS_H_
 
@@ -21,34 +35,47 @@ namespace hurray::detail {
 uint64_t connection_of(int socket_fd);
 
 // --- sender ---
-// This process's number of `pool` (a CUmemoryPool / hipMemPool_t), given on
-// first sight.
-uint64_t pool_number(const void *pool);
+// This process's number of `pool` (a CUmemoryPool / hipMemPool_t) in the
+// context incarnation `epoch` (gpu_ipc.h: a pool made after a context reset
+// is another pool, whatever its handle), given on first sight.
+uint64_t pool_number(const void *pool, uint64_t epoch);
 // Whether pool `id`'s fd went on connection `conn` (0: never).
 bool pool_sent_on(uint64_t conn, uint64_t id);
 // Pool `id`'s fd went on `conn` (after sendmsg succeeded).
 void mark_pool_sent(uint64_t conn, uint64_t id);
 
 // --- receiver ---
-// A pool imported from another process, shared by its imported pointers
-// and, for a connection, by that connection's cache.
+// A pool of another process, imported here or to be imported.
 struct PoolRef;
 void *pool_handle(const PoolRef *r);
-// The pool `id` of `sender` imported on connection `conn` (never for conn
-// 0), with a reference for the caller; nullptr when there is none.
-PoolRef *find_pool(uint64_t conn, const WireSender &sender, uint64_t id);
-// Records `pool` (just imported by `ipc` on `device`) and returns it with a
-// reference for the caller; with conn != 0 the connection's cache keeps
-// another until forget_connection. When another thread recorded the same
-// pool meanwhile, `pool` is destroyed and that one returned. nullptr (and
-// `pool` destroyed) when the host is out of memory.
-PoolRef *add_pool(uint64_t conn, const WireSender &sender, uint64_t id, const GpuIpc *ipc,
-                  hurray_device device, void *pool);
-// Drops a reference; the last destroys the imported pool (close_pool).
-// Release path: any thread, never sets the message.
+// A kind-5 message of `sender`'s pool `id` arrived on `conn` (not 0): the
+// connection brought the pool, and a dup of `fd` is kept until the pool is
+// imported. Never fails: without memory or fds the message's own import
+// imports the pool (and records it) as before.
+void keep_pool_fd(uint64_t conn, const WireSender &sender, uint64_t id, int fd);
+// The pool for a pointer import, with a pointer reference for the caller:
+// kind 6 (`fd` -1) only where `conn` brought it; kind 5 from `fd` (conn 0:
+// hurray_ipc_import, the pool kept only while its pointers are). Imports
+// the pool (open_pool on `device`) when no import is kept, from the kept fd
+// or `fd`. nullptr with the message set on failure.
+PoolRef *acquire_pool(uint64_t conn, const WireSender &sender, uint64_t id, int fd,
+                      const GpuIpc *ipc, hurray_device device, int32_t *st);
+// Drops a pointer reference; the pool goes with the last reference once no
+// connection holds it. Release path: any thread, never sets the message.
 void unref_pool(PoolRef *r);
-// The connection ended: its cache lets go of its pools.
+
+// --- connections ---
+// `socket_fd` refers to `conn` (called by hurray_ipc_recv / _send after a
+// message): remembered for sweep_connections where the connection carries
+// pools.
+void note_connection(uint64_t conn, int socket_fd);
+// The connection ended: its records (sent pools, brought pools) go.
 void forget_connection(uint64_t conn);
+// Looks at up to two registered connections other than `current`: one that
+// no fd of this process refers to any more (its socket closed here, its end
+// never read) is forgotten. A registered fd that still names the socket is
+// one fcntl-free getsockopt; otherwise /proc/self/fd is searched for it.
+void sweep_connections(uint64_t current);
 
 }  // namespace hurray::detail
 

@@ -358,6 +358,9 @@ HURRAY_API int32_t hurray_ipc_send(int socket_fd, hurray_buffer *src, uint32_t o
         // The kernel holds its own copies now (in flight, then the peer's).
         close_message_fds(&p.msg);
         commit_export(&p, inner);
+        // The connections whose pools' fds went (pool_peers.h).
+        note_connection(a->conn, a->fd);
+        sweep_connections(a->conn);
         return static_cast<int32_t>(HURRAY_OK);
       },
       &args);
@@ -384,12 +387,17 @@ HURRAY_API int32_t hurray_ipc_recv(int socket_fd, hurray_buffer *out) {
     // The connection is over: the CUDA pools it brought are let go of once
     // their pointers are (pool_peers.h).
     if (st == HURRAY_ERR_IPC_CLOSED) forget_connection(conn);
+    sweep_connections(conn);
     return st;
   }
   m.nfds = fds.n;
   for (uint32_t i = 0; i < HURRAY_IPC_MAX_FDS; ++i) m.fds[i] = i < fds.n ? fds.fds[i] : -1;
   st = import_message(&m, nullptr, conn, out);
   if (st != HURRAY_OK) close_message_fds(&m);
+  // A connection this process closed without reading its end lets go of
+  // its pools here, at a later receive (pool_peers.h).
+  note_connection(conn, socket_fd);
+  sweep_connections(conn);
   return check::produced(st, out, 1, "hurray_ipc_import");
 }
 

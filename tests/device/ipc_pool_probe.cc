@@ -17,6 +17,17 @@
 //   probe ipc-pool-kill 2       the child is SIGKILLed holding the import
 //   probe ipc-pool-order 2      the fake counts an exporter's free before
 //                               the importer's (the documented order)
+//   probe ipc-pool-retry 2      the receiver's first pool import fails
+//                               (injected): the kind-6 messages after it
+//                               still import, from the fd kept at receipt
+//   probe ipc-pool-two 2        two connections from one sender: each
+//                               brings the pool (kind 5) but it is imported
+//                               once, kept while either connection lasts
+//   probe ipc-pool-unread 2     a receiver that closes its socket without
+//                               reading its end: the pool goes at its next
+//                               hurray_ipc_recv on another connection
+//   probe ipc-pool-reset 2      CUDA: libhurray's own pool is made again
+//                               after cuDevicePrimaryCtxReset destroyed it
 //   probe ipc-pool-user 10      HIP: a pool the caller made, found by
 //                               HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; with
 //                               the attribute unanswered, refused clearly
@@ -354,6 +365,208 @@ int cmd_order() {
   return g_failures == 0 ? 0 : 1;
 }
 
+const char *pool_import_call() {
+  return N("cuMemPoolImportFromShareableHandle", "hipMemPoolImportFromShareableHandle");
+}
+int destroys() { return call_count(N("cuMemPoolDestroy", "hipMemPoolDestroy")); }
+
+// The child of retry: the first pool import fails (injected out of memory,
+// a transient driver failure), so the first message (kind 5) is refused;
+// the two after it (kind 6, no fd) import from the pool's fd kept when the
+// first arrived. Before, the sender had marked the pool sent and every
+// later message of that pool on the connection was refused.
+[[noreturn]] void retry_child(int sock) {
+  const int fds_before = count_fds();
+  fake_fn<void (*)(const char *, int, int)>("inject")(pool_import_call(), 2, 1);
+  hurray_buffer r[3]{};
+  const int32_t s0 = hurray_ipc_recv(sock, &r[0]);
+  check(s0 == HURRAY_ERR_OUT_OF_MEMORY && r[0].release_fn == nullptr, "first_refused", "%s %s",
+        hurray_status_name(s0), hurray_last_error());
+  const int32_t s1 = hurray_ipc_recv(sock, &r[1]);
+  check(s1 == HURRAY_OK, "kind6_after_failed_kind5", "%s %s", hurray_status_name(s1),
+        hurray_last_error());
+  const int32_t s2 = hurray_ipc_recv(sock, &r[2]);
+  check(s2 == HURRAY_OK, "next_kind6", "%s %s", hurray_status_name(s2), hurray_last_error());
+  check(call_count(pool_import_call()) == 2 && pool_imports() == 1 && pointer_imports() == 2,
+        "imported_from_kept_fd", "calls %d imports %lld pointers %lld",
+        call_count(pool_import_call()), static_cast<long long>(pool_imports()),
+        static_cast<long long>(pointer_imports()));
+  if (s1 == HURRAY_OK && s2 == HURRAY_OK) {
+    check(static_cast<const float *>(r[1].data)[4] == 5.0f &&
+              static_cast<const float *>(r[2].data)[15] == 16.0f,
+          "child_reads", "");
+  }
+  for (hurray_buffer &b : r) {
+    if (b.release_fn != nullptr) (void)hurray_buffer_release(&b);
+  }
+  hurray_buffer none{};
+  const int32_t st = hurray_ipc_recv(sock, &none);
+  check(st == HURRAY_ERR_IPC_CLOSED && destroys() == 1 && live_pointer_imports() == 0,
+        "child_pool_destroyed", "%s destroys %d", hurray_status_name(st), destroys());
+  check(count_fds() == fds_before, "child_fds_back", "%d -> %d", fds_before, count_fds());
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+int cmd_retry() {
+  int sv[2];
+  const pid_t pid = fork_receiver(sv, retry_child);
+  if (pid < 0) return 2;
+  const uint64_t returns = ipc_returns();
+  for (int i = 0; i < 3; ++i) {
+    hurray_buffer h{};
+    if (pool_handle(&h) != HURRAY_OK) return 1;
+    const int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+    check(st == HURRAY_OK, "send", "%s", hurray_last_error());
+  }
+  check(call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) == 1,
+        "pool_fd_sent_once", "");
+  shutdown(sv[0], SHUT_WR);
+  check(wait_child(pid) == 0, "child", "");
+  close(sv[0]);
+  check(wait_until([&] { return ipc_returns() == returns + 3; }), "returned", "%llu",
+        static_cast<unsigned long long>(ipc_returns() - returns));
+  check(wait_until([&] { return pool_allocations() == 0; }) && violations() == 0, "all_freed", "");
+  return g_failures == 0 ? 0 : 1;
+}
+
+// Two connections (socket pairs) from this process to one child, made
+// before the fork; the child gets both receiving ends.
+template <typename Child>
+pid_t fork_two(int a[2], int b[2], Child child) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a) != 0 ||
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, b) != 0) {
+    return -1;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(a[0]);
+    close(b[0]);
+    child(a[1], b[1]);
+    _exit(1);
+  }
+  close(a[1]);
+  close(b[1]);
+  return pid;
+}
+
+// The child of two: kind 5 on A, kind 5 on B, kind 6 on A, kind 6 on B.
+// One pool import serves both connections; the pool is destroyed once the
+// last of them ended.
+[[noreturn]] void two_child(int a, int b) {
+  const int fds_before = count_fds();
+  hurray_buffer r[4]{};
+  int ok = 0;
+  for (int i = 0; i < 4; ++i) ok += hurray_ipc_recv(i % 2 == 0 ? a : b, &r[i]) == HURRAY_OK;
+  check(ok == 4, "child_recv_all", "%d %s", ok, hurray_last_error());
+  check(pool_imports() == 1 && call_count(pool_import_call()) == 1 && pointer_imports() == 4,
+        "one_import_for_both_connections", "imports %lld pointers %lld",
+        static_cast<long long>(pool_imports()), static_cast<long long>(pointer_imports()));
+  for (int i = 0; i < ok; ++i) (void)hurray_buffer_release(&r[i]);
+  hurray_buffer none{};
+  int32_t st = hurray_ipc_recv(a, &none);
+  check(st == HURRAY_ERR_IPC_CLOSED && destroys() == 0, "kept_for_the_other_connection",
+        "%s destroys %d", hurray_status_name(st), destroys());
+  st = hurray_ipc_recv(b, &none);
+  check(st == HURRAY_ERR_IPC_CLOSED && destroys() == 1, "destroyed_with_the_last", "%s destroys %d",
+        hurray_status_name(st), destroys());
+  check(count_fds() == fds_before, "child_fds_back", "%d -> %d", fds_before, count_fds());
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+int cmd_two() {
+  int a[2], b[2];
+  const pid_t pid = fork_two(a, b, two_child);
+  if (pid < 0) return 2;
+  const uint64_t returns = ipc_returns();
+  for (int i = 0; i < 4; ++i) {
+    hurray_buffer h{};
+    if (pool_handle(&h) != HURRAY_OK) return 1;
+    const int32_t st = hurray_ipc_send(i % 2 == 0 ? a[0] : b[0], &h, HURRAY_IPC_DEFAULT);
+    check(st == HURRAY_OK, "send", "%s", hurray_last_error());
+  }
+  check(call_count(N("cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle")) == 2,
+        "pool_fd_once_per_connection", "");
+  shutdown(a[0], SHUT_WR);
+  shutdown(b[0], SHUT_WR);
+  check(wait_child(pid) == 0, "child", "");
+  close(a[0]);
+  close(b[0]);
+  check(wait_until([&] { return ipc_returns() == returns + 4; }), "returned", "");
+  return g_failures == 0 ? 0 : 1;
+}
+
+// The child of unread: one pool buffer on A, released; A closed without
+// reading its end (no HURRAY_ERR_IPC_CLOSED). Its next hurray_ipc_recv, on
+// B (a CPU buffer), finds A gone from the process and lets go of its pool.
+[[noreturn]] void unread_child(int a, int b) {
+  const int fds_before = count_fds();
+  hurray_buffer r{};
+  int32_t st = hurray_ipc_recv(a, &r);
+  check(st == HURRAY_OK && pool_imports() == 1, "child_recv", "%s %s", hurray_status_name(st),
+        hurray_last_error());
+  if (st == HURRAY_OK) (void)hurray_buffer_release(&r);
+  check(destroys() == 0, "kept_while_connected", "%d", destroys());
+  close(a);
+  st = hurray_ipc_recv(b, &r);
+  check(st == HURRAY_OK && r.device.device_type == HURRAY_DEVICE_CPU, "child_recv_cpu", "%s %s",
+        hurray_status_name(st), hurray_last_error());
+  check(destroys() == 1 && live_pointer_imports() == 0, "dropped_at_next_recv", "destroys %d",
+        destroys());
+  if (st == HURRAY_OK) (void)hurray_buffer_release(&r);
+  hurray_buffer none{};
+  st = hurray_ipc_recv(b, &none);
+  check(st == HURRAY_ERR_IPC_CLOSED && destroys() == 1, "child_done", "%s", hurray_status_name(st));
+  check(count_fds() == fds_before - 1, "child_fds_back", "%d -> %d (A closed)", fds_before,
+        count_fds());
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+int cmd_unread() {
+  int a[2], b[2];
+  const pid_t pid = fork_two(a, b, unread_child);
+  if (pid < 0) return 2;
+  hurray_buffer h{};
+  if (pool_handle(&h) != HURRAY_OK) return 1;
+  int32_t st = hurray_ipc_send(a[0], &h, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK, "send_pool", "%s", hurray_last_error());
+  hurray_buffer c{};
+  const int64_t shape[1] = {4};
+  st =
+      hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, kF32, 1, shape, HURRAY_ALLOC_SHAREABLE, &c);
+  check(st == HURRAY_OK, "alloc_cpu", "%s", hurray_last_error());
+  st = hurray_ipc_send(b[0], &c, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK, "send_cpu", "%s", hurray_last_error());
+  shutdown(b[0], SHUT_WR);
+  check(wait_child(pid) == 0, "child", "");
+  close(a[0]);
+  close(b[0]);
+  return g_failures == 0 ? 0 : 1;
+}
+
+// CUDA: cuDevicePrimaryCtxReset destroys the pools made in the context,
+// libhurray's own IPC-capable pool among them (fake_pool.h drop_device).
+// The next HURRAY_ALLOC_SHAREABLE allocation makes a new pool in the new
+// incarnation of the context instead of allocating from the dead one, and
+// that memory is sent as kind 5 with the new pool's fd.
+int cmd_reset() {
+  if (!is_cuda()) return 64;
+  hurray_buffer h{};
+  if (pool_handle(&h) != HURRAY_OK) return 1;
+  check(hurray_buffer_release(&h) == HURRAY_OK, "release", "");
+  fake_fn<void (*)(int)>("primary_ctx_reset")(0);
+  if (pool_handle(&h) != HURRAY_OK) return 1;
+  check(call_count("cuMemPoolCreate") == 2 && call_count("cuMemAllocFromPoolAsync") == 2,
+        "new_pool_after_reset", "creates %d allocs %d", call_count("cuMemPoolCreate"),
+        call_count("cuMemAllocFromPoolAsync"));
+  hurray_ipc_message m;
+  const int32_t st = hurray_ipc_export(&h, HURRAY_IPC_DEFAULT, &m);
+  check(st == HURRAY_OK && m.bytes[16] == 5 && m.nfds == 2, "exported", "%s %s",
+        hurray_status_name(st), hurray_last_error());
+  if (st == HURRAY_OK) check(hurray_ipc_message_discard(&m) == HURRAY_OK, "discard", "");
+  check(wait_until([&] { return pool_allocations() == 0; }), "freed", "");
+  return g_failures == 0 ? 0 : 1;
+}
+
 // HIP only (pool-user): memory of a pool the caller made, not libhurray's.
 struct UserOwner {
   void *ptr;
@@ -485,6 +698,10 @@ int run_pool_command(const std::string &cmd) {
   if (cmd == "kill") return cmd_kill();
   if (cmd == "order") return cmd_order();
   if (cmd == "user") return cmd_user();
+  if (cmd == "retry") return cmd_retry();
+  if (cmd == "two") return cmd_two();
+  if (cmd == "unread") return cmd_unread();
+  if (cmd == "reset") return cmd_reset();
   return 64;
 }
 

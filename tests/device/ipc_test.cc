@@ -69,6 +69,26 @@ TEST_F(CudaPoolIpc, KilledChildReturnsItsReference) { run("pool-kill"); }
 // importer holds the pointer is counted.
 TEST_F(CudaPoolIpc, FakeCountsAnExporterFreeingFirst) { run("pool-order"); }
 
+// The receiver's first pool import fails (injected): the kind-5 message is
+// refused, and the kind-6 messages after it import from the pool fd kept
+// when the kind-5 one arrived (before, they were refused: the sender had
+// marked the pool sent on the connection).
+TEST_F(CudaPoolIpc, KindSixAfterAFailedKindFiveImports) { run("pool-retry"); }
+
+// Two connections from one sender: each brings the pool, one pool import
+// serves both, and it is destroyed when the last of them ended.
+TEST_F(CudaPoolIpc, TwoConnectionsShareOneImport) { run("pool-two"); }
+
+// A receiver that closes its socket without reading its end: its next
+// hurray_ipc_recv (on another connection) lets go of that connection's
+// pool (before, it was kept until the process ended).
+TEST_F(CudaPoolIpc, ClosedUnreadConnectionDropsItsPool) { run("pool-unread"); }
+
+// cuDevicePrimaryCtxReset destroyed libhurray's own pool: the next
+// HURRAY_ALLOC_SHAREABLE allocation makes a new one (before, it allocated
+// from the destroyed pool and failed).
+TEST_F(CudaPoolIpc, OwnPoolIsMadeAgainAfterAContextReset) { run("pool-reset"); }
+
 // HIP stream-ordered pool memory, kinds 5 and 6, with the same probe
 // commands (ipc_pool_probe.cc) on the HIP fake's pools
 // (tests/fake_drivers/fake_hip_pool.h): hipMemPoolCreate with
@@ -84,6 +104,9 @@ TEST_F(HipPoolIpc, PoolFdTravelsOncePerConnection) { run("pool-once"); }
 TEST_F(HipPoolIpc, DefaultPoolMemoryIsRefused) { run("pool-default"); }
 TEST_F(HipPoolIpc, KilledChildReturnsItsReference) { run("pool-kill"); }
 TEST_F(HipPoolIpc, FakeCountsAnExporterFreeingFirst) { run("pool-order"); }
+TEST_F(HipPoolIpc, KindSixAfterAFailedKindFiveImports) { run("pool-retry"); }
+TEST_F(HipPoolIpc, TwoConnectionsShareOneImport) { run("pool-two"); }
+TEST_F(HipPoolIpc, ClosedUnreadConnectionDropsItsPool) { run("pool-unread"); }
 // A pool the caller made (hipMemPoolCreate, POSIX fd): found by
 // hipPointerGetAttribute(HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) and sent as
 // kind 5, released once after the importer; with the attribute unanswered

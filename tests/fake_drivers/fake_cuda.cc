@@ -34,6 +34,7 @@
 #include "fake_cuda_internal.h"
 #include "fake_frees.h"
 #include "fake_ipc_event.h"
+#include "fake_pool.h"
 
 namespace fake_cuda {
 
@@ -551,6 +552,7 @@ CUresult f_primary_ctx_get_state(CUdevice d, unsigned int *flags, int *active) {
 void reset_primary(int d) {
   g_primary[d].active.store(false);
   rec().drop_device(d);
+  fake::Pools::get().drop_device(d);  // its pools too (fake_pool.h)
   // Its events are gone too (event_error): no longer live IPC events.
   std::lock_guard<std::mutex> lock(g_events_mu);
   for (CUevent ev : g_events) {

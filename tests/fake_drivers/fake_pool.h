@@ -158,6 +158,20 @@ class Pools {
     return kOk;
   }
 
+  // cuDevicePrimaryCtxReset of `device` ("Destroy all allocations and reset
+  // all state on the primary context": it "destroys and cleans up all
+  // resources associated with the current device in the current process"):
+  // every pool of the device that this process created or imported dies
+  // with it (handles stay known, so that a later use is refused, as with
+  // cuMemPoolDestroy); the default pool survives, as a device's default
+  // pool cannot be destroyed. Not counted as a destroy.
+  void drop_device(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Pool *p : pools_) {
+      if (p->device == device && !p->is_default) p->destroyed = true;
+    }
+  }
+
   int export_fd(Pool *p, unsigned long long type, int *fd) {
     if (!known(p) || type != kPosixFd || (p->handle_types & kPosixFd) == 0 || p->imported) {
       return kInvalidValue;

@@ -83,7 +83,8 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   bool vmm_failed = false;  // a VMM allocation whose export failed
   const char *call = "cuMemRetainAllocationHandle";
   CUevent ev = nullptr;
-  uint64_t ctx = 0;
+  // The incarnation of the context, which names the pool together with its
+  // handle (gpu_ipc.h, pool_epoch), is set before the lambda runs.
   st = Cuda::with_device(
       device.device_id, &call,
       [&](const CudaDriver &drv) {
@@ -95,7 +96,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
         if (vmm == VmmFound::kNoFdType || vmm == VmmFound::kNotWholeAllocation) return r;
         if (vmm == VmmFound::kNotVmm) {
           // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
-          r = pool_export(drv, data, out, &call, &pool);
+          r = CudaPools::export_memory(drv, data, out, &call, &pool);
           if (r != CUDA_SUCCESS) {
             pool_failed = true;
             return got = r;
@@ -134,12 +135,12 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
         std::memcpy(out->event_handle, eh.reserved, kGpuEventBytes);
         return r;
       },
-      &ctx);
+      &out->pool_epoch);
   if (st == HURRAY_OK) {
     out->event = ev;
-    out->event_context = ctx;
+    out->event_context = out->pool_epoch;  // the same incarnation
   } else if (ev != nullptr) {
-    destroy_event(device, ev, ctx);  // nothing is sent
+    destroy_event(device, ev, out->pool_epoch);  // nothing is sent
   }
   if (st != HURRAY_OK && out->vmm_fd >= 0) {
     // Exported, but leaving the context failed: nothing is sent.
@@ -151,7 +152,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     out->pool_fd = -1;
   }
   if (st == HURRAY_OK && pool == PoolFound::kNotExportable) {
-    return pool_refuse_not_exportable(device, data);
+    return CudaPools::refuse_not_exportable(device, data);
   }
   if (st != HURRAY_OK && got != CUDA_SUCCESS && got != CUDA_ERROR_OUT_OF_MEMORY && pool_failed) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -298,10 +299,21 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
 }  // namespace
 
 extern const GpuIpc kCudaIpc;
-const GpuIpc kCudaIpc = {
-    &export_memory, &destroy_event, &wait_event,        &open_mapping,       &close_mapping,
-    &vmm_open,      &vmm_close,     &is_stream_ordered, &device_count,       &device_uuid,
-    &pool_open,     &pool_close,    &pool_open_pointer, &pool_close_pointer, &pool_alloc_shareable};
+const GpuIpc kCudaIpc = {&export_memory,
+                         &destroy_event,
+                         &wait_event,
+                         &open_mapping,
+                         &close_mapping,
+                         &vmm_open,
+                         &vmm_close,
+                         &is_stream_ordered,
+                         &device_count,
+                         &device_uuid,
+                         &CudaPools::open,
+                         &CudaPools::close_pool,
+                         &CudaPools::open_pointer,
+                         &CudaPools::close_pointer,
+                         &CudaPools::alloc_shareable};
 
 }  // namespace hurray::detail
 

@@ -180,7 +180,7 @@ hipError_t free_on_device(const HipRuntime &r, int owner, const DeviceMemory &me
       e = synchronize_other_device(r, mem.stream_device, owner, call);
       break;
     case kHipFreeOnPoolStream:
-      hip_pool_forget(ptr);  // no longer exported as pool memory
+      HipPools::forget(ptr);  // no longer exported as pool memory
       *call = "hipFreeAsync";
       return r.free_async(ptr, stream);
     default:

@@ -61,7 +61,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   // hurray_alloc memory of the device's default pool (hipMallocAsync):
   // refused before any call, whether or not the runtime answers
   // HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE (pool_ipc.h).
-  if (stream_ordered) return hip_pool_refuse_not_exportable(device, data);
+  if (stream_ordered) return HipPools::refuse_not_exportable(device, data);
   int32_t st = missing(*rt);
   if (st != HURRAY_OK) return st;
   out->pool = nullptr;
@@ -73,7 +73,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   hipEvent_t ev = nullptr;
   st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
     // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
-    hipError_t e = hip_pool_export(r, data, out, &call, &pool);
+    hipError_t e = HipPools::export_memory(r, data, out, &call, &pool);
     if (e != hipSuccess) {
       pool_failed = true;
       return got = e;
@@ -122,7 +122,7 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
     out->pool_fd = -1;
   }
   if (st == HURRAY_OK && pool == PoolFound::kNotExportable) {
-    return hip_pool_refuse_not_exportable(device, data);
+    return HipPools::refuse_not_exportable(device, data);
   }
   if (st != HURRAY_OK && got != hipSuccess && got != hipErrorOutOfMemory && pool_failed) {
     return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
@@ -252,11 +252,11 @@ const GpuIpc kHipIpc = {&export_memory,
                         &is_stream_ordered,
                         &device_count,
                         &device_uuid,
-                        &hip_pool_open,
-                        &hip_pool_close,
-                        &hip_pool_open_pointer,
-                        &hip_pool_close_pointer,
-                        &hip_pool_alloc_shareable};
+                        &HipPools::open,
+                        &HipPools::close_pool,
+                        &HipPools::open_pointer,
+                        &HipPools::close_pointer,
+                        &HipPools::alloc_shareable};
 
 }  // namespace hurray::detail
 
