@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdlib>
 #include <map>
@@ -49,7 +50,10 @@ struct State {
   std::map<Key, PoolRef *> pools;                // receiver: other processes' pools
   std::map<uint64_t, int> conns;  // connections with records -> the fd last used (-1)
   uint64_t swept = 0;             // the connection the last sweep looked at
-  std::mutex import_mu;           // one pool import at a time
+  // conns.size(), written under mu: sends and receives of a process that
+  // never moved pool memory read it and take no lock.
+  std::atomic<size_t> nconns{0};
+  std::mutex import_mu;  // one pool import at a time
 };
 
 // Never destroyed: releases may run while the process exits.
@@ -61,7 +65,10 @@ State &state() {
 Key key_of(const WireSender &s, uint64_t id) { return Key{s.pid, s.start_time, id}; }
 
 // With s.mu held.
-void register_locked(State &s, uint64_t conn) { s.conns.emplace(conn, -1); }
+void register_locked(State &s, uint64_t conn) {
+  s.conns.emplace(conn, -1);
+  s.nconns.store(s.conns.size(), std::memory_order_relaxed);
+}
 
 // With s.mu held: whether `r` is to go (nothing holds it); if so it is
 // taken out of the table.
@@ -245,6 +252,7 @@ void unref_pool(PoolRef *r) {
 void note_connection(uint64_t conn, int socket_fd) {
   if (conn == 0) return;
   State &s = state();
+  if (s.nconns.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.conns.find(conn);
   if (it != s.conns.end()) it->second = socket_fd;
@@ -257,6 +265,7 @@ void forget_connection(uint64_t conn) {
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.conns.erase(conn);
+    s.nconns.store(s.conns.size(), std::memory_order_relaxed);
     for (auto it = s.pools.begin(); it != s.pools.end();) {
       PoolRef *r = it->second;
       ++it;  // before unused_locked erases r's entry
@@ -271,6 +280,7 @@ void forget_connection(uint64_t conn) {
 
 void sweep_connections(uint64_t current) {
   State &s = state();
+  if (s.nconns.load(std::memory_order_relaxed) == 0) return;
   std::pair<uint64_t, int> look[2];
   int n = 0;
   {
