@@ -1905,11 +1905,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_set_message_parts(const hurray_ip
  *
  * Parameters:
  *   m  [in, consumed]  the message, or NULL (nothing done)
- * Returns: HURRAY_OK.
- * On failure: never fails.
+ * Returns: HURRAY_OK, always.
+ * On failure: cannot fail.
  * Threads: safe from any thread; m must not be used afterwards.
  * Spec: docs/impl/ipc.md §10. */
-HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_set_message_discard(hurray_ipc_set_message *m);
+HURRAY_API int32_t hurray_ipc_set_message_discard(hurray_ipc_set_message *m);
 
 /* Imports a set from its received descriptor bytes and fds. The descriptor
  * is checked in full before any fd is used (ipc §10.2), then each region's

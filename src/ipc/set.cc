@@ -366,6 +366,52 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
     return HURRAY_ERR_OUT_OF_MEMORY;
   }
 
+  // The descriptor, before any watch exists: what it reads of the handles
+  // and blocks then happens before their release on the watcher's thread
+  // as a thread checker sees it (the kernel's order, end of file only after
+  // the write ends close, is invisible to one; watcher.h).
+  SetHeader hd{static_cast<uint32_t>(size), static_cast<uint32_t>(n), p->n_regions,
+               static_cast<uint32_t>(nfds)};
+  encode_set_header(hd, p->msg->bytes);
+  for (uint32_t r = 0; r < p->n_regions; ++r) {
+    const Region &g = p->regions[r];
+    const SetRegion sr{kKindCpuMemfd,
+                       g.read_only ? kSetRegionReadOnly : 0u,
+                       g.block->map_file_offset,
+                       g.block->map_length,
+                       g.count,
+                       0};
+    encode_set_region(sr, r, p->msg->bytes);
+  }
+  uint8_t *at = p->msg->bytes + kSetHeaderSize + size_t{kSetRegionSize} * p->n_regions;
+  int64_t compact[HURRAY_MAX_NDIM];
+  for (size_t i = 0; i < n; ++i) {
+    const hurray_buffer &h = p->hs[i];
+    const Member &m = p->members[i];
+    const MemfdBlock &b = *p->regions[m.region].block;
+    SetEntry e;
+    e.region = m.region;
+    e.dtype = h.dtype;
+    e.ndim = h.ndim;
+    e.shape = h.shape;
+    if (m.copied) {
+      compact_strides(h.ndim, h.shape, compact);
+      e.flags =
+          HURRAY_FLAG_IS_COPIED | (h.flags & (HURRAY_FLAG_READ_ONLY | HURRAY_FLAG_SUBBYTE_PADDED));
+      e.byte_offset = 0;
+      e.data_offset = b.map_file_offset + m.copy_offset;
+      e.strides = compact;
+    } else {
+      e.flags = h.flags;
+      e.byte_offset = h.byte_offset;
+      e.data_offset = m.e.numel == 0 ? b.map_file_offset
+                                     : b.map_file_offset + (reinterpret_cast<uintptr_t>(h.data) -
+                                                            reinterpret_cast<uintptr_t>(b.map));
+      e.strides = h.strides;
+    }
+    encode_set_entry(e, at);
+    at += set_entry_size(h.ndim);
+  }
   // Each region: its fds and its watch, which holds the region's handles.
   for (uint32_t r = 0; r < p->n_regions; ++r) {
     Region &g = p->regions[r];
@@ -425,49 +471,6 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
     }
   }
 
-  // The descriptor.
-  SetHeader hd{static_cast<uint32_t>(size), static_cast<uint32_t>(n), p->n_regions,
-               static_cast<uint32_t>(nfds)};
-  encode_set_header(hd, p->msg->bytes);
-  for (uint32_t r = 0; r < p->n_regions; ++r) {
-    const Region &g = p->regions[r];
-    const SetRegion sr{kKindCpuMemfd,
-                       g.read_only ? kSetRegionReadOnly : 0u,
-                       g.block->map_file_offset,
-                       g.block->map_length,
-                       g.count,
-                       0};
-    encode_set_region(sr, r, p->msg->bytes);
-  }
-  uint8_t *at = p->msg->bytes + kSetHeaderSize + size_t{kSetRegionSize} * p->n_regions;
-  int64_t compact[HURRAY_MAX_NDIM];
-  for (size_t i = 0; i < n; ++i) {
-    const hurray_buffer &h = p->hs[i];
-    const Member &m = p->members[i];
-    const MemfdBlock &b = *p->regions[m.region].block;
-    SetEntry e;
-    e.region = m.region;
-    e.dtype = h.dtype;
-    e.ndim = h.ndim;
-    e.shape = h.shape;
-    if (m.copied) {
-      compact_strides(h.ndim, h.shape, compact);
-      e.flags =
-          HURRAY_FLAG_IS_COPIED | (h.flags & (HURRAY_FLAG_READ_ONLY | HURRAY_FLAG_SUBBYTE_PADDED));
-      e.byte_offset = 0;
-      e.data_offset = b.map_file_offset + m.copy_offset;
-      e.strides = compact;
-    } else {
-      e.flags = h.flags;
-      e.byte_offset = h.byte_offset;
-      e.data_offset = m.e.numel == 0 ? b.map_file_offset
-                                     : b.map_file_offset + (reinterpret_cast<uintptr_t>(h.data) -
-                                                            reinterpret_cast<uintptr_t>(b.map));
-      e.strides = h.strides;
-    }
-    encode_set_entry(e, at);
-    at += set_entry_size(h.ndim);
-  }
   return HURRAY_OK;
 }
 
