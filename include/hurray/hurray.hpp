@@ -357,6 +357,106 @@ class Event {
   hurray_event *e_ = nullptr;
 };
 
+// Owns one set message (hurray_ipc_export_set, docs/impl/ipc.md §10):
+// move-only; the destructor discards it (its fds closed, so every region's
+// sender reference returns once the receiver's copies are gone too).
+class IpcSetMessage {
+ public:
+  IpcSetMessage() noexcept = default;
+  explicit IpcSetMessage(hurray_ipc_set_message *adopt) noexcept : m_(adopt) {}
+  IpcSetMessage(IpcSetMessage &&other) noexcept : m_(other.m_) { other.m_ = nullptr; }
+  IpcSetMessage &operator=(IpcSetMessage &&other) noexcept {
+    if (this != &other) {
+      reset();
+      m_ = other.m_;
+      other.m_ = nullptr;
+    }
+    return *this;
+  }
+  IpcSetMessage(const IpcSetMessage &) = delete;
+  IpcSetMessage &operator=(const IpcSetMessage &) = delete;
+  ~IpcSetMessage() { reset(); }
+
+  // One message of every Buffer's handle. On success the Buffers are empty;
+  // if this throws, none was consumed (the failed element's index is in
+  // the message).
+  static IpcSetMessage export_set(std::vector<Buffer> &buffers, uint32_t options = 0) {
+    std::vector<hurray_buffer> hs(buffers.size());
+    for (std::size_t i = 0; i < buffers.size(); ++i) hs[i] = buffers[i].get();
+    hurray_ipc_set_message *m = nullptr;
+    check(hurray_ipc_export_set(hs.data(), hs.size(), options, &m, nullptr));
+    for (Buffer &b : buffers) (void)b.detach();
+    return IpcSetMessage(m);
+  }
+
+  // The descriptor bytes and the fds (still the message's).
+  struct Parts {
+    const uint8_t *bytes;
+    std::size_t size;
+    const int32_t *fds;
+    std::size_t nfds;
+  };
+  Parts parts() const {
+    Parts p{};
+    check(hurray_ipc_set_message_parts(m_, &p.bytes, &p.size, &p.fds, &p.nfds));
+    return p;
+  }
+
+  // Discards now (hurray_ipc_set_message_discard); the object is empty.
+  void reset() noexcept {
+    if (m_ != nullptr) {
+      const int32_t closed = hurray_ipc_set_message_discard(m_);  // never fails
+      (void)closed;
+    }
+    m_ = nullptr;
+  }
+  explicit operator bool() const noexcept { return m_ != nullptr; }
+  const hurray_ipc_set_message *get() const noexcept { return m_; }
+
+ private:
+  hurray_ipc_set_message *m_ = nullptr;
+};
+
+// Imports a received set (hurray_ipc_import_set); `fds` is always consumed
+// (each entry set to -1), whether this returns or throws.
+inline std::vector<Buffer> ipc_import_set(const uint8_t *bytes, std::size_t size,
+                                          std::vector<int32_t> &fds,
+                                          std::size_t capacity = HURRAY_IPC_SET_MAX_HANDLES) {
+  std::vector<hurray_buffer> out(capacity);
+  std::size_t count = 0;
+  check(hurray_ipc_import_set(bytes, size, fds.data(), fds.size(), out.data(), out.size(), &count));
+  std::vector<Buffer> result;
+  result.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) result.emplace_back(out[i]);
+  return result;
+}
+
+// Sends every Buffer's handle as one set (hurray_ipc_send_set); the Buffers
+// are empty on success and untouched when this throws.
+inline void ipc_send_set(int socket_fd, std::vector<Buffer> &buffers, uint32_t options = 0) {
+  std::vector<hurray_buffer> hs(buffers.size());
+  for (std::size_t i = 0; i < buffers.size(); ++i) hs[i] = buffers[i].get();
+  check(hurray_ipc_send_set(socket_fd, hs.data(), hs.size(), options, nullptr));
+  for (Buffer &b : buffers) (void)b.detach();
+}
+
+// Receives one set (hurray_ipc_recv_set), however many handles it has: the
+// header says how many (a too small first guess consumes nothing).
+inline std::vector<Buffer> ipc_recv_set(int socket_fd) {
+  std::vector<hurray_buffer> out(64);
+  std::size_t count = 0;
+  int32_t st = hurray_ipc_recv_set(socket_fd, out.data(), out.size(), &count);
+  if (st == HURRAY_ERR_INVALID_ARGUMENT && count > out.size()) {
+    out.resize(count);
+    st = hurray_ipc_recv_set(socket_fd, out.data(), out.size(), &count);
+  }
+  check(st);
+  std::vector<Buffer> result;
+  result.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) result.emplace_back(out[i]);
+  return result;
+}
+
 }  // namespace hurray
 
 #endif  // HURRAY_HURRAY_HPP_

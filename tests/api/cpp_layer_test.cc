@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // hurray.hpp: RAII release, move-only ownership, exceptions on the C++ side
 // only, and "a throwing call leaves ownership where it was".
+#include <fcntl.h>
 #include <hurray/hurray.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -349,6 +352,59 @@ TEST(CppLayer, DetachHandsOwnershipBack) {
   EXPECT_EQ(src.log.calls.load(), 0);
   EXPECT_OK(hurray_buffer_release(&raw));
   EXPECT_EQ(src.log.calls.load(), 1);
+}
+
+}  // namespace
+
+namespace {
+
+// The set message's RAII and the socket forms (docs/impl/ipc.md §10): a
+// group of 100 crosses as 2 fds, recv_set's first guess of 64 grows to 100
+// without losing the message, and a discarded message gives the
+// allocation back.
+TEST(CppLayer, IpcSetMessageAndSocketForms) {
+  std::vector<int64_t> shape(100, 2);
+  std::vector<hurray_tensor_desc> descs(100);
+  for (size_t i = 0; i < 100; ++i)
+    descs[i] = hurray_tensor_desc{{kDLFloat, 32, 1}, 1, &shape[i], 0};
+  auto group = [&] {
+    std::vector<hurray_buffer> hs(100);
+    hurray::check(hurray_alloc_group(hurray_device{HURRAY_DEVICE_CPU, 0}, 100, descs.data(),
+                                     HURRAY_ALLOC_SHAREABLE, nullptr, hs.data(), nullptr));
+    std::vector<hurray::Buffer> bs;
+    for (size_t i = 0; i < 100; ++i) {
+      static_cast<float *>(hs[i].data)[hs[i].byte_offset / 4] = static_cast<float>(i);
+      bs.emplace_back(hs[i]);
+    }
+    return bs;
+  };
+  std::vector<hurray::Buffer> bs = group();
+  hurray::IpcSetMessage m = hurray::IpcSetMessage::export_set(bs);
+  for (const hurray::Buffer &b : bs) EXPECT_FALSE(b);
+  const hurray::IpcSetMessage::Parts p = m.parts();
+  EXPECT_EQ(p.nfds, 2u);
+  std::vector<int32_t> fds(p.nfds);
+  for (size_t i = 0; i < p.nfds; ++i) fds[i] = fcntl(p.fds[i], F_DUPFD_CLOEXEC, 0);
+  std::vector<hurray::Buffer> got = hurray::ipc_import_set(p.bytes, p.size, fds);
+  ASSERT_EQ(got.size(), 100u);
+  for (int32_t fd : fds) EXPECT_EQ(fd, -1);
+  const hurray_buffer &h = got[42].get();
+  EXPECT_EQ(*reinterpret_cast<const float *>(static_cast<const char *>(h.data) + h.byte_offset),
+            42.0f);
+  m.reset();
+  EXPECT_FALSE(m);
+
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::vector<hurray::Buffer> more = group();
+  hurray::ipc_send_set(sv[0], more);
+  std::vector<hurray::Buffer> back = hurray::ipc_recv_set(sv[1]);
+  ASSERT_EQ(back.size(), 100u);
+  const hurray_buffer &b = back[99].get();
+  EXPECT_EQ(*reinterpret_cast<const float *>(static_cast<const char *>(b.data) + b.byte_offset),
+            99.0f);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 }  // namespace

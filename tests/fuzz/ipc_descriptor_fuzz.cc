@@ -26,6 +26,16 @@
 //    one) is refused with every fd closed: no GPU memory can be opened (no
 //    driver in the fuzz stage, so the driver steps of the import are not
 //    reached here; the fake-driver probe tests cover them).
+//
+// Sets (ipc.md §10), when bit 4 of byte 0 is set: byte 1 is the number of
+// fds the message carries, the rest the set descriptor. The decoder reads
+// nothing outside it; an accepted one re-encodes to exactly its bytes and
+// each entry's elements lie in its region; hurray_ipc_import_set with real
+// fds (per region a sealed memfd of its size, region 0's one page short
+// when bit 3 asks, and a pipe's write end) succeeds exactly when the
+// descriptor is accepted, the fd count is its own and the memfds fit; on
+// failure every fd is closed and nothing written; the handles validate and
+// their releases close every fd.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -37,6 +47,7 @@
 
 #include "fuzz_check.h"
 #include "hurray/hurray.h"
+#include "ipc/set_wire.h"
 #include "ipc/wire.h"
 
 namespace {
@@ -66,9 +77,95 @@ void span(const WireDesc &d, __int128 *lo, __int128 *hi, bool *empty) {
   *hi = high + elem;
 }
 
+// The set form (bit 4 of byte 0).
+int fuzz_set(const uint8_t *data, size_t size) {
+  using namespace hurray::detail;
+  if (size < 2 || size > 2 + 65536) return 0;
+  const size_t nfds = data[1];
+  const bool short_memfd = (data[0] & 8u) != 0;
+  std::vector<uint8_t> bytes(data + 2, data + size);  // exactly the input's size
+  SetHeader h;
+  int32_t st = decode_set_header(bytes.data(), bytes.size(), true, &h);
+  std::vector<SetRegion> regions;
+  std::vector<uint32_t> at;
+  if (st == HURRAY_OK) {
+    regions.resize(h.n_regions);
+    at.resize(h.n_entries);
+    st = decode_set(bytes.data(), bytes.size(), nfds, h, regions.data(), at.data());
+  }
+  uint64_t mapped = 0;
+  if (st == HURRAY_OK) {
+    std::vector<uint8_t> again(bytes.size());
+    encode_set_header(h, again.data());
+    for (uint32_t r = 0; r < h.n_regions; ++r) encode_set_region(regions[r], r, again.data());
+    for (uint32_t i = 0; i < h.n_entries; ++i) {
+      WireDesc d;
+      uint32_t r;
+      read_set_entry(bytes.data(), at[i], regions.data(), &d, &r);
+      const SetEntry e{r,       d.flags,  d.dtype, d.ndim, d.byte_offset, d.data_offset,
+                       d.shape, d.strides};
+      FUZZ_CHECK(at[i] + set_entry_size(d.ndim) <= again.size(), "entry past the end");
+      encode_set_entry(e, again.data() + at[i]);
+      if ((static_cast<uint32_t>(d.dtype.bits) * d.dtype.lanes) % 8 == 0) {
+        __int128 lo, hi;
+        bool empty;
+        span(d, &lo, &hi, &empty);
+        const __int128 start = d.data_offset, rbeg = d.region_offset,
+                       rend = static_cast<__int128>(d.region_offset) + d.region_length;
+        FUZZ_CHECK(empty || (start + lo >= rbeg && start + hi <= rend),
+                   "accepted set entry %u outside its region", i);
+      }
+    }
+    FUZZ_CHECK(std::memcmp(again.data(), bytes.data(), bytes.size()) == 0,
+               "an accepted set descriptor does not re-encode to itself");
+    for (const SetRegion &g : regions) mapped += g.offset + g.length;
+    if (mapped > (uint64_t{1} << 24)) return 0;  // keep memfds small
+  }
+  // The same bytes through the public import, with real fds.
+  std::vector<int32_t> fds(nfds), given;
+  for (size_t i = 0; i < nfds; ++i) {
+    if (i % 2 == 1) {
+      int p[2];
+      FUZZ_CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe2");
+      close(p[0]);
+      fds[i] = p[1];
+      continue;
+    }
+    fds[i] = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    const size_t r = i / 2;
+    uint64_t len =
+        st == HURRAY_OK && r < regions.size() ? regions[r].offset + regions[r].length : 4096;
+    if (short_memfd && i == 0) len = len > 4096 ? len - 4096 : 0;
+    FUZZ_CHECK(ftruncate(fds[i], static_cast<off_t>(len)) == 0, "ftruncate");
+    FUZZ_CHECK(fcntl(fds[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0, "seals");
+  }
+  given = fds;
+  const bool fits = st == HURRAY_OK && nfds == h.nfds && !short_memfd;
+  const size_t cap = st == HURRAY_OK ? h.n_entries : 4;
+  std::vector<hurray_buffer> out(cap > 0 ? cap : 1);
+  size_t count = 0;
+  const int32_t ist = hurray_ipc_import_set(bytes.data(), bytes.size(), fds.data(), fds.size(),
+                                            out.data(), cap, &count);
+  for (int32_t fd : fds) FUZZ_CHECK(fd == -1, "import_set left an fd entry %d", fd);
+  if (ist == HURRAY_OK) {
+    FUZZ_CHECK(fits && count == h.n_entries, "import_set accepted what the decoder refuses");
+    for (size_t i = 0; i < count; ++i) {
+      FUZZ_CHECK(hurray_buffer_validate(&out[i]) == HURRAY_OK, "an imported handle is invalid");
+    }
+    for (size_t i = 0; i < count; ++i)
+      FUZZ_CHECK(hurray_buffer_release(&out[i]) == HURRAY_OK, "release");
+  } else {
+    FUZZ_CHECK(!fits, "a fitting accepted set was refused: status %d (%s)", ist,
+               hurray_last_error());
+  }
+  for (int fd : given) FUZZ_CHECK(!fd_open(fd), "fd %d left open", fd);
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size >= 1 && (data[0] & 16u) != 0) return fuzz_set(data, size);
   if (size < 1 || size > 1 + HURRAY_IPC_DESCRIPTOR_MAX) return 0;
   const uint32_t nfds = data[0] & 7u;
   const bool short_memfd = (data[0] & 8u) != 0;

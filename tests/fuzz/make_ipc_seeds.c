@@ -15,7 +15,12 @@
  * bytes 80..bf; kinds 5 and 6 (CUDA or, in the hip_pool_* seeds, HIP pool memory) with the handle
  * bytes as the pointer's export data and pool number 7 in the 8 bytes after the GPU part.
  * v1_cuda_ipc_f32_1024 is a wire-version-1 descriptor of kind 3 (64 handle
- * bytes after the strides), which version 2 refuses. */
+ * bytes after the strides), which version 2 refuses.
+ * The set_* seeds are set descriptors (ipc.md §10) from
+ * hurray_ipc_export_set: byte 0 is 16 (bit 4: a set), byte 1 the fd count,
+ * then the descriptor: a group of 3 (one region), a group of 2 beside a
+ * read-only buffer and a non-shareable tensor (three regions, one of them
+ * the copy region). */
 #include <hurray/hurray.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +41,43 @@ static int write_seed(const char *dir, const char *name, hurray_buffer *h) {
 }
 
 static int shareable_f32(const int64_t *shape, hurray_buffer *out);
+static int shareable(hurray_dtype dt, int32_t ndim, const int64_t *shape, uint64_t flags,
+                     hurray_buffer *out);
+
+static int write_set_seed(const char *dir, const char *name, hurray_buffer *hs, size_t n) {
+  hurray_ipc_set_message *m = NULL;
+  if (hurray_ipc_export_set(hs, n, HURRAY_IPC_DEFAULT, &m, NULL) != HURRAY_OK) return 1;
+  const uint8_t *bytes;
+  size_t size, nfds;
+  const int32_t *fds;
+  if (hurray_ipc_set_message_parts(m, &bytes, &size, &fds, &nfds) != HURRAY_OK) return 1;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) return 1;
+  const unsigned char head[2] = {16, (unsigned char)nfds};
+  fwrite(head, 1, 2, f);
+  fwrite(bytes, 1, size, f);
+  fclose(f);
+  return hurray_ipc_set_message_discard(m) != HURRAY_OK;
+}
+
+static int set_seeds(const char *dir) {
+  const int64_t s3[1] = {3}, s2[2] = {2, 4};
+  const hurray_tensor_desc descs[3] = {
+      {{kDLFloat, 32, 1}, 1, s3, 0}, {{kDLInt, 8, 1}, 2, s2, 0}, {{kDLFloat, 16, 1}, 0, NULL, 0}};
+  hurray_buffer hs[5];
+  int bad = hurray_alloc_group((hurray_device){HURRAY_DEVICE_CPU, 0}, 3, descs,
+                               HURRAY_ALLOC_SHAREABLE, NULL, hs, NULL) != HURRAY_OK;
+  bad |= bad || write_set_seed(dir, "set_group_of_3", hs, 3);
+  bad |= hurray_alloc_group((hurray_device){HURRAY_DEVICE_CPU, 0}, 2, descs, HURRAY_ALLOC_SHAREABLE,
+                            NULL, hs, NULL) != HURRAY_OK;
+  bad |= shareable((hurray_dtype){kDLFloat, 64, 1}, 2, s2, HURRAY_FLAG_READ_ONLY, &hs[2]);
+  bad |= hurray_alloc((hurray_device){HURRAY_DEVICE_CPU, 0}, (hurray_dtype){kDLFloat, 32, 1}, 1, s3,
+                      0, &hs[3]) != HURRAY_OK;
+  bad |= bad || write_set_seed(dir, "set_group_read_only_copy", hs, 4);
+  return bad;
+}
 
 static void put32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = (unsigned char)(v >> (8 * i));
@@ -149,5 +191,6 @@ int main(int argc, char **argv) {
     bad |= write_seed(dir, "f32_reversed_view", &h);
   }
   bad |= gpu_seeds(dir);
+  bad |= set_seeds(dir);
   return bad;
 }
