@@ -78,7 +78,8 @@ function(run_example exe needle)
 endfunction()
 
 # The C program is the ```c block with free_matrix, the cross-process one the
-# ```c block with hurray_ipc_send; each has its own ```text block of output.
+# ```c block calling hurray_ipc_send, the tensor group's the ```c block with
+# hurray_ipc_send_set; each has its own ```text block of output.
 if(LANG STREQUAL "c")
   set(src app.c)
   set(exe app)
@@ -89,8 +90,14 @@ elseif(LANG STREQUAL "c_ipc")
   set(src ipc.c)
   set(exe app_ipc)
   set(block_lang c)
-  set(program_needle "hurray_ipc_send")
+  set(program_needle "hurray_ipc_send(")
   set(output_needle "references returned")
+elseif(LANG STREQUAL "c_group")
+  set(src group.c)
+  set(exe app_group)
+  set(block_lang c)
+  set(program_needle "hurray_ipc_send_set")
+  set(output_needle "allocations returned")
 elseif(LANG STREQUAL "cpp")
   set(src app.cpp)
   set(exe app_cpp)
@@ -111,11 +118,11 @@ file(WRITE "${dir}/${src}" "${program}")
 
 if(STEP STREQUAL "find_package")
   # As in the README: cmake -S . -B build -DCMAKE_PREFIX_PATH=<prefix>.
-  if(LANG STREQUAL "c_ipc")
+  if(LANG STREQUAL "c_ipc" OR LANG STREQUAL "c_group")
     # Built "like app.c": the C program's CMakeLists.txt, renamed.
     readme_block(lists cmake "add_executable(app app.c)" "add_subdirectory(")
-    string(REGEX REPLACE "\\(app([ )])" "(app_ipc\\1" lists "${lists}")
-    string(REPLACE "app.c" "ipc.c" lists "${lists}")
+    string(REGEX REPLACE "\\(app([ )])" "(${exe}\\1" lists "${lists}")
+    string(REPLACE "app.c" "${src}" lists "${lists}")
   else()
     readme_block(lists cmake "add_executable(${exe} ${src})" "add_subdirectory(")
   endif()
