@@ -51,6 +51,7 @@ from ._native import (  # noqa: F401
     __version__,
     empty,
     from_dlpack,
+    from_dlpack_many,
     libhurray_version,
 )
 from ._paths import (  # noqa: F401
@@ -70,6 +71,7 @@ _mp.install()
 __all__ = [
     "Buffer",
     "from_dlpack",
+    "from_dlpack_many",
     "empty",
     "libhurray_version",
     "__version__",

@@ -7,6 +7,7 @@ from typing import (
     ClassVar,
     Dict,
     Final,
+    Iterable,
     List,
     Optional,
     Protocol,
@@ -119,6 +120,14 @@ def from_dlpack(
     device: Optional[_Device] = None,
     stream: Optional[SupportsIndex] = None,
 ) -> Buffer: ...
+def from_dlpack_many(
+    objs: Iterable[Union[_DLPackProducer, Buffer, Any]],
+    /,
+    *,
+    copy: _Copy = None,
+    device: Optional[_Device] = None,
+    stream: Optional[SupportsIndex] = None,
+) -> List[Buffer]: ...
 def empty(
     shape: Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]],
     dtype: _DType = "float32",

@@ -272,8 +272,10 @@ uint32_t answer_minor(const hurray_buffer &h, long long asked_minor);
 
 // ---- import.cc -----------------------------------------------------------------
 
-// hurray.from_dlpack (METH_FASTCALL | METH_KEYWORDS).
+// hurray.from_dlpack and hurray.from_dlpack_many (METH_FASTCALL | METH_KEYWORDS).
 PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *mod_from_dlpack_many(PyObject *, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
 
 // Imports one DLPack tensor (Tensor: DLManagedTensorVersioned or
 // DLManagedTensor, instantiated in import.cc) as a live handle, wrapping a
@@ -328,7 +330,7 @@ struct ProducerTable {
   // The usable table, or nullptr: take the capsule path.
   const DLPackExchangeAPI *api;
   // The type is a torch tensor type (its MRO holds torch._C.TensorBase):
-  // import_via_exchange_api applies torch's __dlpack__ refusals.
+  // take_via_exchange_api applies torch's __dlpack__ refusals.
   bool torch;
 };
 
@@ -347,21 +349,21 @@ ProducerTable exchange_api_of(PyTypeObject *type);
 // Takes obj's tensor through its type's table (from exchange_api_of):
 // managed_tensor_from_py_object_no_sync, then, for a torch type, torch's
 // checks (docs/impl/python.md §7, "torch's table"), then, for a GPU tensor,
-// the producer's current_work_stream (where its pending work is); then
-// import_versioned. Returns 1 when *out is a live handle that owns the
-// tensor; 0, no exception set and nothing held, when a torch tensor must be
-// asked through its __dlpack__ instead (torch's table failed, or the tensor
-// requires grad or has the conjugate bit: __dlpack__ gives torch's own
-// error; or reading those flags raised an Exception other than MemoryError,
-// as a subclass's __torch_function__ may); -1 with an exception set on
-// failure (a negative-bit torch view: BufferError). Nothing is leaked
-// either way.
+// the producer's current_work_stream (where its pending work is). Returns 1
+// when *out is the producer's tensor, now the caller's (not imported: the
+// caller imports it, or deletes it with delete_tensor); 0, no exception set
+// and nothing held, when a torch tensor must be asked through its
+// __dlpack__ instead (torch's table failed, or the tensor requires grad or
+// has the conjugate bit: __dlpack__ gives torch's own error; or reading
+// those flags raised an Exception other than MemoryError, as a subclass's
+// __torch_function__ may); -1 with an exception set on failure (a
+// negative-bit torch view: BufferError). Nothing is leaked either way.
 // *order_known is set when the producer's table has current_work_stream, and
 // *order_stream to the stream it answered (NULL: the default stream) for a
 // GPU tensor: where its pending work is ordered (the caller records the
 // Buffer's event there).
-int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out,
-                            bool *order_known, void **order_stream);
+int take_via_exchange_api(PyObject *obj, const ProducerTable &table, DLManagedTensorVersioned **out,
+                          bool *order_known, void **order_stream);
 
 // Counts which path hurray.from_dlpack took for a producer object (shown by
 // _exchange_api_stats() as "consumer_table" / "consumer_capsule"; a table

@@ -102,6 +102,16 @@ PyMethodDef module_methods[] = {
      "event on that stream (or on the current_work_stream of a producer's DLPack\n"
      "exchange table), which Buffer.__dlpack__(stream=s) makes s wait on; with\n"
      "stream=-1 it records none and is ordered on the device's default stream."},
+    {"from_dlpack_many",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_from_dlpack_many)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "from_dlpack_many(objs, /, *, copy=None, device=None, stream=None)\n--\n\n"
+     "from_dlpack of every element of objs (a sequence or iterable) in one pass: a list of\n"
+     "Buffers in the same order. Each producer is asked as from_dlpack asks it (its DLPack\n"
+     "exchange table where it has one), then all tensors are imported with one batched\n"
+     "libhurray call per DLPack form. All or nothing: when an element fails, no Buffer is\n"
+     "made, every tensor taken is given back (capsules passed in stay unconsumed) and the\n"
+     "exception names objs[i] (in its message, or a note for a producer's own error)."},
     {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_empty)),
      METH_VARARGS | METH_KEYWORDS,
      "empty(shape, dtype='float32', *, device='cpu', shared=False)\n--\n\n"
