@@ -11,6 +11,7 @@ from typing import (
     List,
     Optional,
     Protocol,
+    Sequence,
     SupportsIndex,
     Tuple,
     Type,
@@ -23,6 +24,8 @@ __version__: Final[str]
 libhurray_version: Final[str]
 DLPACK_MAJOR: Final[int]
 DLPACK_MINOR: Final[int]
+# Byte alignment of every tensor of empty_group (HURRAY_GROUP_ALIGNMENT).
+GROUP_ALIGNMENT: Final[int]
 CHECK_TRACK: Final[int]
 CHECK_STDERR: Final[int]
 
@@ -135,6 +138,15 @@ def empty(
     device: _Device = "cpu",
     shared: bool = False,
 ) -> Buffer: ...
+
+_Shape = Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]]
+
+def empty_group(
+    specs: Sequence[Union[Tuple[_Shape, _DType], _Shape]],
+    *,
+    device: _Device = "cpu",
+    shared: bool = False,
+) -> List[Buffer]: ...
 
 # Unpickling (Buffer.__reduce_ex__): a Buffer over a received bytes-like object.
 def _rebuild(
