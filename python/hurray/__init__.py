@@ -56,6 +56,7 @@ from ._native import (  # noqa: F401
     from_dlpack_many,
     libhurray_version,
 )
+from ._pack import pack  # noqa: F401
 from ._paths import (  # noqa: F401
     get_cmake_dir,
     get_include,
@@ -77,6 +78,7 @@ __all__ = [
     "empty",
     "empty_group",
     "GROUP_ALIGNMENT",
+    "pack",
     "libhurray_version",
     "__version__",
     "DLPACK_MAJOR",

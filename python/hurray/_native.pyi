@@ -148,6 +148,13 @@ def empty_group(
     shared: bool = False,
 ) -> List[Buffer]: ...
 
+# hurray.pack's native half: one group holding a compact copy of each source.
+# dtypes[i] (not None): the dtype member i gets (an ml_dtypes NumPy dtype whose
+# array was taken as unsigned integers of the same size).
+def _pack(
+    srcs: List[Buffer], shared: bool, dtypes: Optional[List[Any]] = None, /
+) -> List[Buffer]: ...
+
 # Unpickling (Buffer.__reduce_ex__): a Buffer over a received bytes-like object.
 def _rebuild(
     obj: Any,

@@ -15,6 +15,7 @@
 //   check.cc        the checking mode (_check_*), Buffers' creation sites
 //   pickle.cc       Buffer.__reduce_ex__ and _rebuild (pickle, protocol 5)
 //   ipc.cc          _ipc_export / _ipc_import (multiprocessing's reducer)
+//   pack.cc         _pack: hurray.pack's group and its one copy
 // Every function here is called with the GIL held unless it says otherwise.
 #ifndef HURRAY_PYTHON_BINDING_H_
 #define HURRAY_PYTHON_BINDING_H_
@@ -401,6 +402,15 @@ PyObject *mod_pickle_stats(PyObject *, PyObject *);
 // legacy_unsaid) (METH_VARARGS): multiprocessing's reducer (hurray/_mp.py).
 PyObject *mod_ipc_export(PyObject *, PyObject *buf);
 PyObject *mod_ipc_import(PyObject *, PyObject *args);
+
+// ---- pack.cc -----------------------------------------------------------------
+
+// hurray._native._pack(srcs: list[Buffer], shared: bool) (METH_VARARGS): a
+// list of Buffers of one tensor group, each a compact row-major copy of the
+// source at the same index (hurray.pack, hurray/_pack.py). The sources must
+// be Buffers no other thread can release while the copy runs (it runs
+// without the GIL): hurray.pack's own.
+PyObject *mod_pack(PyObject *, PyObject *args);
 
 }  // namespace hurray_py
 

@@ -244,6 +244,9 @@ PyMethodDef module_methods[] = {
      "(256), in order. Each Buffer is an ordinary one (DLPack, share, pickling); the memory\n"
      "is freed once, after the last of them and of everything made from them. shared=True:\n"
      "one memfd for the whole group, which crosses processes as one allocation."},
+    {"_pack", mod_pack, METH_VARARGS,
+     "_pack(srcs, shared)\n--\n\nOne tensor group holding a compact copy of each source Buffer\n"
+     "(hurray.pack's native half)."},
     {"_rebuild", mod_rebuild, METH_VARARGS,
      "_rebuild(obj, dtype, shape, strides, offset, flags, legacy_unsaid)\n--\n\n"
      "Unpickle a Buffer over a received bytes-like object (zero-copy)."},
