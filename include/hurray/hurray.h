@@ -1452,6 +1452,17 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
 /* Bytes of the largest descriptor (one of ndim 64 takes 1104 for CPU
  * memory, 1272 for GPU memory). */
 #define HURRAY_IPC_DESCRIPTOR_MAX 1280
+/* A set of handles in one message (hurray_ipc_export_set, docs/impl/ipc.md
+ * §10): its descriptor has a magic and a version of its own (set version 1;
+ * the single message above keeps wire version 2), at most
+ * HURRAY_IPC_SET_MAX_HANDLES handles and two fds per distinct allocation,
+ * so at most HURRAY_IPC_SET_MAX_FDS. hurray_ipc_send_set splits a message's
+ * fds into records of at most HURRAY_IPC_SET_FDS_PER_RECORD (the kernel's
+ * SCM_MAX_FD is 253 per sendmsg). */
+#define HURRAY_IPC_SET_WIRE_VERSION 1u
+#define HURRAY_IPC_SET_MAX_HANDLES 65536
+#define HURRAY_IPC_SET_MAX_FDS (2 * HURRAY_IPC_SET_MAX_HANDLES)
+#define HURRAY_IPC_SET_FDS_PER_RECORD 252
 
 /* One message: the descriptor and the fds it needs. A plain value; whoever
  * holds it owns its fds until hurray_ipc_import or hurray_ipc_message_discard
@@ -1794,6 +1805,221 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_send(int socket_fd, hurray_buffer
  * Spec: docs/impl/ipc.md §4, §7. */
 HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_recv(int socket_fd, hurray_buffer *out);
 
+/* ---------------------------------------------------------------------------
+ * A set of handles in one message (docs/impl/ipc.md §10)
+ *
+ * N handles cross in one message whose fds are two per distinct allocation
+ * (a region: one memfd, one lifetime fd), whatever N is: the members of a
+ * tensor group (hurray_alloc_group with HURRAY_ALLOC_SHAREABLE), shares and
+ * views of one buffer travel as one region; every CPU handle whose memory
+ * is not shareable is copied into one new memfd for the whole set (one
+ * region more). The receiver maps each region once; its handles share one
+ * count, so each allocation's sender reference returns exactly once, after
+ * the last of its handles is released, the receiver dies, or the message is
+ * discarded or refused. kDLCPU memory only (set version 1): GPU handles are
+ * refused with HURRAY_ERR_UNSUPPORTED_DEVICE naming the element. */
+
+/* The message of hurray_ipc_export_set: an opaque heap object holding the
+ * descriptor (variable size, ipc §10.1) and up to HURRAY_IPC_SET_MAX_FDS
+ * fds, which it owns until hurray_ipc_set_message_discard. */
+typedef struct hurray_ipc_set_message hurray_ipc_set_message;
+
+/* Exports srcs[0..n) as one message, all or nothing. Each handle is checked
+ * as hurray_ipc_export checks one; handles are grouped by the allocation
+ * their memory lies in (followed through shares and views), distinct
+ * allocations de-duplicated, and each group's references are held by one
+ * watch until every copy of its lifetime fd is closed (ipc §5).
+ *
+ * Parameters:
+ *   srcs          [in, consumed on success]  n live handles, kDLCPU; on
+ *                 success every srcs[i] is emptied (its reference lives on
+ *                 in the sender until the receiver lets go, or, when it was
+ *                 copied, it is released at once), on failure none is
+ *                 touched (in checking mode a tracked one is tracked again
+ *                 under a new record)
+ *   n             [in]   1..HURRAY_IPC_SET_MAX_HANDLES
+ *   options       [in]   HURRAY_IPC_DEFAULT or HURRAY_IPC_ZERO_COPY_ONLY
+ *                        (then memory that would need a copy is refused)
+ *   out           [out]  the new message, owned by the caller until
+ *                        hurray_ipc_set_message_discard; written only on
+ *                        success
+ *   failed_index  [out, optional]  on failure, the element at fault, or
+ *                        HURRAY_BATCH_NO_INDEX when no element is (NULL
+ *                        arguments, n, options, an allocation or system
+ *                        call of the whole set)
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT    srcs or out NULL; n 0 or above
+ *                                  HURRAY_IPC_SET_MAX_HANDLES; unknown
+ *                                  options bits; an element that is not a
+ *                                  valid handle (its index)
+ *   HURRAY_ERR_UNSUPPORTED_VERSION an element's layout version
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE   an element's dtype; a non-contiguous
+ *                                  packed sub-byte element that would need
+ *                                  a copy
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  an element not on kDLCPU (a set carries
+ *                                  CPU memory only; send GPU memory with
+ *                                  hurray_ipc_send); with
+ *                                  HURRAY_IPC_ZERO_COPY_ONLY, an element
+ *                                  whose memory is not shareable
+ *   HURRAY_ERR_OVERFLOW            the copies pass 2^62 bytes
+ *   HURRAY_ERR_OUT_OF_MEMORY       bookkeeping, or the copy region
+ *   HURRAY_ERR_IPC                 pipe2, dup, open, memfd_create, mmap or
+ *                                  epoll failed (errno in the message)
+ *   HURRAY_ERR_RELEASED            checking mode: an element already
+ *                                  released
+ * On failure: nothing consumed, *out untouched, no fd or copy left.
+ * Threads: safe from any thread; the elements must not be used by other
+ *   threads during the call. The producers' releases run later, on the
+ *   watcher thread (ipc §5).
+ * Spec: docs/impl/ipc.md §10. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_export_set(hurray_buffer *srcs, size_t n,
+                                                          uint32_t options,
+                                                          hurray_ipc_set_message **out,
+                                                          size_t *failed_index);
+
+/* What of a set message must travel: its descriptor bytes and its fds, both
+ * still owned by the message (valid until it is discarded). A transport
+ * other than hurray_ipc_send_set carries the bytes and passes the fds (to a
+ * forked child, or with SCM_RIGHTS in records of at most 253 fds), then
+ * discards the message.
+ *
+ * Parameters:
+ *   m      [in]   the message; not consumed
+ *   bytes  [out]  the descriptor
+ *   size   [out]  its length in bytes
+ *   fds    [out]  the fds, 2 per region (memfd, lifetime)
+ *   nfds   [out]  their number
+ * Returns: HURRAY_OK, or HURRAY_ERR_INVALID_ARGUMENT when any argument is
+ *   NULL.
+ * On failure: nothing written.
+ * Threads: safe from any thread while m lives.
+ * Spec: docs/impl/ipc.md §10. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_set_message_parts(const hurray_ipc_set_message *m,
+                                                                 const uint8_t **bytes,
+                                                                 size_t *size, const int32_t **fds,
+                                                                 size_t *nfds);
+
+/* Closes a set message's fds and frees it. Once the receiver's copies of
+ * the fds are gone too (never sent, or refused by the import), each
+ * region's sender reference comes back through its lifetime pipe.
+ *
+ * Parameters:
+ *   m  [in, consumed]  the message, or NULL (nothing done)
+ * Returns: HURRAY_OK.
+ * On failure: never fails.
+ * Threads: safe from any thread; m must not be used afterwards.
+ * Spec: docs/impl/ipc.md §10. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_set_message_discard(hurray_ipc_set_message *m);
+
+/* Imports a set from its received descriptor bytes and fds. The descriptor
+ * is checked in full before any fd is used (ipc §10.2), then each region's
+ * fds (a sealed memfd large enough for the region, opened read-write
+ * unless the region is read-only; the write end of a pipe; no fd named
+ * twice; the regions together within HURRAY_IPC_MAX_BYTES or physical
+ * memory), then each region is mapped once.
+ *
+ * Parameters:
+ *   bytes     [in]   the descriptor, `size` bytes
+ *   size      [in]
+ *   fds       [in, consumed]  nfds fds, ALWAYS consumed: kept by the
+ *                    handles on success, closed on any failure; each entry
+ *                    is set to -1
+ *   nfds      [in]   at most HURRAY_IPC_SET_MAX_FDS
+ *   out       [out]  room for `capacity` handles; out[0..*count) written
+ *                    only on success, in the sender's order; each is owned
+ *                    by the caller, may be shared, exported and sent on
+ *                    (alone or in a set: one region again)
+ *   capacity  [in]   handles out can hold (out may be NULL when 0)
+ *   count     [out]  on success the number of handles; when capacity is
+ *                    too small, the number needed
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT    count or bytes NULL; fds NULL with
+ *                                  nfds > 0 (nothing closed); out NULL with
+ *                                  capacity > 0; nfds beyond
+ *                                  HURRAY_IPC_SET_MAX_FDS; capacity below
+ *                                  the set's handles (*count says how many
+ *                                  are needed); an entry's ndim
+ *   HURRAY_ERR_UNSUPPORTED_VERSION the set version is not
+ *                                  HURRAY_IPC_SET_WIRE_VERSION
+ *   HURRAY_ERR_UNSUPPORTED_DTYPE   an entry's dtype
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  an entry not on kDLCPU 0
+ *   HURRAY_ERR_OVERFLOW            an entry's extent beyond 64 bits
+ *   HURRAY_ERR_OUT_OF_MEMORY       bookkeeping or mapping
+ *   HURRAY_ERR_IPC                 any other field of the descriptor, in
+ *                                  the order of ipc §10.2 (the message
+ *                                  names it and its value); an fd that is
+ *                                  not what its region needs; a failed
+ *                                  mmap
+ * On failure: every fd closed, nothing mapped, out untouched (but for
+ *   *count on a too small capacity).
+ * Threads: safe from any thread; the handles may be released from any
+ *   thread, in any order.
+ * Spec: docs/impl/ipc.md §10. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_import_set(const uint8_t *bytes, size_t size,
+                                                          int32_t *fds, size_t nfds,
+                                                          hurray_buffer *out, size_t capacity,
+                                                          size_t *count);
+
+/* hurray_ipc_export_set, then the message on a connected AF_UNIX
+ * SOCK_STREAM or SOCK_SEQPACKET socket (peer of the same uid, ipc §7), in
+ * records of at most HURRAY_IPC_SET_FDS_PER_RECORD fds and 32 KiB each
+ * (one record when it fits; a set of more than 126 distinct allocations
+ * takes several), then the local fds are closed. Blocks until all is
+ * written.
+ *
+ * Parameters:
+ *   socket_fd     [in]  the socket; not closed
+ *   srcs          [in, consumed on success]  as for hurray_ipc_export_set
+ *   n             [in]  as for hurray_ipc_export_set
+ *   options       [in]  as for hurray_ipc_export_set
+ *   failed_index  [out, optional]  as for hurray_ipc_export_set
+ *                       (HURRAY_BATCH_NO_INDEX for a socket failure)
+ * Returns: HURRAY_OK, or the errors of hurray_ipc_export_set, and
+ *   HURRAY_ERR_IPC  not such a socket; the peer's uid is not geteuid();
+ *                   sendmsg failed (errno in the message)
+ * On failure: nothing consumed, no fd left open; a message cut short after
+ *   its first record cannot be imported (the receiver refuses it).
+ * Threads: safe from any thread; two threads must not send on one socket
+ *   at once.
+ * Spec: docs/impl/ipc.md §10. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_send_set(int socket_fd, hurray_buffer *srcs,
+                                                        size_t n, uint32_t options,
+                                                        size_t *failed_index);
+
+/* Receives one set sent by hurray_ipc_send_set and imports it, with the
+ * waiting rules of hurray_ipc_recv. The set's header is peeked first: a
+ * header that is refused, or a set of more handles than `capacity`,
+ * consumes nothing (the message stays on the socket).
+ *
+ * Parameters:
+ *   socket_fd  [in]   a connected AF_UNIX SOCK_STREAM or SOCK_SEQPACKET
+ *                     socket; not closed
+ *   out        [out]  room for `capacity` handles, as for
+ *                     hurray_ipc_import_set
+ *   capacity   [in]   as for hurray_ipc_import_set
+ *   count      [out]  as for hurray_ipc_import_set
+ * Returns: HURRAY_OK, or
+ *   HURRAY_ERR_INVALID_ARGUMENT  count NULL; out NULL with capacity > 0;
+ *                                capacity below the set's handles (*count
+ *                                is the number needed; nothing consumed)
+ *   HURRAY_ERR_IPC_CLOSED        the peer closed before a message began
+ *   HURRAY_ERR_IPC_TIMEOUT       no message began in time (nothing read)
+ *   HURRAY_ERR_IPC               not such a socket or peer; the next
+ *                                message is a single handle's (receive it
+ *                                with hurray_ipc_recv) or its header is
+ *                                malformed (nothing consumed: close the
+ *                                connection); recvmsg failed; the rest of
+ *                                the message did not come in time, or more
+ *                                or fewer fds came than the header says
+ *   HURRAY_ERR_UNSUPPORTED_VERSION  the set version (nothing consumed)
+ *   or any error of hurray_ipc_import_set.
+ * On failure: every fd received closed, nothing mapped; out untouched.
+ * Threads: safe from any thread; two threads must not receive on one
+ *   socket at once.
+ * Spec: docs/impl/ipc.md §10. */
+HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_recv_set(int socket_fd, hurray_buffer *out,
+                                                        size_t capacity, size_t *count);
+
 /* ===========================================================================
  * Checking mode (c-ffi §9)
  *
@@ -2088,6 +2314,17 @@ typedef struct hurray_api {
   /* Tensor groups (c-ffi §6.2) */
   int32_t (*alloc_group)(hurray_device device, size_t n, const hurray_tensor_desc *descs,
                          uint64_t flags, void *stream, hurray_buffer *out, size_t *failed_index);
+  /* A set of handles in one message (docs/impl/ipc.md §10) */
+  int32_t (*ipc_export_set)(hurray_buffer *srcs, size_t n, uint32_t options,
+                            hurray_ipc_set_message **out, size_t *failed_index);
+  int32_t (*ipc_set_message_parts)(const hurray_ipc_set_message *m, const uint8_t **bytes,
+                                   size_t *size, const int32_t **fds, size_t *nfds);
+  int32_t (*ipc_set_message_discard)(hurray_ipc_set_message *m);
+  int32_t (*ipc_import_set)(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds,
+                            hurray_buffer *out, size_t capacity, size_t *count);
+  int32_t (*ipc_send_set)(int socket_fd, hurray_buffer *srcs, size_t n, uint32_t options,
+                          size_t *failed_index);
+  int32_t (*ipc_recv_set)(int socket_fd, hurray_buffer *out, size_t capacity, size_t *count);
   /* --- Members of later minor versions are appended here. --------------- */
 } hurray_api;
 

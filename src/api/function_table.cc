@@ -57,7 +57,13 @@ namespace {
   X(from_dlpack_n)                  \
   X(to_dlpack_versioned_n)          \
   X(to_dlpack_n)                    \
-  X(alloc_group)
+  X(alloc_group)                    \
+  X(ipc_export_set)                 \
+  X(ipc_set_message_parts)          \
+  X(ipc_set_message_discard)        \
+  X(ipc_import_set)                 \
+  X(ipc_send_set)                   \
+  X(ipc_recv_set)
 
 // Position of each member in the list, from 0.
 enum MemberIndex : size_t {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 
+#include "api/view.h"
 #include "checking/checking.h"
 #include "common/block_cache.h"
 #include "common/error.h"
@@ -35,11 +36,12 @@ inline size_t view_block_bytes(int32_t ndim) {
 
 // The view of a checked, live *src (its producer's release_fn, not the
 // checker's): every check, then the block; *src is emptied only on success.
-int32_t make_view(hurray_buffer *src, const hurray_view_desc &desc, hurray_buffer *out) {
+int32_t make_view(hurray_buffer *src, const hurray_view_desc &desc, hurray_buffer *out,
+                  bool any_flags = false) {
   hurray_extent se;
   int32_t st = check_handle_exact(src, "src", &se);
   if (st != HURRAY_OK) return st;
-  if ((desc.flags & ~kViewFlags) != 0) {
+  if (!any_flags && (desc.flags & ~kViewFlags) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT,
                 "desc.flags 0x%" PRIx64
                 " has bits other than HURRAY_FLAG_READ_ONLY and HURRAY_FLAG_SUBBYTE_PADDED (a "
@@ -143,6 +145,11 @@ int32_t view_tracked(hurray_buffer *src, const hurray_view_desc &desc, hurray_bu
 }
 
 }  // namespace
+
+int32_t view_with_flags(hurray_buffer *src, const hurray_view_desc &desc, hurray_buffer *out) {
+  return make_view(src, desc, out, true);
+}
+
 }  // namespace hurray::detail
 
 extern "C" {

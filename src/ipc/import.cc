@@ -26,6 +26,8 @@ namespace {
 // positive number of bytes, else this machine's physical memory (a sender
 // could otherwise hand over a sparse memfd of any size, whose pages the
 // receiver's reads would fault in and be charged for).
+}  // namespace
+
 uint64_t map_limit(bool *from_env) {
   const char *env = std::getenv("HURRAY_IPC_MAX_BYTES");
   // Decimal digits only: strtoull alone would take "-1" as 2^64 - 1 (no
@@ -47,24 +49,26 @@ uint64_t map_limit(bool *from_env) {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
-int32_t check_memfd(int fd, const WireDesc &d) {
+int32_t check_memfd(int fd, size_t index, const WireDesc &d, uint64_t limit, bool from_env) {
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
-    return fail(HURRAY_ERR_IPC, "fds[0] (%d) is not an open file: %s", fd,
+    return fail(HURRAY_ERR_IPC, "fds[%zu] (%d) is not an open file: %s", index, fd,
                 std::strerror(fd < 0 ? EBADF : errno));
   }
-  if (!S_ISREG(st.st_mode)) return fail(HURRAY_ERR_IPC, "fds[0] is not a memfd (not a file)");
+  if (!S_ISREG(st.st_mode)) {
+    return fail(HURRAY_ERR_IPC, "fds[%zu] is not a memfd (not a file)", index);
+  }
   const int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0) {
-    return fail(HURRAY_ERR_IPC, "fds[0] is not a memfd (F_GET_SEALS: %s)", std::strerror(errno));
+    return fail(HURRAY_ERR_IPC, "fds[%zu] is not a memfd (F_GET_SEALS: %s)", index,
+                std::strerror(errno));
   }
   if ((seals & F_SEAL_SHRINK) == 0) {
     return fail(HURRAY_ERR_IPC,
-                "fds[0] is a memfd not sealed against shrinking (F_SEAL_SHRINK): its sender "
-                "could cut the pages from under the mapping");
+                "fds[%zu] is a memfd not sealed against shrinking (F_SEAL_SHRINK): its sender "
+                "could cut the pages from under the mapping",
+                index);
   }
-  bool from_env = false;
-  const uint64_t limit = map_limit(&from_env);
   if (d.region_length > limit) {
     return fail(HURRAY_ERR_IPC,
                 "the message's region is %" PRIu64 " bytes, more than %s (%" PRIu64
@@ -80,13 +84,17 @@ int32_t check_memfd(int fd, const WireDesc &d) {
                 d.region_offset, d.region_length, size);
   }
   const int mode = fcntl(fd, F_GETFL);
-  if (mode < 0) return fail(HURRAY_ERR_IPC, "fcntl(F_GETFL) of fds[0]: %s", std::strerror(errno));
+  if (mode < 0) {
+    return fail(HURRAY_ERR_IPC, "fcntl(F_GETFL) of fds[%zu]: %s", index, std::strerror(errno));
+  }
   if ((mode & O_ACCMODE) == O_RDONLY && (d.flags & HURRAY_FLAG_READ_ONLY) == 0) {
     return fail(HURRAY_ERR_IPC,
-                "fds[0] is open read-only but the descriptor lacks HURRAY_FLAG_READ_ONLY");
+                "fds[%zu] is open read-only but the descriptor lacks HURRAY_FLAG_READ_ONLY", index);
   }
   return HURRAY_OK;
 }
+
+namespace {
 
 // Maps the checked message; on success the block owns both fds.
 int32_t map_message(const WireDesc &d, int memfd, int lifetime_fd, hurray_buffer *out) {
@@ -139,7 +147,9 @@ int32_t import_message(hurray_ipc_message *m, void *stream, uint64_t conn, hurra
   int32_t st = decode_descriptor(m->bytes, m->size, m->nfds, &d);
   if (st != HURRAY_OK) return st;
   if (is_gpu_ipc_kind(d.kind)) return import_gpu(d, m, stream, conn, out);
-  st = check_memfd(m->fds[0], d);
+  bool from_env = false;
+  const uint64_t limit = map_limit(&from_env);
+  st = check_memfd(m->fds[0], 0, d, limit, from_env);
   if (st != HURRAY_OK) return st;
   st = check_lifetime_fd(m->fds[1], 1);
   if (st != HURRAY_OK) return st;

@@ -62,6 +62,14 @@ int32_t import_message(hurray_ipc_message *m, void *stream, uint64_t conn, hurra
 // the message carries as fds[index]; else HURRAY_ERR_IPC.
 int32_t check_lifetime_fd(int fd, int index);
 
+// The largest region a receiver maps (HURRAY_IPC_MAX_BYTES, else the
+// machine's physical memory); *from_env says which (import.cc).
+uint64_t map_limit(bool *from_env);
+// The memfd a received message carries as fds[index] for the region of `d`
+// (ipc.md §3.2, step 9; `limit` from map_limit). HURRAY_OK or
+// HURRAY_ERR_IPC with the message set.
+int32_t check_memfd(int fd, size_t index, const WireDesc &d, uint64_t limit, bool from_env);
+
 // Closes m->fds[0..min(nfds, HURRAY_IPC_MAX_FDS)) and sets nfds to 0.
 void close_message_fds(hurray_ipc_message *m);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cinttypes>
+#include <cstdlib>
 #include <cstring>
 
 #include "checking/checking.h"
@@ -23,6 +24,8 @@
 #include "ipc/message.h"
 #include "ipc/peer.h"
 #include "ipc/pool_peers.h"
+#include "ipc/set.h"
+#include "ipc/set_wire.h"
 #include "ipc/wire.h"
 
 namespace hurray::detail {
@@ -67,28 +70,32 @@ void wait_for(int fd, short events) {
   }
 }
 
-int32_t send_message(int fd, bool seqpacket, const hurray_ipc_message &m) {
+// One record: bytes[0..size) with fds[0..nfds) (at most
+// HURRAY_IPC_SET_FDS_PER_RECORD) as SCM_RIGHTS on its first bytes. `who`
+// names the public call in messages.
+int32_t send_record(int fd, bool seqpacket, const uint8_t *bytes, size_t size, const int *fds,
+                    size_t nfds, const char *who) {
   union {
     cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_MAX_FDS)];
+    char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_SET_FDS_PER_RECORD)];
   } control;
   std::memset(&control, 0, sizeof control);
   size_t sent = 0;
-  bool fds_sent = false;
-  while (sent < m.size) {
-    iovec iov{const_cast<uint8_t *>(m.bytes) + sent, m.size - sent};
+  bool fds_sent = nfds == 0;
+  while (sent < size) {
+    iovec iov{const_cast<uint8_t *>(bytes) + sent, size - sent};
     msghdr msg;
     std::memset(&msg, 0, sizeof msg);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     if (!fds_sent) {
       msg.msg_control = control.buf;
-      msg.msg_controllen = CMSG_SPACE(sizeof(int) * m.nfds);
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
       cmsghdr *c = CMSG_FIRSTHDR(&msg);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * m.nfds);
-      std::memcpy(CMSG_DATA(c), m.fds, sizeof(int) * m.nfds);
+      c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+      std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
     }
     const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0) {
@@ -97,18 +104,20 @@ int32_t send_message(int fd, bool seqpacket, const hurray_ipc_message &m) {
         wait_for(fd, POLLOUT);
         continue;
       }
-      return fail(HURRAY_ERR_IPC,
-                  "hurray_ipc_send: sendmsg failed after %zu of %" PRIu32 " bytes: %s", sent,
-                  m.size, std::strerror(errno));
+      return fail(HURRAY_ERR_IPC, "%s: sendmsg failed after %zu of %zu bytes: %s", who, sent, size,
+                  std::strerror(errno));
     }
     fds_sent = true;
     sent += static_cast<size_t>(n);
-    if (seqpacket && sent < m.size) {
-      return fail(HURRAY_ERR_IPC, "hurray_ipc_send: the seqpacket record was cut to %zu bytes",
-                  sent);
+    if (seqpacket && sent < size) {
+      return fail(HURRAY_ERR_IPC, "%s: the seqpacket record was cut to %zu bytes", who, sent);
     }
   }
   return HURRAY_OK;
+}
+
+int32_t send_message(int fd, bool seqpacket, const hurray_ipc_message &m) {
+  return send_record(fd, seqpacket, m.bytes, m.size, m.fds, m.nfds, "hurray_ipc_send");
 }
 
 // How the receiving socket waits: O_NONBLOCK, and SO_RCVTIMEO in
@@ -136,10 +145,14 @@ RecvWait recv_wait_of(int fd) {
 // below the socket's buffer, so the rest is normally there already).
 constexpr int kPartialWaitMs = 1000;
 
-// fds received so far; extra ones are closed at once and remembered.
+// fds received so far, into `fds` (room for `cap`); extra ones are closed
+// at once and remembered. A single message's fit in the inline array; a
+// set's receive points `fds` at room for its header's count.
 struct ReceivedFds {
-  int fds[HURRAY_IPC_MAX_FDS];
-  uint32_t n = 0;
+  int inline_fds[HURRAY_IPC_MAX_FDS];
+  int *fds = inline_fds;
+  size_t cap = HURRAY_IPC_MAX_FDS;
+  size_t n = 0;
   bool too_many = false;
   void take(const msghdr &msg) {
     if ((msg.msg_flags & MSG_CTRUNC) != 0) too_many = true;
@@ -150,7 +163,7 @@ struct ReceivedFds {
       for (size_t i = 0; i < count; ++i) {
         int fd;
         std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        if (n < HURRAY_IPC_MAX_FDS) {
+        if (n < cap) {
           fds[n++] = fd;
         } else {
           close(fd);
@@ -160,10 +173,14 @@ struct ReceivedFds {
     }
   }
   void close_all() {
-    for (uint32_t i = 0; i < n; ++i) close(fds[i]);
+    for (size_t i = 0; i < n; ++i) close(fds[i]);
     n = 0;
   }
 };
+
+// The most fds one record carries (the kernel's SCM_MAX_FD); a receive has
+// room for them all, so that none is cut off before it is counted.
+constexpr size_t kScmMaxFd = 253;
 
 constexpr ssize_t kNothingYet = -2;  // nothing of a message arrived in time
 constexpr ssize_t kStalled = -3;     // the rest of a begun message did not
@@ -187,7 +204,7 @@ ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_f
     cmsghdr align;
     // Room for the kernel's credentials too: with SO_PASSCRED set on the
     // socket every message carries an SCM_CREDENTIALS message beside ours.
-    char buf[CMSG_SPACE(sizeof(int) * HURRAY_IPC_MAX_FDS) + CMSG_SPACE(sizeof(ucred))];
+    char buf[CMSG_SPACE(sizeof(int) * kScmMaxFd) + CMSG_SPACE(sizeof(ucred))];
   } control;
   const bool timed = wait.nonblocking || wait.timeout_ms > 0;
   for (;;) {
@@ -325,6 +342,107 @@ int32_t recv_message(int fd, bool seqpacket, const RecvWait &wait, hurray_ipc_me
   return HURRAY_OK;
 }
 
+// A set message's bytes per record (below any socket's send buffer, so a
+// seqpacket record is never refused for its size).
+constexpr size_t kSetRecordBytes = 32768;
+
+// The set message in records (docs/impl/ipc.md §10.3): as few as allow at
+// most HURRAY_IPC_SET_FDS_PER_RECORD fds and kSetRecordBytes bytes each,
+// bytes and fds spread evenly, so that every record has bytes for its fds
+// and the first holds the whole header.
+int32_t send_set_records(int fd, bool seqpacket, const hurray_ipc_set_message &m) {
+  const size_t per = HURRAY_IPC_SET_FDS_PER_RECORD;
+  size_t records = (m.nfds + per - 1) / per;
+  const size_t by_bytes = (m.size + kSetRecordBytes - 1) / kSetRecordBytes;
+  if (by_bytes > records) records = by_bytes;
+  if (records == 0) records = 1;
+  for (size_t r = 0; r < records; ++r) {
+    const size_t b0 = m.size * r / records, b1 = m.size * (r + 1) / records;
+    const size_t f0 = m.nfds * r / records, f1 = m.nfds * (r + 1) / records;
+    const int32_t st = send_record(fd, seqpacket, m.bytes + b0, b1 - b0, m.fds + f0, f1 - f0,
+                                   "hurray_ipc_send_set");
+    if (st != HURRAY_OK) return st;
+  }
+  return HURRAY_OK;
+}
+
+// Peeks the set header (kSetHeaderSize bytes) without consuming anything:
+// waits as hurray_ipc_recv waits for a message to begin, then at most the
+// rest's time for the whole header.
+int32_t peek_set_header(int fd, bool seqpacket, const RecvWait &wait, uint8_t *hdr, size_t *got) {
+  const bool timed = wait.nonblocking || wait.timeout_ms > 0;
+  int64_t deadline = 0, partial_deadline = 0;
+  for (;;) {
+    const ssize_t n = recv(fd, hdr, kSetHeaderSize, MSG_PEEK | (timed ? MSG_DONTWAIT : 0));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        return fail(HURRAY_ERR_IPC, "hurray_ipc_recv_set: recv failed: %s", std::strerror(errno));
+      }
+      if (wait.nonblocking && wait.timeout_ms == 0) return nothing_yet(wait);
+      if (deadline == 0) deadline = now_ms() + wait.timeout_ms;
+      const int64_t left = deadline - now_ms();
+      if (left <= 0) return nothing_yet(wait);
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left > INT32_MAX ? INT32_MAX : left)) < 0 &&
+          errno != EINTR) {
+        return fail(HURRAY_ERR_IPC, "hurray_ipc_recv_set: poll failed: %s", std::strerror(errno));
+      }
+      continue;
+    }
+    if (n == 0) {
+      if (!seqpacket || peer_gone(fd)) {
+        return fail(HURRAY_ERR_IPC_CLOSED, "hurray_ipc_recv_set: the peer closed the connection");
+      }
+      char c;
+      (void)recv(fd, &c, 0, MSG_DONTWAIT);  // the empty record
+      return fail(HURRAY_ERR_IPC,
+                  "hurray_ipc_recv_set: an empty record arrived (no hurray message; it was "
+                  "consumed, and the connection is usable)");
+    }
+    *got = static_cast<size_t>(n);
+    if (*got >= kSetHeaderSize || seqpacket) return HURRAY_OK;
+    // A stream whose header has begun: the rest of it, briefly.
+    if (partial_deadline == 0) {
+      partial_deadline = now_ms() + (wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs);
+    }
+    if (now_ms() >= partial_deadline) return HURRAY_OK;  // the decoder says what is missing
+    timespec t{0, 1000000};
+    nanosleep(&t, nullptr);
+  }
+}
+
+// Reads the whole set message (its header peeked and checked) into buf,
+// its fds into fds.
+int32_t recv_set_message(int fd, bool seqpacket, const RecvWait &wait, uint8_t *buf, size_t total,
+                         ReceivedFds *fds) {
+  size_t got = 0;
+  int64_t deadline = 0;
+  while (got < total) {
+    int flags = 0;
+    const ssize_t n = recv_once(fd, buf + got, total - got, fds, &flags, true, wait, &deadline);
+    if (n == kStalled || n == kNothingYet) return stalled(got, total, wait);
+    if (n < 0) {
+      return fail(HURRAY_ERR_IPC, "hurray_ipc_recv_set: recvmsg failed after %zu bytes: %s", got,
+                  std::strerror(errno));
+    }
+    if (n == 0) {
+      return fail(HURRAY_ERR_IPC,
+                  "hurray_ipc_recv_set: the connection ended inside a set message (%zu of %zu "
+                  "bytes)",
+                  got, total);
+    }
+    if (seqpacket && (flags & MSG_TRUNC) != 0) {
+      return fail(HURRAY_ERR_IPC,
+                  "hurray_ipc_recv_set: a record is longer than the rest of the set message "
+                  "(%zu bytes): the connection is out of step, close it",
+                  total - got);
+    }
+    got += static_cast<size_t>(n);
+  }
+  return HURRAY_OK;
+}
+
 }  // namespace
 }  // namespace hurray::detail
 
@@ -386,11 +504,98 @@ HURRAY_API int32_t hurray_ipc_recv(int socket_fd, hurray_buffer *out) {
     if (st == HURRAY_ERR_IPC_CLOSED) forget_connection(conn);
     return st;
   }
-  m.nfds = fds.n;
+  m.nfds = static_cast<uint32_t>(fds.n);
   for (uint32_t i = 0; i < HURRAY_IPC_MAX_FDS; ++i) m.fds[i] = i < fds.n ? fds.fds[i] : -1;
   st = import_message(&m, nullptr, conn, out);
   if (st != HURRAY_OK) close_message_fds(&m);
   return check::produced(st, out, 1, "hurray_ipc_import");
+}
+
+}  // extern "C"
+
+extern "C" {
+
+HURRAY_API int32_t hurray_ipc_send_set(int socket_fd, hurray_buffer *srcs, size_t n,
+                                       uint32_t options, size_t *failed_index) {
+  using namespace hurray::detail;
+  bool seqpacket = false;
+  int32_t st = check_socket(socket_fd, "hurray_ipc_send_set", &seqpacket);
+  if (st != HURRAY_OK) {
+    if (failed_index != nullptr) *failed_index = HURRAY_BATCH_NO_INDEX;
+    return st;
+  }
+  struct Args {
+    int fd;
+    bool seqpacket;
+  } args{socket_fd, seqpacket};
+  hurray_ipc_set_message *m = nullptr;
+  st = export_set(
+      srcs, n, options, failed_index, "hurray_ipc_send_set",
+      [](const hurray_ipc_set_message &msg, void *ctx) {
+        auto *a = static_cast<Args *>(ctx);
+        return send_set_records(a->fd, a->seqpacket, msg);
+      },
+      &args, &m);
+  // The kernel holds its own copies of the fds now (in flight, then the
+  // peer's): ours go.
+  if (st == HURRAY_OK) {
+    const int32_t closed = hurray_ipc_set_message_discard(m);  // never fails
+    (void)closed;
+  }
+  return st;
+}
+
+HURRAY_API int32_t hurray_ipc_recv_set(int socket_fd, hurray_buffer *out, size_t capacity,
+                                       size_t *count) {
+  using namespace hurray::detail;
+  if (count == nullptr) return fail(HURRAY_ERR_INVALID_ARGUMENT, "count is NULL");
+  if (out == nullptr && capacity > 0) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT, "out is NULL while capacity is %zu", capacity);
+  }
+  bool seqpacket = false;
+  int32_t st = check_socket(socket_fd, "hurray_ipc_recv_set", &seqpacket);
+  if (st != HURRAY_OK) return st;
+  const RecvWait wait = recv_wait_of(socket_fd);
+  uint8_t hdr[kSetHeaderSize];
+  size_t got = 0;
+  st = peek_set_header(socket_fd, seqpacket, wait, hdr, &got);
+  if (st != HURRAY_OK) return st;
+  SetHeader h;
+  st = decode_set_header(hdr, got, false, &h);
+  if (st != HURRAY_OK) return st;  // nothing consumed
+  if (h.n_entries > capacity) {
+    *count = h.n_entries;
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "hurray_ipc_recv_set: the set has %" PRIu32
+                " handles, out has room for %zu "
+                "(*count says how many; nothing consumed)",
+                h.n_entries, capacity);
+  }
+  void *mem = std::malloc(h.total_size + sizeof(int) * h.nfds);
+  if (mem == nullptr) {
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %" PRIu32 " bytes to receive a set",
+                h.total_size);
+  }
+  auto *fdbuf = static_cast<int *>(mem);
+  auto *buf = reinterpret_cast<uint8_t *>(fdbuf + h.nfds);
+  ReceivedFds fds;
+  fds.fds = fdbuf;
+  fds.cap = h.nfds;
+  st = recv_set_message(socket_fd, seqpacket, wait, buf, h.total_size, &fds);
+  if (st == HURRAY_OK && (fds.too_many || fds.n != h.nfds)) {
+    st = fail(HURRAY_ERR_IPC,
+              "hurray_ipc_recv_set: the set message brought %s%zu fds, its header says %" PRIu32
+              " (the receiver's RLIMIT_NOFILE may be too low)",
+              fds.too_many ? "more than " : "", fds.n, h.nfds);
+  }
+  if (st != HURRAY_OK) {
+    fds.close_all();
+    std::free(mem);
+    return st;
+  }
+  st = import_set(buf, h.total_size, fdbuf, fds.n, out, capacity, count);
+  std::free(mem);
+  return check::produced(st, out, st == HURRAY_OK ? *count : 0, "hurray_ipc_recv_set");
 }
 
 }  // extern "C"

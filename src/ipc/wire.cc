@@ -166,6 +166,13 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                 kWirePrefixSize);
   }
   const uint32_t magic = get_u32(bytes + kOffMagic);
+  if (magic == kWireSetMagic) {
+    return fail(HURRAY_ERR_IPC,
+                "descriptor magic is 0x%08" PRIx32
+                " (\"HRIS\"): a set of handles, which "
+                "hurray_ipc_import_set / hurray_ipc_recv_set read (docs/impl/ipc.md §10)",
+                magic);
+  }
   if (magic != kWireMagic) {
     return fail(HURRAY_ERR_IPC,
                 "descriptor magic is 0x%08" PRIx32 ", not 0x%08" PRIx32 " (not a hurray message)",
@@ -280,6 +287,14 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
     d.strides[i] = static_cast<int64_t>(
         get_u64(bytes + kWireHeaderSize + 8 * static_cast<size_t>(d.ndim + i)));
   }
+  st = check_tensor_in_region(d, "descriptor");
+  if (st != HURRAY_OK) return st;
+  *out = d;
+  return HURRAY_OK;
+}
+
+int32_t check_tensor_in_region(const WireDesc &d, const char *who) {
+  int32_t st = HURRAY_OK;
   // The tensor as a handle would be checked; any non-NULL address stands in
   // for the mapping not made yet.
   static char placeholder;
@@ -293,21 +308,20 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
                   d.strides,
                   d.flags};
   hurray_extent e;
-  st = check_desc_exact(desc, "descriptor", true, &e);
+  st = check_desc_exact(desc, who, true, &e);
   if (st != HURRAY_OK) return st;
 
-  if (d.region_length == 0) return fail(HURRAY_ERR_IPC, "descriptor region_length is 0");
+  if (d.region_length == 0) return fail(HURRAY_ERR_IPC, "%s region_length is 0", who);
   uint64_t region_end;
   if (__builtin_add_overflow(d.region_offset, d.region_length, &region_end) ||
       region_end > static_cast<uint64_t>(INT64_MAX)) {
     return fail(HURRAY_ERR_IPC,
-                "descriptor region [%" PRIu64 ", +%" PRIu64 ") is beyond the largest file offset",
+                "%s region [%" PRIu64 ", +%" PRIu64 ") is beyond the largest file offset", who,
                 d.region_offset, d.region_length);
   }
   if (d.data_offset < d.region_offset || d.data_offset > region_end) {
     return fail(HURRAY_ERR_IPC,
-                "descriptor data_offset %" PRIu64 " is outside the region [%" PRIu64 ", +%" PRIu64
-                ")",
+                "%s data_offset %" PRIu64 " is outside the region [%" PRIu64 ", +%" PRIu64 ")", who,
                 d.data_offset, d.region_offset, d.region_length);
   }
   // Bytes [data_offset + lowest, data_offset + highest) within the region;
@@ -319,12 +333,11 @@ int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, Wire
   };
   if (e.numel > 0 && !(fits(e.lowest) && fits(e.highest))) {
     return fail(HURRAY_ERR_IPC,
-                "descriptor elements span bytes [%lld, %lld) of data, outside the region "
+                "%s elements span bytes [%lld, %lld) of data, outside the region "
                 "[%" PRIu64 ", +%" PRIu64 ") with data at %" PRIu64,
-                static_cast<long long>(e.lowest), static_cast<long long>(e.highest),
+                who, static_cast<long long>(e.lowest), static_cast<long long>(e.highest),
                 d.region_offset, d.region_length, d.data_offset);
   }
-  *out = d;
   return HURRAY_OK;
 }
 

@@ -16,6 +16,9 @@ namespace hurray::detail {
 constexpr uint32_t kWireMagic = 0x50495248u;  // "HRIP" in little-endian byte order
 constexpr uint32_t kWireHeaderSize = 80;      // fixed part; shape and strides follow
 constexpr uint32_t kWirePrefixSize = 16;      // magic, version, header size, total size
+// A set of handles in one message (set_wire.h, docs/impl/ipc.md §10) has
+// a magic of its own and the same 16-byte prefix.
+constexpr uint32_t kWireSetMagic = 0x53495248u;  // "HRIS" in little-endian byte order
 
 // Kinds of memory (the `kind` field), docs/impl/ipc.md §3.1 and §6.1.
 enum WireKind : uint32_t {
@@ -130,6 +133,13 @@ uint32_t encode_descriptor(const WireDesc &d, uint8_t *out);
 // not looked at (import does that). Status and message as
 // hurray_ipc_import documents; *out written only on success.
 int32_t decode_descriptor(const uint8_t *bytes, size_t size, uint32_t nfds, WireDesc *out);
+
+// The tensor part of a decoded descriptor (kind 1, or a set's entry with
+// its region filled in): dtype, shape and strides as a handle would be
+// checked (`who` names it in the message), the region non-empty and within
+// signed 64-bit file offsets, data_offset inside it and every byte the
+// elements touch inside it (ipc.md §3.2, steps 7 and 8). Pure.
+int32_t check_tensor_in_region(const WireDesc &d, const char *who);
 
 // The handle a received descriptor describes, for both kinds of import:
 // data is where element 0 minus byte_offset lies in this process; `dims`

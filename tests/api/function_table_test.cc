@@ -84,6 +84,12 @@ std::vector<Member> members(const hurray_api *api) {
       MEMBER(to_dlpack_versioned_n),
       MEMBER(to_dlpack_n),
       MEMBER(alloc_group),
+      MEMBER(ipc_export_set),
+      MEMBER(ipc_set_message_parts),
+      MEMBER(ipc_set_message_discard),
+      MEMBER(ipc_import_set),
+      MEMBER(ipc_send_set),
+      MEMBER(ipc_recv_set),
   };
 }
 #undef MEMBER
@@ -110,7 +116,7 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   const hurray_api *api = get_table();
   ASSERT_NE(api, nullptr);
   const size_t n = members(api).size();
-  EXPECT_EQ(n, 42u);
+  EXPECT_EQ(n, 48u);
   // Header: struct_size, abi_version, reserved, extension_start (c-ffi §8.1).
   const size_t header = 2 * sizeof(size_t) + sizeof(void *);
   EXPECT_EQ(offsetof(hurray_api, extension_start), 2 * sizeof(size_t));
@@ -124,10 +130,11 @@ TEST(ApiTable, SizeIsTheHeaderPlusOnePointerPerPublicFunction) {
   EXPECT_EQ(offsetof(hurray_api, check_version), header + 1 * sizeof(AnyFn));
   EXPECT_EQ(offsetof(hurray_api, check_label), header + 24 * sizeof(AnyFn));
   EXPECT_EQ(offsetof(hurray_api, ipc_import_async), header + 31 * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, event_release), header + (n - 8) * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, retire_deferred_frees), header + (n - 7) * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, to_dlpack_n), header + (n - 2) * sizeof(AnyFn));
-  EXPECT_EQ(offsetof(hurray_api, alloc_group), header + (n - 1) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, event_release), header + (n - 14) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, retire_deferred_frees), header + (n - 13) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, to_dlpack_n), header + (n - 8) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, alloc_group), header + (n - 7) * sizeof(AnyFn));
+  EXPECT_EQ(offsetof(hurray_api, ipc_recv_set), header + (n - 1) * sizeof(AnyFn));
 }
 
 TEST(ApiTable, HasSaysWhichMembersFitInStructSize) {
