@@ -64,6 +64,7 @@ from ._paths import (  # noqa: F401
     get_library,
     get_pkgconfig_dir,
 )
+from ._sets import BufferDict, BufferList  # noqa: F401
 
 # Registers the multiprocessing reducer once multiprocessing is imported.
 _mp.install()
@@ -79,6 +80,8 @@ __all__ = [
     "empty_group",
     "GROUP_ALIGNMENT",
     "pack",
+    "BufferDict",
+    "BufferList",
     "libhurray_version",
     "__version__",
     "DLPACK_MAJOR",

@@ -3,9 +3,10 @@
 (docs/impl/python.md §12, "hurray.pack")."""
 
 import re
-from typing import Any, Dict, List, Mapping, TypeVar
+from typing import Any, List, Mapping, TypeVar
 
 from . import _native
+from ._sets import BufferDict
 
 K = TypeVar("K")
 
@@ -16,9 +17,10 @@ def _is_ml_dtype(dt: Any) -> bool:
     return getattr(getattr(dt, "type", None), "__module__", None) == "ml_dtypes"
 
 
-def pack(tensors: Mapping[K, Any], *, shared: bool = True) -> Dict[K, _native.Buffer]:
-    """Copy a mapping of tensors into ONE allocation and return a dict of
-    Buffers with the same keys, in the same order.
+def pack(tensors: Mapping[K, Any], *, shared: bool = True) -> "BufferDict":
+    """Copy a mapping of tensors into ONE allocation and return a
+    :class:`BufferDict` of Buffers with the same keys, in the same order
+    (it crosses multiprocessing as one message with two fds).
 
     ``tensors``: a torch ``state_dict()``, a dict of NumPy arrays, or any
     mapping whose values are DLPack producers (JAX, tvm_ffi, hurray Buffers,
@@ -68,4 +70,4 @@ def pack(tensors: Mapping[K, Any], *, shared: bool = True) -> Dict[K, _native.Bu
     finally:
         for s in srcs:
             s.release()
-    return dict(zip(keys, packed))
+    return BufferDict(zip(keys, packed))

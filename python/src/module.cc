@@ -257,6 +257,14 @@ PyMethodDef module_methods[] = {
     {"_ipc_import", mod_ipc_import, METH_VARARGS,
      "_ipc_import(descriptor, fds, legacy_unsaid)\n--\n\nThe Buffer of a received IPC message\n"
      "(hurray_ipc_import); consumes the fds, also on failure."},
+    {"_ipc_export_set", mod_ipc_export_set, METH_O,
+     "_ipc_export_set(bufs)\n--\n\n(descriptor, fds, legacy_unsaid) of ONE message for shares of "
+     "all the\n"
+     "Buffers (hurray_ipc_export_set); the caller owns and must close the fds."},
+    {"_ipc_import_set", mod_ipc_import_set, METH_VARARGS,
+     "_ipc_import_set(descriptor, fds, legacy_unsaid)\n--\n\nThe Buffers of a received set "
+     "message\n"
+     "(hurray_ipc_import_set); consumes the fds, also on failure."},
     {"_pickle_stats", mod_pickle_stats, METH_NOARGS,
      "_pickle_stats()\n--\n\nBuffers rebuilt by unpickling, and how many released their memory."},
     {nullptr, nullptr, 0, nullptr},
