@@ -105,7 +105,8 @@ struct Pending {
   DLManagedTensor *tl;           // a legacy kCapsule's
   PyObject *cap;                 // kCapsule (new reference)
   bool legacy;                   // the tensor came as a legacy capsule
-  // Where the producer's pending work is ordered, when known (§4).
+  // Where the producer's pending work is ordered, when known
+  // (docs/impl/python.md §4).
   bool order_known, order_default;
   void *order_stream;
 };

@@ -25,7 +25,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 try:
     import ml_dtypes
 except ImportError as e:  # pragma: no cover
-    ml_dtypes = None
+    ml_dtypes = None  # type: ignore[assignment]
     _ml_reason = f"ml_dtypes cannot be imported: {e}"
 
 needs_torch = pytest.mark.skipif(torch is None, reason=globals().get("_torch_reason", ""))
@@ -93,7 +93,7 @@ def test_each_buffer_zero_copy_into_numpy() -> None:
 @needs_torch
 def test_each_buffer_zero_copy_into_torch() -> None:
     bufs = hurray.empty_group([((8,), "float32"), ((3,), "bfloat16"), ((2, 2), "int32")])
-    ts = [torch.from_dlpack(b) for b in bufs]
+    ts = [torch.utils.dlpack.from_dlpack(b) for b in bufs]
     assert [t.data_ptr() for t in ts] == [b.data_ptr for b in bufs]
     assert ts[1].dtype == torch.bfloat16 and ts[2].shape == (2, 2)
     ts[0].fill_(2.5)
@@ -184,13 +184,13 @@ def test_empty_and_errors() -> None:
     assert str(e.value).startswith("hurray.empty_group (specs[1]): "), e.value
     assert "HURRAY_ERR_INVALID_ARGUMENT" in str(e.value)
     with pytest.raises(TypeError, match=r"specs\[1\]: shape must be an int or a sequence"):
-        hurray.empty_group([4, ("a", "float32")])
+        hurray.empty_group([4, ("a", "float32")])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="unknown dtype name 'no-such-dtype'"):
         hurray.empty_group([(3, "no-such-dtype")])
     with pytest.raises(TypeError, match="sequence of"):
-        hurray.empty_group("abc")
+        hurray.empty_group("abc")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="sequence of"):
-        hurray.empty_group(5)
+        hurray.empty_group(5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at most 64 dimensions"):
         hurray.empty_group([[1] * 65])
     with pytest.raises(BufferError, match="HURRAY_ERR_"):

@@ -168,7 +168,7 @@ def test_torch_tensors_through_the_table_in_one_batch() -> None:
     assert after["consumer_capsule"] == before["consumer_capsule"]
     for t, b in zip(ts, bufs):
         assert b.data_ptr == t.data_ptr()
-        assert torch.from_dlpack(b).data_ptr() == t.data_ptr()
+        assert torch.utils.dlpack.from_dlpack(b).data_ptr() == t.data_ptr()
     # The Buffers hold torch's memory after the tensors are gone.
     ptrs = [t.data_ptr() for t in ts]
     del ts, t
@@ -395,12 +395,12 @@ def test_a_legacy_refusal_after_the_versioned_batch_gives_everything_back() -> N
 
 def test_argument_errors() -> None:
     with pytest.raises(TypeError, match="sequence or iterable"):
-        hurray.from_dlpack_many(3)
+        hurray.from_dlpack_many(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not str"):
         hurray.from_dlpack_many("ab")
     cap = counting(1).capsule()
     with pytest.raises(TypeError, match="not PyCapsule"):
-        hurray.from_dlpack_many(cap)
+        hurray.from_dlpack_many(cap)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="exactly 1 positional"):
         hurray.from_dlpack_many()  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):

@@ -24,7 +24,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 try:
     import ml_dtypes
 except ImportError as e:  # pragma: no cover
-    ml_dtypes = None
+    ml_dtypes = None  # type: ignore[assignment]
     _ml_reason = f"ml_dtypes cannot be imported: {e}"
 
 needs_torch = pytest.mark.skipif(torch is None, reason=globals().get("_torch_reason", ""))
@@ -122,7 +122,7 @@ def test_torch_state_dict_round_trip() -> None:
     assert list(packed) == list(sd)
     for k, t in sd.items():
         b = packed[k]
-        out = torch.from_dlpack(b)
+        out = torch.utils.dlpack.from_dlpack(b)
         assert out.dtype == t.dtype and out.shape == t.shape, k
         assert out.is_contiguous(), k
         assert torch.equal(out, t), k
@@ -137,9 +137,9 @@ def test_torch_state_dict_round_trip() -> None:
         torch.nn.Linear(32, 8, bias=False),
     ).to(torch.bfloat16)
     fresh.register_buffer("steps", torch.tensor(0, dtype=torch.int64))
-    loaded = {k: torch.from_dlpack(v) for k, v in packed.items() if k != "transposed"}
+    loaded = {k: torch.utils.dlpack.from_dlpack(v) for k, v in packed.items() if k != "transposed"}
     fresh.load_state_dict(loaded)
-    assert int(fresh.steps) == 7
+    assert int(fresh.state_dict()["steps"]) == 7
 
 
 @needs_ml_dtypes
