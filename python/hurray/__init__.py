@@ -47,12 +47,16 @@ from ._check import (  # noqa: F401
 from ._native import (  # noqa: F401
     DLPACK_MAJOR,
     DLPACK_MINOR,
+    GROUP_ALIGNMENT,
     Buffer,
     __version__,
     empty,
+    empty_group,
     from_dlpack,
+    from_dlpack_many,
     libhurray_version,
 )
+from ._pack import pack  # noqa: F401
 from ._paths import (  # noqa: F401
     get_cmake_dir,
     get_include,
@@ -60,6 +64,7 @@ from ._paths import (  # noqa: F401
     get_library,
     get_pkgconfig_dir,
 )
+from ._sets import BufferDict, BufferList  # noqa: F401
 
 # Registers the multiprocessing reducer once multiprocessing is imported.
 _mp.install()
@@ -70,7 +75,13 @@ _mp.install()
 __all__ = [
     "Buffer",
     "from_dlpack",
+    "from_dlpack_many",
     "empty",
+    "empty_group",
+    "GROUP_ALIGNMENT",
+    "pack",
+    "BufferDict",
+    "BufferList",
     "libhurray_version",
     "__version__",
     "DLPACK_MAJOR",

@@ -35,9 +35,9 @@ import os
 import sys
 import weakref
 from types import ModuleType
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from . import _fdshare, _native
+from . import _fdshare, _native, _sets
 
 _MODULE = "multiprocessing.reduction"
 _registered = False
@@ -86,6 +86,71 @@ def _reduce_buffer(buf: _native.Buffer) -> Tuple[Callable[..., _native.Buffer], 
     return _rebuild_ipc, (descriptor, shared, legacy_unsaid)
 
 
+# The kernel passes at most 253 fds per sendmsg (SCM_MAX_FD): a set with
+# more is offered in several parts.
+_FDS_PER_OFFER = 252
+
+
+def _rebuild_set(
+    kind: str, keys: Any, descriptor: bytes, shared: Any, legacy: Tuple[bool, ...]
+) -> Any:
+    """Receiver of a BufferDict / BufferList: fetch every fd, import the set
+    (the fds are _ipc_import_set's from then on, also when it fails)."""
+    fds: List[int] = []
+    try:
+        if isinstance(shared, tuple) and shared[:1] == ("offers",):
+            for address, key, n in shared[1]:
+                fds.extend(_fdshare.fetch(address, key, n))
+        else:  # one DupFd per fd (arguments of a process being started)
+            for d in shared:
+                fds.append(d.detach())
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    bufs = _native._ipc_import_set(descriptor, fds, legacy)
+    if kind == "dict":
+        return _sets.BufferDict(zip(keys, bufs))
+    return _sets.BufferList(bufs)
+
+
+def _rebuild_plain(cls: type, state: Any) -> Any:
+    """A BufferDict / BufferList sent element by element."""
+    return cls(state)
+
+
+def _reduce_set(obj: Any) -> Tuple[Callable[..., Any], Tuple[Any, ...]]:
+    from multiprocessing import context, reduction
+
+    bufs = _sets.set_members(obj)
+    if bufs is None:  # empty, or not all CPU Buffers: element by element
+        return _rebuild_plain, (type(obj), dict(obj) if isinstance(obj, dict) else list(obj))
+    kind = "dict" if isinstance(obj, dict) else "list"
+    keys = list(obj.keys()) if kind == "dict" else None
+    descriptor, fds, legacy = _native._ipc_export_set(bufs)
+    popen = context.get_spawning_popen()
+    try:
+        if popen is None:
+            offers = []
+            for i in range(0, len(fds), _FDS_PER_OFFER):
+                part = list(fds[i : i + _FDS_PER_OFFER])
+                offers.append((*_fdshare.offer(part), len(part)))
+            shared: Any = ("offers", offers)
+        else:
+            shared = tuple(reduction.DupFd(fd) for fd in fds)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    if popen is None:
+        for fd in fds:  # _fdshare holds duplicates of its own
+            os.close(fd)
+    else:
+        for fd in fds:
+            weakref.finalize(popen, os.close, fd)
+    return _rebuild_set, (kind, keys, descriptor, shared, legacy)
+
+
 def register() -> None:
     """Register the reducer with ForkingPickler (idempotent)."""
     global _registered
@@ -94,6 +159,8 @@ def register() -> None:
     from multiprocessing.reduction import ForkingPickler
 
     ForkingPickler.register(_native.Buffer, _reduce_buffer)
+    ForkingPickler.register(_sets.BufferDict, _reduce_set)
+    ForkingPickler.register(_sets.BufferList, _reduce_set)
     _fdshare.install_exit_drain()
     _registered = True
 

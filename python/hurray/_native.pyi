@@ -7,9 +7,11 @@ from typing import (
     ClassVar,
     Dict,
     Final,
+    Iterable,
     List,
     Optional,
     Protocol,
+    Sequence,
     SupportsIndex,
     Tuple,
     Type,
@@ -22,6 +24,8 @@ __version__: Final[str]
 libhurray_version: Final[str]
 DLPACK_MAJOR: Final[int]
 DLPACK_MINOR: Final[int]
+# Byte alignment of every tensor of empty_group (HURRAY_GROUP_ALIGNMENT).
+GROUP_ALIGNMENT: Final[int]
 CHECK_TRACK: Final[int]
 CHECK_STDERR: Final[int]
 
@@ -119,6 +123,14 @@ def from_dlpack(
     device: Optional[_Device] = None,
     stream: Optional[SupportsIndex] = None,
 ) -> Buffer: ...
+def from_dlpack_many(
+    objs: Iterable[Union[_DLPackProducer, Buffer, Any]],
+    /,
+    *,
+    copy: _Copy = None,
+    device: Optional[_Device] = None,
+    stream: Optional[SupportsIndex] = None,
+) -> List[Buffer]: ...
 def empty(
     shape: Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]],
     dtype: _DType = "float32",
@@ -126,6 +138,22 @@ def empty(
     device: _Device = "cpu",
     shared: bool = False,
 ) -> Buffer: ...
+
+_Shape = Union[SupportsIndex, Tuple[SupportsIndex, ...], List[SupportsIndex]]
+
+def empty_group(
+    specs: Sequence[Union[Tuple[_Shape, _DType], _Shape]],
+    *,
+    device: _Device = "cpu",
+    shared: bool = False,
+) -> List[Buffer]: ...
+
+# hurray.pack's native half: one group holding a compact copy of each source.
+# dtypes[i] (not None): the dtype member i gets (an ml_dtypes NumPy dtype whose
+# array was taken as unsigned integers of the same size).
+def _pack(
+    srcs: List[Buffer], shared: bool, dtypes: Optional[List[Any]] = None, /
+) -> List[Buffer]: ...
 
 # Unpickling (Buffer.__reduce_ex__): a Buffer over a received bytes-like object.
 def _rebuild(
@@ -144,4 +172,10 @@ def _pickle_stats() -> Dict[str, int]: ...
 # closes them), legacy_unsaid; and back (the fds are consumed in every case).
 def _ipc_export(buf: Buffer, /) -> Tuple[bytes, Tuple[int, ...], bool]: ...
 def _ipc_import(descriptor: bytes, fds: List[int], legacy_unsaid: bool, /) -> Buffer: ...
+
+# One message for a set of Buffers (BufferDict / BufferList, hurray/_mp.py).
+def _ipc_export_set(bufs: List[Buffer], /) -> Tuple[bytes, Tuple[int, ...], Tuple[bool, ...]]: ...
+def _ipc_import_set(
+    descriptor: bytes, fds: List[int], legacy_unsaid: Tuple[bool, ...], /
+) -> List[Buffer]: ...
 def _exchange_api_stats() -> dict[str, int]: ...

@@ -15,6 +15,7 @@
 //   check.cc        the checking mode (_check_*), Buffers' creation sites
 //   pickle.cc       Buffer.__reduce_ex__ and _rebuild (pickle, protocol 5)
 //   ipc.cc          _ipc_export / _ipc_import (multiprocessing's reducer)
+//   pack.cc         _pack: hurray.pack's group and its one copy
 // Every function here is called with the GIL held unless it says otherwise.
 #ifndef HURRAY_PYTHON_BINDING_H_
 #define HURRAY_PYTHON_BINDING_H_
@@ -272,8 +273,10 @@ uint32_t answer_minor(const hurray_buffer &h, long long asked_minor);
 
 // ---- import.cc -----------------------------------------------------------------
 
-// hurray.from_dlpack (METH_FASTCALL | METH_KEYWORDS).
+// hurray.from_dlpack and hurray.from_dlpack_many (METH_FASTCALL | METH_KEYWORDS).
 PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *mod_from_dlpack_many(PyObject *, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
 
 // Imports one DLPack tensor (Tensor: DLManagedTensorVersioned or
 // DLManagedTensor, instantiated in import.cc) as a live handle, wrapping a
@@ -328,7 +331,7 @@ struct ProducerTable {
   // The usable table, or nullptr: take the capsule path.
   const DLPackExchangeAPI *api;
   // The type is a torch tensor type (its MRO holds torch._C.TensorBase):
-  // import_via_exchange_api applies torch's __dlpack__ refusals.
+  // take_via_exchange_api applies torch's __dlpack__ refusals.
   bool torch;
 };
 
@@ -347,21 +350,21 @@ ProducerTable exchange_api_of(PyTypeObject *type);
 // Takes obj's tensor through its type's table (from exchange_api_of):
 // managed_tensor_from_py_object_no_sync, then, for a torch type, torch's
 // checks (docs/impl/python.md §7, "torch's table"), then, for a GPU tensor,
-// the producer's current_work_stream (where its pending work is); then
-// import_versioned. Returns 1 when *out is a live handle that owns the
-// tensor; 0, no exception set and nothing held, when a torch tensor must be
-// asked through its __dlpack__ instead (torch's table failed, or the tensor
-// requires grad or has the conjugate bit: __dlpack__ gives torch's own
-// error; or reading those flags raised an Exception other than MemoryError,
-// as a subclass's __torch_function__ may); -1 with an exception set on
-// failure (a negative-bit torch view: BufferError). Nothing is leaked
-// either way.
+// the producer's current_work_stream (where its pending work is). Returns 1
+// when *out is the producer's tensor, now the caller's (not imported: the
+// caller imports it, or deletes it with delete_tensor); 0, no exception set
+// and nothing held, when a torch tensor must be asked through its
+// __dlpack__ instead (torch's table failed, or the tensor requires grad or
+// has the conjugate bit: __dlpack__ gives torch's own error; or reading
+// those flags raised an Exception other than MemoryError, as a subclass's
+// __torch_function__ may); -1 with an exception set on failure (a
+// negative-bit torch view: BufferError). Nothing is leaked either way.
 // *order_known is set when the producer's table has current_work_stream, and
 // *order_stream to the stream it answered (NULL: the default stream) for a
 // GPU tensor: where its pending work is ordered (the caller records the
 // Buffer's event there).
-int import_via_exchange_api(PyObject *obj, const ProducerTable &table, hurray_buffer *out,
-                            bool *order_known, void **order_stream);
+int take_via_exchange_api(PyObject *obj, const ProducerTable &table, DLManagedTensorVersioned **out,
+                          bool *order_known, void **order_stream);
 
 // Counts which path hurray.from_dlpack took for a producer object (shown by
 // _exchange_api_stats() as "consumer_table" / "consumer_capsule"; a table
@@ -399,6 +402,19 @@ PyObject *mod_pickle_stats(PyObject *, PyObject *);
 // legacy_unsaid) (METH_VARARGS): multiprocessing's reducer (hurray/_mp.py).
 PyObject *mod_ipc_export(PyObject *, PyObject *buf);
 PyObject *mod_ipc_import(PyObject *, PyObject *args);
+// _ipc_export_set(bufs) (METH_O) and _ipc_import_set(descriptor, fds, n)
+// (METH_VARARGS): one message for a set of Buffers (hurray/_mp.py).
+PyObject *mod_ipc_export_set(PyObject *, PyObject *bufs);
+PyObject *mod_ipc_import_set(PyObject *, PyObject *args);
+
+// ---- pack.cc -----------------------------------------------------------------
+
+// hurray._native._pack(srcs: list[Buffer], shared: bool) (METH_VARARGS): a
+// list of Buffers of one tensor group, each a compact row-major copy of the
+// source at the same index (hurray.pack, hurray/_pack.py). The sources must
+// be Buffers no other thread can release while the copy runs (it runs
+// without the GIL): hurray.pack's own.
+PyObject *mod_pack(PyObject *, PyObject *args);
 
 }  // namespace hurray_py
 

@@ -33,18 +33,46 @@ bool has_no_elements(const hurray_buffer &h) {
 
 }  // namespace
 
+namespace {
+
+// Whether a tensor is one of libhurray's own exports (*ours) and whether
+// its deleter needs the GIL-safe wrapper (the return value).
+template <typename Tensor>
+bool needs_foreign_wrap(const Tensor *t, bool *ours) {
+  if constexpr (std::is_same<Tensor, DLManagedTensorVersioned>::value) {
+    *ours = t->deleter == g_hurray_versioned_deleter;
+    // Another major version is refused below; its other fields are not read.
+    return t->deleter != nullptr && !*ours && t->version.major == 1;
+  } else {
+    *ours = t->deleter == g_hurray_legacy_deleter;
+    return t->deleter != nullptr && !*ours;
+  }
+}
+
+// What the binding does to a handle libhurray just imported (the site
+// label, and the READ_ONLY rules of docs/impl/python.md §2).
+void after_import(hurray_buffer *h, bool versioned, bool ours) {
+  if (g_check_labels) label_python_site(h);
+  // A legacy tensor cannot say whether its memory may be written. NumPy
+  // takes every legacy capsule as read-only; so does hurray, except for
+  // libhurray's own exports, which unwrap to a handle with its own flags.
+  if (!versioned && !ours) h->flags |= HURRAY_FLAG_READ_ONLY;
+  // No memory at all (data NULL, zero elements: torch's and pyarrow's
+  // empties): nothing can be written, and NumPy, which cannot view NULL,
+  // makes a writable empty array of its own whatever the flags said. So is
+  // the Buffer, so that an empty tensor reaches a legacy-only consumer
+  // (JAX, tvm_ffi) through hurray as it does directly. docs/impl/python.md,
+  // "Read-only memory: never more writable than the source".
+  if (h->data == nullptr && has_no_elements(*h)) h->flags &= ~HURRAY_FLAG_READ_ONLY;
+}
+
+}  // namespace
+
 template <typename Tensor>
 int32_t import_tensor(Tensor *t, const char *what, hurray_buffer *out) {
   constexpr bool versioned = std::is_same<Tensor, DLManagedTensorVersioned>::value;
-  bool ours, needs_wrap;
-  if constexpr (versioned) {
-    ours = t->deleter == g_hurray_versioned_deleter;
-    // Another major version is refused below; its other fields are not read.
-    needs_wrap = t->deleter != nullptr && !ours && t->version.major == 1;
-  } else {
-    ours = t->deleter == g_hurray_legacy_deleter;
-    needs_wrap = t->deleter != nullptr && !ours;
-  }
+  bool ours;
+  const bool needs_wrap = needs_foreign_wrap(t, &ours);
   if (needs_wrap && !wrap_foreign_deleter(t, what)) return HURRAY_ERR_OUT_OF_MEMORY;
   hurray_buffer h;
   int32_t st = hurray_import(t, &h);
@@ -53,18 +81,7 @@ int32_t import_tensor(Tensor *t, const char *what, hurray_buffer *out) {
     if (st != HURRAY_ERR_UNSUPPORTED_VERSION || !versioned) raise_status(st, what);
     return st;
   }
-  if (g_check_labels) label_python_site(&h);
-  // A legacy tensor cannot say whether its memory may be written. NumPy
-  // takes every legacy capsule as read-only; so does hurray, except for
-  // libhurray's own exports, which unwrap to a handle with its own flags.
-  if (!versioned && !ours) h.flags |= HURRAY_FLAG_READ_ONLY;
-  // No memory at all (data NULL, zero elements: torch's and pyarrow's
-  // empties): nothing can be written, and NumPy, which cannot view NULL,
-  // makes a writable empty array of its own whatever the flags said. So is
-  // the Buffer, so that an empty tensor reaches a legacy-only consumer
-  // (JAX, tvm_ffi) through hurray as it does directly. docs/impl/python.md,
-  // "Read-only memory: never more writable than the source".
-  if (h.data == nullptr && has_no_elements(h)) h.flags &= ~HURRAY_FLAG_READ_ONLY;
+  after_import(&h, versioned, ours);
   *out = h;
   return HURRAY_OK;
 }
@@ -74,12 +91,54 @@ template int32_t import_tensor(DLManagedTensor *, const char *, hurray_buffer *)
 
 namespace {
 
-// Takes a DLPack capsule over as a live handle and marks it used; *legacy
-// says which form it was. Returns false with an exception set (the capsule
-// then still owns its tensor). One name comparison for a versioned capsule.
-bool import_capsule(PyObject *cap, hurray_buffer *out, bool *was_legacy) {
+// What from_dlpack holds for one object between asking its producer and
+// making its Buffer (docs/impl/python.md §2): a live handle (a Buffer
+// shared directly, or a tensor already imported), a tensor taken through a
+// producer's exchange table (owned: deleted if it is not imported), or a
+// capsule (a reference) whose tensor is not imported yet.
+struct Pending {
+  enum Kind : int { kNone = 0, kHandle, kTableTensor, kCapsule } kind;
+  hurray_buffer h;               // kHandle
+  BufferObject *event_src;       // kHandle shared from a Buffer: whose event it carries
+  bool shared_directly;          // kHandle from a Buffer: no copy/device step
+  DLManagedTensorVersioned *tv;  // kTableTensor, or a versioned kCapsule's
+  DLManagedTensor *tl;           // a legacy kCapsule's
+  PyObject *cap;                 // kCapsule (new reference)
+  bool legacy;                   // the tensor came as a legacy capsule
+  // Where the producer's pending work is ordered, when known
+  // (docs/impl/python.md §4).
+  bool order_known, order_default;
+  void *order_stream;
+};
+
+// Gives back whatever p holds: a handle is released, a table's tensor
+// deleted, a capsule's reference dropped (an unconsumed capsule's
+// destructor deletes its tensor). Keeps the pending exception.
+void drop_pending(Pending *p) {
+  switch (p->kind) {
+    case Pending::kHandle: release_handle(&p->h); break;
+    case Pending::kTableTensor: delete_tensor(p->tv); break;
+    case Pending::kCapsule: {
+      SavedError saved;
+      Py_DECREF(p->cap);
+      break;
+    }
+    case Pending::kNone: break;
+  }
+  p->kind = Pending::kNone;
+}
+
+// Reads a DLPack capsule's tensor without taking it over: *p becomes a
+// kCapsule that owns the reference `cap` (stolen in every case). Returns
+// false with an exception set (and the reference dropped) when the capsule
+// is not an unused 'dltensor_versioned' / 'dltensor' one. One name
+// comparison for a versioned capsule.
+bool capsule_tensor(PyObject *cap, Pending *p) {
   const char *name = PyCapsule_GetName(cap);
-  if (name == nullptr && PyErr_Occurred()) return false;
+  if (name == nullptr && PyErr_Occurred()) {
+    Py_DECREF(cap);
+    return false;
+  }
   const bool versioned = name != nullptr && std::strcmp(name, kCapsuleVersioned) == 0;
   const bool legacy = !versioned && name != nullptr && std::strcmp(name, kCapsuleLegacy) == 0;
   if (!versioned && !legacy) {
@@ -96,35 +155,64 @@ bool import_capsule(PyObject *cap, hurray_buffer *out, bool *was_legacy) {
                    "'dltensor_versioned', got a capsule named %s%s%s",
                    name ? "'" : "", name ? name : "NULL", name ? "'" : "");
     }
+    Py_DECREF(cap);
     return false;
   }
   void *ptr = PyCapsule_GetPointer(cap, name);
-  if (ptr == nullptr) return false;
-
-  hurray_buffer h;
-  int32_t st =
-      versioned
-          ? import_tensor(static_cast<DLManagedTensorVersioned *>(ptr), "hurray.from_dlpack", &h)
-          : import_tensor(static_cast<DLManagedTensor *>(ptr), "hurray.from_dlpack", &h);
-  if (st == HURRAY_ERR_UNSUPPORTED_VERSION && versioned) {
-    // libhurray's message speaks to C callers (they keep the tensor and
-    // must call its deleter). Here the capsule keeps its name, hence the
-    // tensor, and its destructor deletes it: say that instead.
-    const DLPackVersion v = static_cast<DLManagedTensorVersioned *>(ptr)->version;
-    PyErr_Format(PyExc_BufferError,
-                 "hurray.from_dlpack: the tensor is DLPack version %u.%u, and only major "
-                 "version %u can be read; the capsule was left unconsumed (still named "
-                 "'%s'), and its destructor deletes the tensor [%s]",
-                 static_cast<unsigned>(v.major), static_cast<unsigned>(v.minor),
-                 static_cast<unsigned>(HURRAY_DLPACK_MAJOR), kCapsuleVersioned,
-                 hurray_status_name(st));
+  if (ptr == nullptr) {
+    Py_DECREF(cap);
+    return false;
   }
-  if (st != HURRAY_OK) return false;
-  // The handle owns the tensor now; the renamed capsule no longer does.
-  // (SetName cannot fail on a capsule whose pointer was just read.)
-  (void)PyCapsule_SetName(cap, versioned ? kCapsuleVersionedUsed : kCapsuleLegacyUsed);
-  *out = h;
-  *was_legacy = legacy;
+  p->kind = Pending::kCapsule;
+  p->cap = cap;
+  p->legacy = legacy;
+  p->tv = versioned ? static_cast<DLManagedTensorVersioned *>(ptr) : nullptr;
+  p->tl = legacy ? static_cast<DLManagedTensor *>(ptr) : nullptr;
+  return true;
+}
+
+// libhurray's UNSUPPORTED_VERSION message speaks to C callers (they keep
+// the tensor and must call its deleter). Here the capsule keeps its name,
+// hence the tensor, and its destructor deletes it: say that instead.
+void raise_capsule_version(const DLManagedTensorVersioned *t, const char *what) {
+  const DLPackVersion v = t->version;
+  PyErr_Format(PyExc_BufferError,
+               "%s: the tensor is DLPack version %u.%u, and only major version %u can be "
+               "read; the capsule was left unconsumed (still named '%s'), and its destructor "
+               "deletes the tensor [%s]",
+               what, static_cast<unsigned>(v.major), static_cast<unsigned>(v.minor),
+               static_cast<unsigned>(HURRAY_DLPACK_MAJOR), kCapsuleVersioned,
+               hurray_status_name(HURRAY_ERR_UNSUPPORTED_VERSION));
+}
+
+// The renamed capsule no longer owns its tensor: the handle does. (SetName
+// cannot fail on a capsule whose pointer was read.) Drops the reference.
+void mark_capsule_used(Pending *p) {
+  (void)PyCapsule_SetName(p->cap, p->legacy ? kCapsuleLegacyUsed : kCapsuleVersionedUsed);
+  Py_DECREF(p->cap);
+  p->cap = nullptr;
+}
+
+// Imports what p holds (one tensor) into a live handle: p becomes a
+// kHandle. False with an exception set, p unchanged (still holding what it
+// held) on failure.
+bool import_one(Pending *p) {
+  hurray_buffer h;
+  if (p->kind == Pending::kTableTensor) {
+    if (!import_versioned(p->tv, "hurray.from_dlpack", &h)) return false;
+  } else if (p->kind == Pending::kCapsule) {
+    const int32_t st = p->legacy ? import_tensor(p->tl, "hurray.from_dlpack", &h)
+                                 : import_tensor(p->tv, "hurray.from_dlpack", &h);
+    if (st == HURRAY_ERR_UNSUPPORTED_VERSION && !p->legacy) {
+      raise_capsule_version(p->tv, "hurray.from_dlpack");
+    }
+    if (st != HURRAY_OK) return false;
+    mark_capsule_used(p);
+  } else {
+    return true;
+  }
+  p->h = h;
+  p->kind = Pending::kHandle;
   return true;
 }
 
@@ -342,10 +430,11 @@ PyObject *raise_copy_false_crosses(hurray_device from, hurray_device to) {
 }
 
 // The DLPack C exchange API path of from_dlpack, when the producer's type
-// has a usable table and the request can be met by it. Returns 1 (imported
-// into *h), 0 (take the capsule path) or -1 (error set).
+// has a usable table and the request can be met by it. Returns 1 (the
+// tensor taken into *p, a kTableTensor), 0 (take the capsule path) or -1
+// (error set).
 int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_device want,
-                     hurray_buffer *h, bool *order_known, void **order_stream) {
+                     Pending *p) {
   if (PyCapsule_CheckExact(obj)) return 0;
   if (copy_mode == 1) {  // the table never copies: the producer's own copy
     count_consumer_path(false);
@@ -384,175 +473,191 @@ int try_exchange_api(PyObject *obj, int copy_mode, bool device_given, hurray_dev
   }
   count_consumer_path(use_table);
   if (!use_table) return 0;
-  const int r = import_via_exchange_api(obj, table, h, order_known, order_stream);
+  DLManagedTensorVersioned *t = nullptr;
+  const int r = take_via_exchange_api(obj, table, &t, &p->order_known, &p->order_stream);
   // A torch tensor the table sent on to __dlpack__ (its error, or its
   // refusal): the capsule path follows, and is counted too.
   if (r == 0) count_consumer_path(false);
+  if (r == 1) {
+    p->kind = Pending::kTableTensor;
+    p->tv = t;
+  }
   return r;
 }
 
-}  // namespace
+// from_dlpack's keywords, parsed once (for the batch form: once for all).
+struct FromArgs {
+  int copy_mode;       // parse_copy's -1 / 0 / 1
+  PyObject *copy_arg;  // passed to producers: a bool, or nullptr for none
+  bool device_given;
+  hurray_device want;
+  PyObject *stream;  // None or an int-like (borrowed)
+};
 
-PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+// Parses copy=, device=, stream= from a vectorcall's keywords (`fn` names
+// the function in messages). False with an exception set.
+bool parse_from_args(PyObject *const *kwargs, PyObject *kwnames, const char *fn, FromArgs *a) {
   PyObject *copy = Py_None, *device = Py_None, *stream = Py_None;
-  if (nargs != 1) {
-    PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)",
-                 nargs);
-    return nullptr;
-  }
-  PyObject *obj = args[0];
   if (kwnames != nullptr) {
     PyObject *const names[3] = {g_names.copy, g_names.device, g_names.stream};
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
       PyObject *key = PyTuple_GET_ITEM(kwnames, i);
       const int which = kw_index(key, names, 3);
       if (which == 0) {
-        copy = args[1 + i];
+        copy = kwargs[i];
       } else if (which == 1) {
-        device = args[1 + i];
+        device = kwargs[i];
       } else if (which == 2) {
-        stream = args[1 + i];
+        stream = kwargs[i];
       } else {
         if (!PyErr_Occurred()) {
-          PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument '%U'",
-                       key);
+          PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
         }
-        return nullptr;
+        return false;
       }
     }
   }
-  const int copy_mode = parse_copy(copy, "hurray.from_dlpack");
-  if (copy_mode == -2) return nullptr;
+  a->copy_mode = parse_copy(copy, "hurray.from_dlpack");
+  if (a->copy_mode == -2) return false;
   // The producer is passed a real bool, or no copy keyword at all.
-  PyObject *copy_arg = copy_mode == -1 ? nullptr : copy_mode ? Py_True : Py_False;
-  hurray_device want{0, 0};
-  const bool device_given = device != Py_None;
-  if (device_given && !parse_device(device, "from_dlpack: device", &want)) return nullptr;
+  a->copy_arg = a->copy_mode == -1 ? nullptr : a->copy_mode ? Py_True : Py_False;
+  a->want = hurray_device{0, 0};
+  a->device_given = device != Py_None;
+  if (a->device_given && !parse_device(device, "from_dlpack: device", &a->want)) return false;
   if (stream != Py_None && !PyLong_Check(stream) && !PyIndex_Check(stream)) {
     PyErr_Format(PyExc_TypeError, "hurray.from_dlpack: stream must be an int or None, not %.100s",
                  Py_TYPE(stream)->tp_name);
-    return nullptr;
+    return false;
   }
+  a->stream = stream;
+  return true;
+}
 
-  hurray_buffer h;
-  bool legacy_unsaid = false;
-  // Where the producer's pending work is ordered, when known: the stream its
-  // __dlpack__ was given (none given: the legacy default stream, which the
-  // protocol tells it to assume), or its table's current_work_stream. The
-  // Buffer's event is recorded there (docs/impl/python.md §4).
-  bool order_known = false, order_default = false;
-  void *order_stream = nullptr;
-  if (Py_TYPE(obj) == &BufferType && copy_mode != 1 &&
-      (!device_given || same_device(want, as_buffer(obj)->h.device))) {
+// Step 1 of from_dlpack for one object: asks its producer (a Buffer is
+// shared directly; a table is used where it can be; else __dlpack__) and
+// fills *p (zeroed by the caller) without importing a tensor. False with an
+// exception set and nothing held.
+bool acquire(PyObject *obj, const FromArgs &a, Pending *p) {
+  if (Py_TYPE(obj) == &BufferType && a.copy_mode != 1 &&
+      (!a.device_given || same_device(a.want, as_buffer(obj)->h.device))) {
     // Another Buffer on the same memory: share directly, no DLPack round
     // trip; the flags (READ_ONLY) come along.
     BufferObject *src = as_buffer(obj);
-    if (!check_live(src)) return nullptr;
+    if (!check_live(src)) return false;
     hurray_buffer pair[2];
     int32_t st = hurray_share(&src->h, 2, pair);
-    if (st != HURRAY_OK) return raise_status(st, "hurray.from_dlpack");
+    if (st != HURRAY_OK) return raise_status(st, "hurray.from_dlpack"), false;
     src->h = pair[0];
-    PyObject *r = new_buffer(&pair[1], src->legacy_unsaid);
-    if (r != nullptr) buffer_event_share(src, as_buffer(r));  // the same pending work
-    return r;
+    p->kind = Pending::kHandle;
+    p->h = pair[1];
+    p->event_src = src;
+    p->shared_directly = true;
+    p->legacy = src->legacy_unsaid;
+    return true;
   }
 
   // A producer whose type publishes the DLPack C exchange API is taken
   // through its table (docs/impl/python.md, "The DLPack C exchange API").
-  const int via_table =
-      try_exchange_api(obj, copy_mode, device_given, want, &h, &order_known, &order_stream);
-  if (via_table < 0) return nullptr;
-  if (via_table == 0) {
-    PyObject *cap = nullptr;
-    if (PyCapsule_CheckExact(obj)) {
-      cap = obj;
-      Py_INCREF(cap);
-    } else {
-      // A producer is asked for another device only when it is not already
-      // on that device; if it cannot export there, call_dlpack takes the
-      // tensor where it is, and the copy below moves it.
-      hurray_device own{0, 0};
-      bool known = false;
-      if (!producer_device(obj, &own, &known)) {
-        // Without device= or stream=, the device only picks the default
-        // stream: a producer whose __dlpack_device__ raises (torch's meta
-        // and mkldnn tensors) is asked with no stream, so that its own
-        // __dlpack__ says why it cannot export.
-        if (device_given || stream != Py_None) return nullptr;
-        PyErr_Clear();
-        known = false;
-      }
-      PyObject *dl_device = nullptr;
-      if (device_given) {
-        if (known && !same_device(own, want) && copy_mode == 0) {
-          return raise_copy_false_crosses(own, want);
-        }
-        if (!known || !same_device(own, want)) {
-          // Producers are handed the normalised tuple.
-          dl_device = Py_BuildValue("(ii)", want.device_type, want.device_id);
-          if (dl_device == nullptr) return nullptr;
-        }
-      }
-      // The stream goes by the device the producer exports on: the one
-      // asked for (dl_device), else its own (docs/impl/python.md §4). When
-      // it cannot export to dl_device, it is asked again on its own device
-      // with that device's default stream: the caller's stream belongs to
-      // the device asked for, and hurray_copy's copy finishes before
-      // from_dlpack returns.
-      PyObject *first = nullptr, *fallback = nullptr;
-      const bool ok_first = dl_device != nullptr
-                                ? stream_for(stream, true, want.device_type, &first)
-                                : stream_for(stream, known, own.device_type, &first);
-      if (!ok_first ||
-          (dl_device != nullptr && !stream_for(Py_None, known, own.device_type, &fallback))) {
-        Py_XDECREF(first);
-        Py_XDECREF(dl_device);
-        return nullptr;
-      }
-      PyObject *used = nullptr;
-      cap = call_dlpack(obj, copy_arg, dl_device, first, fallback, &used);
-      Py_XDECREF(dl_device);
-      // The stream the call that answered was given (an int stream_for
-      // made); -1 asked for no synchronisation: nothing is known.
-      if (used == nullptr) {
-        order_known = order_default = true;
-      } else {
-        const long long v = PyLong_AsLongLong(used);
-        order_known = v != -1;
-        order_stream = reinterpret_cast<void *>(static_cast<intptr_t>(v));
-      }
-      Py_XDECREF(first);
-      Py_XDECREF(fallback);
-      if (cap == nullptr) return nullptr;
-      if (!PyCapsule_CheckExact(cap)) {
-        PyErr_Format(PyExc_TypeError,
-                     "hurray.from_dlpack: %.100s.__dlpack__() returned %.100s, not a capsule",
-                     Py_TYPE(obj)->tp_name, Py_TYPE(cap)->tp_name);
-        Py_DECREF(cap);
-        return nullptr;
-      }
-    }
-    // A legacy capsule said nothing about writability (read-only for now,
-    // as NumPy takes it; BufferObject::legacy_unsaid).
-    bool was_legacy = false;
-    bool ok = import_capsule(cap, &h, &was_legacy);
-    legacy_unsaid = ok && was_legacy;
-    Py_DECREF(cap);
-    if (!ok) return nullptr;
+  const int via_table = try_exchange_api(obj, a.copy_mode, a.device_given, a.want, p);
+  if (via_table < 0) return false;
+  if (via_table == 1) return true;
+  if (PyCapsule_CheckExact(obj)) {
+    Py_INCREF(obj);
+    return capsule_tensor(obj, p);
   }
-  // Only the GPU types have streams to order.
-  order_known = order_known && has_streams(h.device.device_type);
-  if (order_default) order_stream = buffer_stream(h.device.device_type);
+  // A producer is asked for another device only when it is not already
+  // on that device; if it cannot export there, call_dlpack takes the
+  // tensor where it is, and the copy (finish) moves it.
+  hurray_device own{0, 0};
+  bool known = false;
+  if (!producer_device(obj, &own, &known)) {
+    // Without device= or stream=, the device only picks the default
+    // stream: a producer whose __dlpack_device__ raises (torch's meta
+    // and mkldnn tensors) is asked with no stream, so that its own
+    // __dlpack__ says why it cannot export.
+    if (a.device_given || a.stream != Py_None) return false;
+    PyErr_Clear();
+    known = false;
+  }
+  PyObject *dl_device = nullptr;
+  if (a.device_given) {
+    if (known && !same_device(own, a.want) && a.copy_mode == 0) {
+      return raise_copy_false_crosses(own, a.want), false;
+    }
+    if (!known || !same_device(own, a.want)) {
+      // Producers are handed the normalised tuple.
+      dl_device = Py_BuildValue("(ii)", a.want.device_type, a.want.device_id);
+      if (dl_device == nullptr) return false;
+    }
+  }
+  // The stream goes by the device the producer exports on: the one
+  // asked for (dl_device), else its own (docs/impl/python.md §4). When
+  // it cannot export to dl_device, it is asked again on its own device
+  // with that device's default stream: the caller's stream belongs to
+  // the device asked for, and hurray_copy's copy finishes before
+  // from_dlpack returns.
+  PyObject *first = nullptr, *fallback = nullptr;
+  const bool ok_first = dl_device != nullptr
+                            ? stream_for(a.stream, true, a.want.device_type, &first)
+                            : stream_for(a.stream, known, own.device_type, &first);
+  if (!ok_first ||
+      (dl_device != nullptr && !stream_for(Py_None, known, own.device_type, &fallback))) {
+    Py_XDECREF(first);
+    Py_XDECREF(dl_device);
+    return false;
+  }
+  PyObject *used = nullptr;
+  PyObject *cap = call_dlpack(obj, a.copy_arg, dl_device, first, fallback, &used);
+  Py_XDECREF(dl_device);
+  // The stream the call that answered was given (an int stream_for
+  // made); -1 asked for no synchronisation: nothing is known.
+  if (used == nullptr) {
+    p->order_known = p->order_default = true;
+  } else {
+    const long long v = PyLong_AsLongLong(used);
+    p->order_known = v != -1;
+    p->order_stream = reinterpret_cast<void *>(static_cast<intptr_t>(v));
+  }
+  Py_XDECREF(first);
+  Py_XDECREF(fallback);
+  if (cap == nullptr) return false;
+  if (!PyCapsule_CheckExact(cap)) {
+    PyErr_Format(PyExc_TypeError,
+                 "hurray.from_dlpack: %.100s.__dlpack__() returned %.100s, not a capsule",
+                 Py_TYPE(obj)->tp_name, Py_TYPE(cap)->tp_name);
+    Py_DECREF(cap);
+    return false;
+  }
+  return capsule_tensor(cap, p);
+}
 
-  // copy / device the producer did not (or could not be asked to) honour.
-  const hurray_device target = device_given ? want : h.device;
+// The last step of from_dlpack for one imported handle (p a kHandle): the
+// copy or device move the producer did not (or could not be asked to)
+// honour, the event of the producer's pending work, and the Buffer. The
+// handle is consumed in every case; nullptr with an exception set.
+PyObject *finish(Pending *p, const FromArgs &a) {
+  hurray_buffer h = p->h;
+  p->kind = Pending::kNone;
+  if (p->shared_directly) {
+    PyObject *r = new_buffer(&h, p->legacy);
+    if (r != nullptr) buffer_event_share(p->event_src, as_buffer(r));  // the same pending work
+    return r;
+  }
+  // A legacy capsule said nothing about writability (read-only for now,
+  // as NumPy takes it; BufferObject::legacy_unsaid).
+  bool legacy_unsaid = p->legacy;
+  // Only the GPU types have streams to order.
+  bool order_known = p->order_known && has_streams(h.device.device_type);
+  void *order_stream = p->order_default ? buffer_stream(h.device.device_type) : p->order_stream;
+
+  const hurray_device target = a.device_given ? a.want : h.device;
   const bool other_device = !same_device(target, h.device);
-  if (other_device && copy_mode == 0) {
+  if (other_device && a.copy_mode == 0) {
     raise_copy_false_crosses(h.device, target);
     release_handle(&h);
     return nullptr;
   }
-  if (other_device || (copy_mode == 1 && !(h.flags & HURRAY_FLAG_IS_COPIED))) {
+  if (other_device || (a.copy_mode == 1 && !(h.flags & HURRAY_FLAG_IS_COPIED))) {
     // hurray_copy copies on the default stream and completes before it
     // returns: that stream waits for the producer's pending work first (an
     // event, no host blocking), and the copy needs no event afterwards.
@@ -593,6 +698,277 @@ PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, P
     PyMem_Free(event);
   }
   return r;
+}
+
+// Adds a note (PEP 678, Python 3.11+) to the pending exception naming the
+// element of from_dlpack_many it was raised for. The exception keeps its
+// type and message. Never fails (an error while adding is dropped).
+void note_element(Py_ssize_t i, PyObject *obj) {
+#if PY_VERSION_HEX >= 0x030B0000
+  PyObject *type = nullptr, *exc = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &exc, &tb);
+  if (type == nullptr) return;
+  PyErr_NormalizeException(&type, &exc, &tb);
+  if (exc == nullptr) {
+    PyErr_Restore(type, exc, tb);
+    return;
+  }
+  PyObject *note = PyUnicode_FromFormat(
+      "hurray.from_dlpack_many: raised for objs[%zd] (%.100s); no Buffer was made, and "
+      "every tensor taken so far was given back",
+      i, Py_TYPE(obj)->tp_name);
+  if (note != nullptr) {
+    PyObject *r = PyObject_CallMethod(exc, "add_note", "O", note);
+    Py_XDECREF(r);
+    Py_DECREF(note);
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, exc, tb);
+#else
+  (void)i;
+  (void)obj;
+#endif
+}
+
+// A failed batched import (hurray_from_dlpack[_versioned]_n) of the
+// element objs[i]: libhurray's message names the tensor ts[k] (its place in
+// the batch of one form); it is called "tensor" here, as in from_dlpack's.
+void raise_batch_status(int32_t st, Py_ssize_t i, PyObject *obj) {
+  const char *msg = hurray_last_error();
+  const char *rest = msg;
+  if (std::strncmp(msg, "ts[", 3) == 0) {
+    const char *close = std::strchr(msg, ']');
+    if (close != nullptr) rest = close + 1;
+  }
+  PyErr_Format(exception_for(st),
+               "hurray.from_dlpack_many: objs[%zd] (%.100s): %s%s; nothing was imported [%s]", i,
+               Py_TYPE(obj)->tp_name, rest == msg ? "" : "tensor", rest, hurray_status_name(st));
+}
+
+}  // namespace
+
+PyObject *mod_from_dlpack(PyObject *, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError, "from_dlpack() takes exactly 1 positional argument (%zd given)",
+                 nargs);
+    return nullptr;
+  }
+  FromArgs a;
+  if (!parse_from_args(args + 1, kwnames, "from_dlpack", &a)) return nullptr;
+  Pending p;
+  std::memset(&p, 0, sizeof p);
+  if (!acquire(args[0], a, &p)) return nullptr;
+  if (!import_one(&p)) {
+    drop_pending(&p);
+    return nullptr;
+  }
+  return finish(&p, a);
+}
+
+// hurray.from_dlpack_many(objs, /, *, copy=None, device=None, stream=None):
+// from_dlpack of every element of a sequence in one pass, all or nothing
+// (docs/impl/python.md §2, "from_dlpack_many"):
+//   1. every producer is asked (acquire; a table where it has one), nothing
+//      imported yet; a failure gives back what the earlier ones gave;
+//   2. the versioned tensors are imported in one hurray_from_dlpack_versioned_n
+//      call and the legacy ones in one hurray_from_dlpack_n call (each with
+//      the GIL-safe deleter); a refusal leaves every tensor with its capsule
+//      or is deleted (tables), and names objs[i];
+//   3. each handle is finished as from_dlpack does (copy, device, event).
+PyObject *mod_from_dlpack_many(PyObject *, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError,
+                 "from_dlpack_many() takes exactly 1 positional argument (%zd given)", nargs);
+    return nullptr;
+  }
+  FromArgs a;
+  if (!parse_from_args(args + 1, kwnames, "from_dlpack_many", &a)) return nullptr;
+  if (PyUnicode_Check(args[0]) || PyBytes_Check(args[0]) || PyCapsule_CheckExact(args[0])) {
+    PyErr_Format(PyExc_TypeError,
+                 "hurray.from_dlpack_many: objs must be a sequence or iterable of DLPack "
+                 "producers, not %.100s",
+                 Py_TYPE(args[0])->tp_name);
+    return nullptr;
+  }
+  PyObject *seq = PySequence_Fast(
+      args[0], "hurray.from_dlpack_many: objs must be a sequence or iterable of DLPack producers");
+  if (seq == nullptr) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject *const *items = PySequence_Fast_ITEMS(seq);
+  PyObject *out = PyList_New(n);
+  if (out == nullptr || n == 0) {
+    Py_DECREF(seq);
+    return out;
+  }
+  const size_t un = static_cast<size_t>(n);
+  // One block: n Pending, n versioned and n legacy tensor pointers, 2n
+  // indices, n handles.
+  Pending *ps = static_cast<Pending *>(PyMem_Calloc(un, sizeof(Pending)));
+  DLManagedTensorVersioned **tvs =
+      static_cast<DLManagedTensorVersioned **>(PyMem_Calloc(un, sizeof(void *)));
+  DLManagedTensor **tls = static_cast<DLManagedTensor **>(PyMem_Calloc(un, sizeof(void *)));
+  Py_ssize_t *vidx = static_cast<Py_ssize_t *>(PyMem_Calloc(un, sizeof(Py_ssize_t)));
+  Py_ssize_t *lidx = static_cast<Py_ssize_t *>(PyMem_Calloc(un, sizeof(Py_ssize_t)));
+  bool *wrapped = static_cast<bool *>(PyMem_Calloc(un, sizeof(bool)));
+  bool *ours = static_cast<bool *>(PyMem_Calloc(un, sizeof(bool)));
+  hurray_buffer *hs = static_cast<hurray_buffer *>(PyMem_Calloc(un, sizeof(hurray_buffer)));
+  Py_ssize_t acquired = 0, nv = 0, nl = 0;
+  bool failed = false;
+  if (ps == nullptr || tvs == nullptr || tls == nullptr || vidx == nullptr || lidx == nullptr ||
+      wrapped == nullptr || ours == nullptr || hs == nullptr) {
+    PyErr_Format(PyExc_MemoryError,
+                 "hurray.from_dlpack_many: out of memory for the bookkeeping of %zd tensors", n);
+    failed = true;
+  }
+  // 1. Ask every producer; nothing is imported yet.
+  for (Py_ssize_t i = 0; !failed && i < n; ++i) {
+    PyObject *obj = items[i];
+    if (!acquire(obj, a, &ps[i])) {
+      note_element(i, obj);
+      failed = true;
+      break;
+    }
+    acquired = i + 1;
+    if (ps[i].kind != Pending::kCapsule) continue;
+    if (PyCapsule_CheckExact(obj)) {
+      // The same raw capsule twice would import its tensor twice.
+      for (Py_ssize_t j = 0; j < i; ++j) {
+        if (items[j] == obj) {
+          PyErr_Format(PyExc_ValueError,
+                       "hurray.from_dlpack_many: objs[%zd] is the same DLPack capsule as "
+                       "objs[%zd]; a capsule can be imported only once; nothing was imported",
+                       i, j);
+          failed = true;
+          break;
+        }
+      }
+    }
+  }
+  // 2. Import the tensors, one batched call per DLPack form.
+  if (!failed) {
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      Pending &p = ps[i];
+      if (p.kind == Pending::kTableTensor || (p.kind == Pending::kCapsule && !p.legacy)) {
+        vidx[nv] = i;
+        tvs[nv++] = p.tv;
+      } else if (p.kind == Pending::kCapsule) {
+        lidx[nl] = i;
+        tls[nl++] = p.tl;
+      }
+    }
+    // The GIL-safe deleters first (libhurray's own exports need none).
+    for (Py_ssize_t k = 0; !failed && k < nv; ++k) {
+      wrapped[k] = needs_foreign_wrap(tvs[k], &ours[vidx[k]]);
+      if (wrapped[k] && !wrap_foreign_deleter(tvs[k], "hurray.from_dlpack_many")) {
+        wrapped[k] = false;
+        failed = true;
+      }
+    }
+    // Legacy tensors' wrap flags live after the versioned ones' (nv + nl <= n).
+    bool *lwrapped = wrapped + nv;
+    for (Py_ssize_t k = 0; !failed && k < nl; ++k) {
+      lwrapped[k] = needs_foreign_wrap(tls[k], &ours[lidx[k]]);
+      if (lwrapped[k] && !wrap_foreign_deleter(tls[k], "hurray.from_dlpack_many")) {
+        lwrapped[k] = false;
+        failed = true;
+      }
+    }
+    size_t fi = HURRAY_BATCH_NO_INDEX;
+    int32_t st = HURRAY_OK;
+    bool v_done = false;
+    if (!failed && nv > 0) {
+      st = hurray_from_dlpack_versioned_n(tvs, static_cast<size_t>(nv), HURRAY_IMPORT_DEFAULT, hs,
+                                          &fi);
+      if (st != HURRAY_OK) {
+        const Py_ssize_t i = fi < static_cast<size_t>(nv) ? vidx[fi] : 0;
+        if (st == HURRAY_ERR_UNSUPPORTED_VERSION && fi < static_cast<size_t>(nv)) {
+          char what[200];
+          std::snprintf(what, sizeof what, "hurray.from_dlpack_many: objs[%zd] (%.100s)", i,
+                        Py_TYPE(items[i])->tp_name);
+          if (ps[i].kind == Pending::kCapsule) {
+            raise_capsule_version(ps[i].tv, what);
+          } else {
+            PyErr_Format(PyExc_BufferError,
+                         "%s: the tensor is DLPack version %u.%u, and only major version %u "
+                         "can be read [%s]",
+                         what, static_cast<unsigned>(ps[i].tv->version.major),
+                         static_cast<unsigned>(ps[i].tv->version.minor),
+                         static_cast<unsigned>(HURRAY_DLPACK_MAJOR), hurray_status_name(st));
+          }
+        } else {
+          raise_batch_status(st, i, items[i]);
+        }
+        failed = true;
+      } else {
+        v_done = true;
+      }
+    }
+    if (!failed && nl > 0) {
+      st = hurray_from_dlpack_n(tls, static_cast<size_t>(nl), HURRAY_IMPORT_DEFAULT, hs + nv, &fi);
+      if (st != HURRAY_OK) {
+        const Py_ssize_t i = fi < static_cast<size_t>(nl) ? lidx[fi] : 0;
+        raise_batch_status(st, i, items[i]);
+        failed = true;
+      }
+    }
+    if (failed) {
+      // Every tensor goes back as it came: the wrappers come off. When the
+      // legacy batch refused after the versioned one was imported, those
+      // handles own their tensors now: they are released (each producer's
+      // deleter runs once) and their capsules read as used.
+      for (Py_ssize_t k = 0; k < nv; ++k) {
+        if (v_done) {
+          Pending &p = ps[vidx[k]];
+          if (p.kind == Pending::kCapsule) mark_capsule_used(&p);
+          p.kind = Pending::kNone;
+          release_handle(&hs[k]);
+        } else if (wrapped[k]) {
+          unwrap_foreign_deleter(tvs[k]);
+        }
+      }
+      for (Py_ssize_t k = 0; k < nl; ++k) {
+        if (lwrapped[k]) unwrap_foreign_deleter(tls[k]);
+      }
+    } else {
+      for (Py_ssize_t k = 0; k < nv + nl; ++k) {
+        const bool legacy_form = k >= nv;
+        Pending &p = ps[legacy_form ? lidx[k - nv] : vidx[k]];
+        after_import(&hs[k], !legacy_form, ours[legacy_form ? lidx[k - nv] : vidx[k]]);
+        if (p.kind == Pending::kCapsule) mark_capsule_used(&p);
+        p.h = hs[k];
+        p.kind = Pending::kHandle;
+      }
+    }
+  }
+  if (failed) {
+    for (Py_ssize_t i = 0; i < acquired; ++i) drop_pending(&ps[i]);
+    Py_CLEAR(out);
+  } else {
+    // 3. Finish each: copy / device move, event, Buffer.
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject *b = finish(&ps[i], a);
+      if (b == nullptr) {
+        // Give back everything: the rest of the handles, and the Buffers
+        // made (with the list).
+        for (Py_ssize_t j = i + 1; j < n; ++j) drop_pending(&ps[j]);
+        note_element(i, items[i]);
+        Py_CLEAR(out);
+        break;
+      }
+      PyList_SET_ITEM(out, i, b);
+    }
+  }
+  PyMem_Free(ps);
+  PyMem_Free(tvs);
+  PyMem_Free(tls);
+  PyMem_Free(vidx);
+  PyMem_Free(lidx);
+  PyMem_Free(wrapped);
+  PyMem_Free(ours);
+  PyMem_Free(hs);
+  Py_DECREF(seq);
+  return out;
 }
 
 // --- used by exchange_api.cc -------------------------------------------------

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "binding.h"
@@ -157,6 +158,258 @@ PyObject *mod_ipc_import(PyObject *, PyObject *args) {
   PyEval_RestoreThread(ts);
   if (st != HURRAY_OK) return raise_status(st, what);
   return new_buffer(&h, legacy_unsaid != 0);
+}
+
+// _ipc_export_set(bufs: list[Buffer]) -> (descriptor: bytes, fds: tuple[int, ...],
+//                                          legacy_unsaid: tuple[bool, ...])
+// One message for all of them (hurray_ipc_export_set, docs/impl/ipc.md §10):
+// a share of each Buffer's handle is exported (the Buffers stay live);
+// handles of one allocation (a tensor group, shares of one Buffer) travel as
+// one region, two fds. The fds returned are duplicates the caller owns and
+// must close once they are handed on; the message itself is discarded here.
+// All or nothing: on failure no share is left and the error names bufs[i].
+PyObject *mod_ipc_export_set(PyObject *, PyObject *arg) {
+  const char *what = "hurray: sending a set of Buffers to another process (hurray_ipc_export_set)";
+  if (!PyList_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "_ipc_export_set expects a list of hurray.Buffer, not %.100s",
+                 Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  const Py_ssize_t n = PyList_GET_SIZE(arg);
+  if (n == 0 || n > HURRAY_IPC_SET_MAX_HANDLES) {
+    PyErr_Format(PyExc_ValueError, "%s: %zd Buffers (1..%d in one set)", what, n,
+                 HURRAY_IPC_SET_MAX_HANDLES);
+    return nullptr;
+  }
+  hurray_buffer *shares =
+      static_cast<hurray_buffer *>(PyMem_Calloc(static_cast<size_t>(n), sizeof(hurray_buffer)));
+  if (shares == nullptr) return PyErr_NoMemory();
+  Py_ssize_t made = 0;
+  bool ok = true;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject *o = PyList_GET_ITEM(arg, i);
+    if (!PyObject_TypeCheck(o, &BufferType)) {
+      PyErr_Format(PyExc_TypeError, "%s: bufs[%zd] is a %.100s, not a hurray.Buffer", what, i,
+                   Py_TYPE(o)->tp_name);
+      ok = false;
+      break;
+    }
+    BufferObject *b = as_buffer(o);
+    if (!check_live(b)) {
+      ok = false;
+      break;
+    }
+    // As for one Buffer: the receiver waits on the device's default stream.
+    if (b->event != nullptr &&
+        !order_after_buffer(b, buffer_stream(b->h.device.device_type), what)) {
+      ok = false;
+      break;
+    }
+    hurray_buffer two[2];
+    const int32_t st = hurray_share(&b->h, 2, two);
+    if (st != HURRAY_OK) {
+      raise_status(st, what);
+      ok = false;
+      break;
+    }
+    b->h = two[0];
+    shares[made++] = two[1];
+  }
+  hurray_ipc_set_message *msg = nullptr;
+  if (ok) {
+    size_t fi = HURRAY_BATCH_NO_INDEX;
+    int32_t st;
+    // Non-shareable members are copied into one memfd: no Python runs.
+    Py_BEGIN_ALLOW_THREADS;
+    st = hurray_ipc_export_set(shares, static_cast<size_t>(n), HURRAY_IPC_DEFAULT, &msg, &fi);
+    Py_END_ALLOW_THREADS;
+    if (st != HURRAY_OK) {
+      char w[200];
+      if (fi != HURRAY_BATCH_NO_INDEX) {
+        std::snprintf(w, sizeof w, "%s, bufs[%zu]", what, fi);
+      } else {
+        std::snprintf(w, sizeof w, "%s", what);
+      }
+      raise_status(st, w);
+      ok = false;
+    }
+  }
+  if (!ok) {
+    for (Py_ssize_t i = 0; i < made; ++i) release_handle(&shares[i]);
+    PyMem_Free(shares);
+    return nullptr;
+  }
+  PyMem_Free(shares);  // consumed (emptied) by the export
+  const uint8_t *bytes = nullptr;
+  const int32_t *fds = nullptr;
+  size_t size = 0, nfds = 0;
+  // Cannot fail: every pointer is given (NODISCARD is for NULL ones).
+  const int32_t parts = hurray_ipc_set_message_parts(msg, &bytes, &size, &fds, &nfds);
+  (void)parts;
+  PyObject *desc = PyBytes_FromStringAndSize(reinterpret_cast<const char *>(bytes),
+                                             static_cast<Py_ssize_t>(size));
+  PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(nfds));
+  ok = desc != nullptr && tuple != nullptr;
+  size_t dupped = 0;
+  for (; ok && dupped < nfds; ++dupped) {
+    const int fd = fcntl(fds[dupped], F_DUPFD_CLOEXEC, 3);
+    PyObject *v = fd >= 0 ? PyLong_FromLong(fd) : nullptr;
+    if (v == nullptr) {
+      if (fd >= 0) {
+        (void)close(fd);
+      } else {
+        PyErr_SetFromErrno(PyExc_OSError);
+      }
+      ok = false;
+      break;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(dupped), v);
+  }
+  if (!ok) {
+    for (size_t i = 0; i < dupped; ++i) {
+      (void)close(static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(tuple, i))));
+    }
+  }
+  // The message's own fds close here; the duplicates (if any) keep the
+  // lifetime pipes open until the receiver's copies are gone. On failure the
+  // references come back to the sender at once.
+  const int32_t discarded = hurray_ipc_set_message_discard(msg);  // never fails
+  (void)discarded;
+  if (!ok) {
+    Py_XDECREF(desc);
+    Py_XDECREF(tuple);
+    return nullptr;
+  }
+  PyObject *legacy = PyTuple_New(n);
+  if (legacy == nullptr) {
+    for (size_t i = 0; i < nfds; ++i) {
+      (void)close(static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(tuple, i))));
+    }
+    Py_DECREF(desc);
+    Py_DECREF(tuple);
+    return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject *v = as_buffer(PyList_GET_ITEM(arg, i))->legacy_unsaid ? Py_True : Py_False;
+    Py_INCREF(v);
+    PyTuple_SET_ITEM(legacy, i, v);
+  }
+  return Py_BuildValue("(NNN)", desc, tuple, legacy);
+}
+
+// _ipc_import_set(descriptor: bytes, fds: sequence of int, legacy_unsaid:
+// tuple[bool, ...]) -> list[Buffer]: hurray_ipc_import_set; the fds are
+// consumed in every case (closed on any error); one flag per handle the
+// sender exported (so their number is the capacity).
+PyObject *mod_ipc_import_set(PyObject *, PyObject *args) {
+  const char *what =
+      "hurray: receiving a set of Buffers from another process "
+      "(hurray_ipc_import_set)";
+  Py_buffer desc;
+  PyObject *fds_obj;
+  PyObject *legacy;
+  if (!PyArg_ParseTuple(args, "y*OO!:_ipc_import_set", &desc, &fds_obj, &PyTuple_Type, &legacy)) {
+    return nullptr;
+  }
+  const Py_ssize_t n = PyTuple_GET_SIZE(legacy);
+  PyObject *seq = PySequence_Fast(fds_obj, "_ipc_import_set: fds must be a sequence of ints");
+  if (seq == nullptr) {
+    PyBuffer_Release(&desc);
+    return nullptr;
+  }
+  const Py_ssize_t nf = PySequence_Fast_GET_SIZE(seq);
+  int32_t *fds = static_cast<int32_t *>(PyMem_Calloc(static_cast<size_t>(nf) + 1, sizeof(int32_t)));
+  size_t kept = 0;
+  bool ok = fds != nullptr;
+  if (!ok) PyErr_NoMemory();
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  for (Py_ssize_t i = 0; i < nf; ++i) {
+    const long long fd = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+    if (fd == -1 && PyErr_Occurred()) {
+      if (ok)
+        PyErr_Fetch(&et, &ev, &tb);
+      else
+        PyErr_Clear();
+      ok = false;
+      continue;
+    }
+    if (fd < 0 || fd > INT_MAX) {
+      if (ok) {
+        PyErr_Format(PyExc_ValueError, "%s: %lld is not a file descriptor", what, fd);
+        PyErr_Fetch(&et, &ev, &tb);
+        ok = false;
+      }
+      continue;
+    }
+    (void)fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);  // as _ipc_import
+    if (fds != nullptr) {
+      fds[kept++] = static_cast<int32_t>(fd);
+    } else {
+      (void)close(static_cast<int>(fd));
+    }
+  }
+  Py_DECREF(seq);
+  if (et != nullptr) PyErr_Restore(et, ev, tb);
+  if (ok && n <= 0) {
+    PyErr_Format(PyExc_ValueError, "%s: %zd handles announced", what, n);
+    ok = false;
+  }
+  hurray_buffer *hs = nullptr;
+  PyObject *out = nullptr;
+  if (ok) {
+    hs = static_cast<hurray_buffer *>(PyMem_Calloc(static_cast<size_t>(n), sizeof(hurray_buffer)));
+    out = hs != nullptr ? PyList_New(n) : nullptr;
+    for (Py_ssize_t i = 0; out != nullptr && i < n; ++i) {
+      PyObject *b = new_empty_buffer();
+      if (b == nullptr) {
+        Py_CLEAR(out);
+        break;
+      }
+      PyList_SET_ITEM(out, i, b);
+    }
+    if (out == nullptr) {
+      if (!PyErr_Occurred()) PyErr_NoMemory();
+      ok = false;
+    }
+  }
+  if (!ok) {
+    for (size_t i = 0; i < kept; ++i) (void)close(fds[i]);
+    PyMem_Free(fds);
+    PyMem_Free(hs);
+    PyBuffer_Release(&desc);
+    return nullptr;
+  }
+  size_t count = 0;
+  int32_t st;
+  Py_BEGIN_ALLOW_THREADS;
+  st = hurray_ipc_import_set(static_cast<const uint8_t *>(desc.buf), static_cast<size_t>(desc.len),
+                             fds, kept, hs, static_cast<size_t>(n), &count);
+  Py_END_ALLOW_THREADS;
+  PyBuffer_Release(&desc);
+  PyMem_Free(fds);
+  if (st == HURRAY_OK && count != static_cast<size_t>(n)) {
+    for (size_t i = 0; i < count; ++i) release_handle(&hs[i]);
+    PyErr_Format(PyExc_OSError, "%s: the message holds %zu handles, %zd were announced", what,
+                 count, n);
+    PyMem_Free(hs);
+    Py_DECREF(out);
+    return nullptr;
+  }
+  if (st != HURRAY_OK) {
+    raise_status(st, what);
+    PyMem_Free(hs);
+    Py_DECREF(out);
+    return nullptr;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (g_check_labels) label_python_site(&hs[i]);
+    PyObject *b = PyList_GET_ITEM(out, i);
+    const bool ro = (hs[i].flags & HURRAY_FLAG_READ_ONLY) != 0;
+    buffer_adopt(b, &hs[i]);
+    as_buffer(b)->legacy_unsaid = ro && PyTuple_GET_ITEM(legacy, i) == Py_True;
+  }
+  PyMem_Free(hs);
+  return out;
 }
 
 }  // namespace hurray_py

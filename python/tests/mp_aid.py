@@ -144,3 +144,55 @@ def send_one_and_exit(conn: Any) -> None:
     conn.send(b)
     conn.recv()  # the parent has it
     b.release()
+
+
+# --- sets of Buffers (BufferDict / BufferList: one message) -----------------
+
+
+def set_facts(d: Any) -> Dict[str, Any]:
+    """What a worker sees of a BufferDict / BufferList: its type, keys, each
+    member's sum, and the distinct mappings ('dev inode') holding them."""
+    items = list(d.items()) if isinstance(d, dict) else list(enumerate(d))
+    return {
+        "pid": os.getpid(),
+        "type": type(d).__name__,
+        "keys": [k for k, _ in items],
+        "sums": {k: float(np.from_dlpack(b).sum()) for k, b in items},
+        "inodes": sorted({" ".join(mapping_of(b.data_ptr).split()[:2]) for b in d.values()})
+        if isinstance(d, dict)
+        else sorted({" ".join(mapping_of(b.data_ptr).split()[:2]) for b in d}),
+        "readonly": [b.readonly for _, b in items],
+    }
+
+
+def set_add_one(d: Any) -> Dict[str, Any]:
+    """Adds 1 to every member (through NumPy), then reports set_facts."""
+    for b in d.values() if isinstance(d, dict) else d:
+        a = np.from_dlpack(b)
+        np.add(a, 1, out=a)
+    return set_facts(d)
+
+
+def set_from_queue(q: Any, results: Any) -> None:
+    results.put(set_add_one(q.get(timeout=60)))
+
+
+def set_pipe_echo(conn: Any) -> None:
+    """Receives one set, adds 1 to every member and sends the set back."""
+    d = conn.recv()
+    set_add_one(d)
+    conn.send(d)
+    del d
+    conn.poll(60)
+
+
+def set_hold(conn: Any) -> None:
+    """Receives one set, says so, and keeps it until told to release it
+    ('go'), to exit holding it ('exit': os._exit, no cleanup), or killed."""
+    d = conn.recv()
+    conn.send(len(d))
+    conn.poll(60)
+    if conn.recv() == "exit":
+        os._exit(0)
+    del d
+    conn.send("released")
