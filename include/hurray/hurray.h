@@ -1485,8 +1485,12 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
  * fds into records of at most HURRAY_IPC_SET_FDS_PER_RECORD (the kernel's
  * SCM_MAX_FD is 253 per sendmsg). */
 #define HURRAY_IPC_SET_WIRE_VERSION 1u
+/* Most handles one set message carries (hurray_ipc_export_set refuses more). */
 #define HURRAY_IPC_SET_MAX_HANDLES 65536
+/* Most fds one set message carries: two per distinct allocation. */
 #define HURRAY_IPC_SET_MAX_FDS (2 * HURRAY_IPC_SET_MAX_HANDLES)
+/* Most fds hurray_ipc_send_set puts in one sendmsg record (SCM_MAX_FD is
+ * 253); a set with more is sent as several records of one message. */
 #define HURRAY_IPC_SET_FDS_PER_RECORD 252
 
 /* One message: the descriptor and the fds it needs. A plain value; whoever
