@@ -580,8 +580,8 @@ int cmd_reset() {
 [[noreturn]] void recv_reset_child(int sock) {
   hurray_buffer a{};
   int32_t st = hurray_ipc_recv(sock, &a);
-  check(st == HURRAY_OK && pool_imports() == 1, "child_recv_kind5", "%s %s",
-        hurray_status_name(st), hurray_last_error());
+  check(st == HURRAY_OK && pool_imports() == 1, "child_recv_kind5", "%s %s", hurray_status_name(st),
+        hurray_last_error());
   if (st == HURRAY_OK) (void)hurray_buffer_release(&a);
   fake_fn<void (*)(int)>("primary_ctx_reset")(0);
   const uint64_t failed_before = [] {

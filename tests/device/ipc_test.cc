@@ -99,7 +99,9 @@ TEST_F(CudaPoolIpc, OwnPoolIsMadeAgainAfterAContextReset) { run("pool-reset"); }
 // keeps a dup of the pool fd for its life, imports again from it when the
 // incarnation is no longer live, and destroys only a live import
 // (src/ipc/pool_peers.cc, GpuIpc::open_pool reporting the incarnation).
-TEST_F(CudaPoolIpc, DISABLED_KindSixAfterTheReceiversContextResetImports) { run("pool-recv-reset"); }
+TEST_F(CudaPoolIpc, DISABLED_KindSixAfterTheReceiversContextResetImports) {
+  run("pool-recv-reset");
+}
 
 // HIP stream-ordered pool memory, kinds 5 and 6, with the same probe
 // commands (ipc_pool_probe.cc) on the HIP fake's pools
