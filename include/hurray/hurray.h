@@ -1571,7 +1571,13 @@ typedef struct hurray_ipc_message {
  *            on success
  * Returns: HURRAY_OK, or
  *   HURRAY_ERR_INVALID_ARGUMENT    out NULL; src NULL, empty or malformed;
- *                                  unknown option bits
+ *                                  unknown option bits; CUDA: the stream
+ *                                  the event goes on is being captured
+ *                                  into a graph, or it is the legacy
+ *                                  default stream while a blocking stream
+ *                                  of the device captures (asked with
+ *                                  cuStreamIsCapturing first: nothing
+ *                                  made, the capture left valid)
  *   HURRAY_ERR_UNSUPPORTED_DEVICE  memory neither kDLCPU nor exportable
  *                                  GPU memory (ipc §6): pinned or managed
  *                                  memory; stream-ordered memory of a pool

@@ -210,6 +210,41 @@ TEST_P(HipCapture, SynchronousAllocationAndReleaseLeaveTheCaptureValid) {
   f().reset();
 }
 
+// Review of issue 27: hurray_ipc_export records the IPC event on the
+// legacy default stream. While another thread captures a BLOCKING stream of
+// the device, any use of the legacy stream is prohibited (CUDA Programming
+// Guide, "CUDA Graphs", "Prohibited and Unhandled Operations": an implicit
+// dependency on a capture, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and
+// invalidates that capture: the export breaks the other thread's graph,
+// which is issue 27's item 2 for the export path. hurray_event_record asks
+// cuStreamIsCapturing first and refuses the legacy stream then (gpu.md §4);
+// the export does not. The export may fail, but the capture must stay
+// valid and nothing be consumed: it is refused (INVALID_ARGUMENT) before
+// anything is made.
+TEST_P(CudaCapture, IpcExportLeavesAnotherThreadsBlockingCaptureValid) {
+  void *const side = f().fn<void *(*)(int)>("stream_create")(0);  // blocking
+  hurray_buffer a = alloc_ok(dev(HURRAY_DEVICE_CUDA, 0), nullptr);
+  {
+    OtherThreadCapture capture(f(), side, GetParam());
+    hurray_ipc_message m;
+    const int32_t st = hurray_ipc_export(&a, HURRAY_IPC_DEFAULT, &m);
+    EXPECT_EQ(st, HURRAY_ERR_INVALID_ARGUMENT) << hurray_last_error();
+    if (st == HURRAY_OK) {
+      EXPECT_EQ(hurray_ipc_message_discard(&m), HURRAY_OK);
+    } else {
+      EXPECT_NE(std::string(hurray_last_error()).find("legacy default stream"), std::string::npos)
+          << hurray_last_error();
+      EXPECT_NE(a.release_fn, nullptr) << "a failed export consumed the handle";
+      EXPECT_EQ(f().call_count("cuEventCreate"), 0) << "an event was made";
+      EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+    }
+    EXPECT_EQ(capture.end(), 1) << "the other thread's capture was invalidated: "
+                                << hurray_status_name(st) << " " << hurray_last_error();
+    EXPECT_EQ(count("invalidated_captures"), invalidated_before_);
+  }
+  destroy(side);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, HipCapture, ::testing::Values(0, 1, 2),
                          [](const ::testing::TestParamInfo<int> &i) {
                            return std::string(mode_name(i.param));

@@ -28,6 +28,8 @@
 //                               hurray_ipc_recv on another connection
 //   probe ipc-pool-reset 2      CUDA: libhurray's own pool is made again
 //                               after cuDevicePrimaryCtxReset destroyed it
+//   probe ipc-pool-recv-reset 2 CUDA: the receiver's context reset between
+//                               a kind-5 and a kind-6 message of a pool
 //   probe ipc-pool-user 10      HIP: a pool the caller made, found by
 //                               HIP_POINTER_ATTRIBUTE_MEMPOOL_HANDLE; with
 //                               the attribute unanswered, refused clearly
@@ -567,6 +569,65 @@ int cmd_reset() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// The receiver's own cuDevicePrimaryCtxReset between a kind-5 and a
+// kind-6 message of one pool (review of issue 27): the reset destroyed the
+// pool the receiver imported (the Driver API reference of
+// cuDevicePrimaryCtxReset: all resources of the context, its pools among
+// them; fake_pool.h drop_device). The kind-6 message must not name that
+// dead pool to the driver (cuMemPoolImportPointer on a destroyed handle is
+// undefined on a real driver) and must still import: the pool came on this
+// connection and the sender will not send its fd again.
+[[noreturn]] void recv_reset_child(int sock) {
+  hurray_buffer a{};
+  int32_t st = hurray_ipc_recv(sock, &a);
+  check(st == HURRAY_OK && pool_imports() == 1, "child_recv_kind5", "%s %s", hurray_status_name(st),
+        hurray_last_error());
+  if (st == HURRAY_OK) (void)hurray_buffer_release(&a);
+  fake_fn<void (*)(int)>("primary_ctx_reset")(0);
+  const uint64_t failed_before = [] {
+    hurray_diagnostics d{};
+    d.struct_size = sizeof d;
+    (void)hurray_get_diagnostics(&d);
+    return d.failed_releases;
+  }();
+  hurray_buffer b{};
+  st = hurray_ipc_recv(sock, &b);
+  check(st == HURRAY_OK, "kind6_after_receivers_reset_imports", "%s %s", hurray_status_name(st),
+        hurray_last_error());
+  if (st == HURRAY_OK) {
+    check(static_cast<const float *>(b.data)[15] == 16.0f, "child_reads", "");
+    (void)hurray_buffer_release(&b);
+  }
+  hurray_buffer none{};
+  st = hurray_ipc_recv(sock, &none);
+  hurray_diagnostics d{};
+  d.struct_size = sizeof d;
+  (void)hurray_get_diagnostics(&d);
+  check(st == HURRAY_ERR_IPC_CLOSED && d.failed_releases == failed_before,
+        "no_failed_release_of_the_dead_pool", "%s failed releases %llu -> %llu",
+        hurray_status_name(st), static_cast<unsigned long long>(failed_before),
+        static_cast<unsigned long long>(d.failed_releases));
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
+int cmd_recv_reset() {
+  if (!is_cuda()) return 64;
+  int sv[2];
+  const pid_t pid = fork_receiver(sv, recv_reset_child);
+  if (pid < 0) return 2;
+  for (int i = 0; i < 2; ++i) {
+    hurray_buffer h{};
+    if (pool_handle(&h) != HURRAY_OK) return 1;
+    const int32_t st = hurray_ipc_send(sv[0], &h, HURRAY_IPC_DEFAULT);
+    check(st == HURRAY_OK, "send", "%s", hurray_last_error());
+  }
+  check(call_count("cuMemPoolExportToShareableHandle") == 1, "pool_fd_sent_once", "");
+  shutdown(sv[0], SHUT_WR);
+  check(wait_child(pid) == 0, "child", "");
+  close(sv[0]);
+  return g_failures == 0 ? 0 : 1;
+}
+
 // HIP only (pool-user): memory of a pool the caller made, not libhurray's.
 struct UserOwner {
   void *ptr;
@@ -702,6 +763,7 @@ int run_pool_command(const std::string &cmd) {
   if (cmd == "two") return cmd_two();
   if (cmd == "unread") return cmd_unread();
   if (cmd == "reset") return cmd_reset();
+  if (cmd == "recv-reset") return cmd_recv_reset();
   return 64;
 }
 

@@ -83,12 +83,23 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   bool vmm_failed = false;  // a VMM allocation whose export failed
   const char *call = "cuMemRetainAllocationHandle";
   CUevent ev = nullptr;
+  // The stream the event goes on, asked first (allowed during a capture):
+  // recording on a capturing stream would capture the record instead of
+  // making it, and using the legacy stream while a blocking stream of the
+  // context captures is prohibited and invalidates that capture (CUDA
+  // Programming Guide, "CUDA Graphs", "Prohibited and Unhandled
+  // Operations"); either is refused before anything is made (gpu.md §4).
+  Capture capture = Capture::kNone;
   // The incarnation of the context, which names the pool together with its
   // handle (gpu_ipc.h, pool_epoch), is set before the lambda runs.
   st = Cuda::with_device(
       device.device_id, &call,
       [&](const CudaDriver &drv) {
-        CUresult r = vmm_export(drv, data, out, &call, &vmm);
+        call = "cuStreamIsCapturing";
+        CUresult r = CudaTraits::stream_capture(drv, stream_of(stream), &capture);
+        if (r != CUDA_SUCCESS || capture != Capture::kNone) return r;
+        call = "cuMemRetainAllocationHandle";
+        r = vmm_export(drv, data, out, &call, &vmm);
         if (r != CUDA_SUCCESS) {
           vmm_failed = true;
           return got = r;
@@ -150,6 +161,19 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   if (st != HURRAY_OK && out->pool_fd >= 0) {
     close(out->pool_fd);
     out->pool_fd = -1;
+  }
+  if (st == HURRAY_OK && capture != Capture::kNone) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "the IPC event that orders the receiver cannot be recorded on %s of CUDA device "
+                "%" PRId32
+                " now: %s; nothing was exported (export before or after the capture, or name "
+                "another stream with hurray_ipc_export_async)",
+                stream == nullptr ? "the legacy default stream" : "the stream", device.device_id,
+                capture == Capture::kImplicit
+                    ? "a blocking stream of the device is being captured into a graph, and CUDA "
+                      "prohibits using the legacy stream then (it would break that capture)"
+                    : "the stream is being captured into a graph, where a record stands for a "
+                      "graph node not yet launched, not for the work queued on it");
   }
   if (st == HURRAY_OK && pool == PoolFound::kNotExportable) {
     return CudaPools::refuse_not_exportable(device, data);
