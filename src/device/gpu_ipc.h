@@ -159,7 +159,8 @@ struct GpuIpc {
   // groups its GPU handles by (ipc.md §10), so that one allocation is exported and opened
   // once. HURRAY_OK with *base set, or a failure (the caller then groups
   // by `data` itself; the message it set is not the caller's).
-  int32_t (*address_range)(hurray_device device, const void *data, uintptr_t *base, uint64_t *bytes);
+  int32_t (*address_range)(hurray_device device, const void *data, uintptr_t *base,
+                           uint64_t *bytes);
 };
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (the drivers' spelling); `out`

@@ -322,8 +322,7 @@ int32_t group_gpu(PreparedSet *p, size_t i, RegionIndex *index, uint32_t *gpu_re
                 "srcs[%zu] is on %s %d, but its allocation (at 0x%" PRIxPTR
                 ") is one an earlier handle has on %s %d",
                 i, device_type_name(h.device.device_type), static_cast<int>(h.device.device_id),
-                base, device_type_name(g.device.device_type),
-                static_cast<int>(g.device.device_id));
+                base, device_type_name(g.device.device_type), static_cast<int>(g.device.device_id));
   }
   m.region = *slot;
   m.gpu_offset = off;
@@ -338,8 +337,8 @@ int32_t group_gpu(PreparedSet *p, size_t i, RegionIndex *index, uint32_t *gpu_re
 int32_t export_gpu_region(PreparedSet *p, size_t n, uint32_t r, uint64_t conn, uint64_t desc_at,
                           size_t fd_at) {
   Region &g = p->regions[r];
-  g.bundle = static_cast<Bundle *>(
-      std::malloc(sizeof(Bundle) + sizeof(hurray_buffer) * (g.count - 1)));
+  g.bundle =
+      static_cast<Bundle *>(std::malloc(sizeof(Bundle) + sizeof(hurray_buffer) * (g.count - 1)));
   if (g.bundle == nullptr) {
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating a set region's bookkeeping failed");
   }
@@ -362,10 +361,8 @@ int32_t export_gpu_region(PreparedSet *p, size_t n, uint32_t r, uint64_t conn, u
   }
   g.gpu_made = true;
   WireDesc d;
-  const uint32_t kind = decode_descriptor(g.gx.msg.bytes, g.gx.msg.size, g.gx.msg.nfds, &d) ==
-                                HURRAY_OK
-                            ? d.kind
-                            : 0;
+  const uint32_t kind =
+      decode_descriptor(g.gx.msg.bytes, g.gx.msg.size, g.gx.msg.nfds, &d) == HURRAY_OK ? d.kind : 0;
   if (kind == 0 || g.gx.msg.size != wire_size(kind, 1) || g.gx.msg.size > kSetGpuDescMax) {
     return fail(HURRAY_ERR_IPC, "srcs[%zu]: its region's descriptor is not one a set carries",
                 member);
@@ -377,7 +374,16 @@ int32_t export_gpu_region(PreparedSet *p, size_t n, uint32_t r, uint64_t conn, u
   }
   g.gx.msg.nfds = 0;
   std::memcpy(p->msg->bytes + desc_at, g.gx.msg.bytes, g.gx.msg.size);
-  const SetRegion sr{kind, 0u, desc_at, g.gx.msg.size, g.count, 0, 0, 0, 0, 0,
+  const SetRegion sr{kind,
+                     0u,
+                     desc_at,
+                     g.gx.msg.size,
+                     g.count,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
                      hurray_device{HURRAY_DEVICE_CPU, 0}};
   encode_set_region(sr, r, p->msg->bytes);
   p->gx_kind = kind;
@@ -412,8 +418,7 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, uint64_t conn, s
   // GPU allocations by base address (one address space: UVA).
   RegionIndex gpu_index{
       static_cast<const MemfdBlock **>(gpu_index_mem),
-      reinterpret_cast<uint32_t *>(static_cast<char *>(gpu_index_mem) + cap * sizeof(void *)),
-      cap};
+      reinterpret_cast<uint32_t *>(static_cast<char *>(gpu_index_mem) + cap * sizeof(void *)), cap};
   uint32_t gpu_regions = 0;
   uint64_t copy_total = 0;
   bool any_copy = false, copy_read_only = true;

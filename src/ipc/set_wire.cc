@@ -190,7 +190,8 @@ int32_t decode_set_header(const uint8_t *bytes, size_t size, bool whole, SetHead
                 "set descriptor has %" PRIu32 " regions for %" PRIu32 " entries (1..entries)",
                 h.n_regions, h.n_entries);
   }
-  if (h.nfds < h.n_regions || static_cast<uint64_t>(h.nfds) > uint64_t{kSetFdsPerRegion} * h.n_regions) {
+  if (h.nfds < h.n_regions ||
+      static_cast<uint64_t>(h.nfds) > uint64_t{kSetFdsPerRegion} * h.n_regions) {
     return fail(HURRAY_ERR_IPC,
                 "set descriptor says %" PRIu32 " fds for %" PRIu32
                 " regions (1 or 2 each, as each region's kind has)",
@@ -273,8 +274,8 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
                     " bytes, within the %zu of the message)",
                     r, g.kind, g.offset, g.length, g.kind, want, size);
       }
-      int32_t st = decode_descriptor(bytes + g.offset, static_cast<size_t>(g.length),
-                                     wire_fds(g.kind), &d);
+      int32_t st =
+          decode_descriptor(bytes + g.offset, static_cast<size_t>(g.length), wire_fds(g.kind), &d);
       if (st != HURRAY_OK) {
         char why[256];
         std::snprintf(why, sizeof why, "%s", hurray_last_error());
@@ -397,8 +398,8 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
     if (g.kind == kKindCpuMemfd) continue;
     if (g.desc_at != at) {
       return fail(HURRAY_ERR_IPC,
-                  "set region %" PRIu32 "'s descriptor is at byte %" PRIu64
-                  ", not at %" PRIu64 " (after the entries and the GPU regions' descriptors "
+                  "set region %" PRIu32 "'s descriptor is at byte %" PRIu64 ", not at %" PRIu64
+                  " (after the entries and the GPU regions' descriptors "
                   "before it)",
                   r, g.desc_at, at);
     }

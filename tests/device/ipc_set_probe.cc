@@ -43,7 +43,8 @@ int32_t alloc_on(int32_t ordinal, float first, hurray_buffer *h) {
   const int64_t shape[1] = {kElems};
   const int32_t st = hurray_alloc(hurray_device{g_type, ordinal}, kF32, 1, shape, 0, h);
   if (st == HURRAY_OK) {
-    for (int i = 0; i < kElems; ++i) static_cast<float *>(h->data)[i] = first + static_cast<float>(i);
+    for (int i = 0; i < kElems; ++i)
+      static_cast<float *>(h->data)[i] = first + static_cast<float>(i);
   }
   return st;
 }
@@ -55,8 +56,8 @@ bool make_views(hurray_buffer *src, int n, hurray_buffer *out) {
   if (hurray_share(src, static_cast<uint32_t>(n), shares) != HURRAY_OK) return false;
   for (int i = 0; i < n; ++i) {
     const int64_t shape[1] = {8};
-    const hurray_view_desc d{static_cast<uint64_t>(32 * i), 0, hurray_device{0, 0}, kF32, 1,
-                             shape, nullptr};
+    const hurray_view_desc d{
+        static_cast<uint64_t>(32 * i), 0, hurray_device{0, 0}, kF32, 1, shape, nullptr};
     if (hurray_view(&shares[i], &d, &out[i]) != HURRAY_OK) return false;
   }
   return true;
@@ -84,7 +85,8 @@ float at(const hurray_buffer &h, int i) {
   bool ok = true;
   for (int i = 0; i < 8; ++i) {
     ok = ok && r[i].device.device_type == g_type && r[i].ndim == 1 && r[i].shape[0] == 8 &&
-         at(r[i], 0) == static_cast<float>(8 * i + 1) && at(r[i], 7) == static_cast<float>(8 * i + 8);
+         at(r[i], 0) == static_cast<float>(8 * i + 1) &&
+         at(r[i], 7) == static_cast<float>(8 * i + 8);
   }
   check(ok, "child_reads", "");
   reinterpret_cast<float *>(static_cast<char *>(r[3].data) + r[3].byte_offset)[0] = 42.0f;
@@ -112,8 +114,8 @@ int cmd_views() {
   const int events = call_count(N("cuEventCreate", "hipEventCreateWithFlags"));
   size_t failed = 0;
   const int32_t st = hurray_ipc_send_set(sv[0], v, 8, HURRAY_IPC_DEFAULT, &failed);
-  check(st == HURRAY_OK && v[0].release_fn == nullptr, "send_set", "%s %s",
-        hurray_status_name(st), hurray_last_error());
+  check(st == HURRAY_OK && v[0].release_fn == nullptr, "send_set", "%s %s", hurray_status_name(st),
+        hurray_last_error());
   check(call_count(N("cuIpcGetMemHandle", "hipIpcGetMemHandle")) == 1 &&
             call_count(N("cuEventCreate", "hipEventCreateWithFlags")) == events + 1,
         "one_export", "handles %d", call_count(N("cuIpcGetMemHandle", "hipIpcGetMemHandle")));
@@ -143,9 +145,9 @@ int cmd_views() {
         "child_devices", "");
   check(call_count(open_call()) == 2 && ipc_open_count() == 2, "child_two_opens", "%d",
         call_count(open_call()));
-  check(at(r[0], 5) == 5.0f && at(r[1], 0) == 1.0f && at(r[2], 63) == 164.0f &&
-            at(r[3], 0) == 17.0f,
-        "child_reads", "%g %g %g %g", at(r[0], 5), at(r[1], 0), at(r[2], 63), at(r[3], 0));
+  check(
+      at(r[0], 5) == 5.0f && at(r[1], 0) == 1.0f && at(r[2], 63) == 164.0f && at(r[3], 0) == 17.0f,
+      "child_reads", "%g %g %g %g", at(r[0], 5), at(r[1], 0), at(r[2], 63), at(r[3], 0));
   for (auto &h : r) (void)hurray_buffer_release(&h);
   check(call_count(close_call()) == 2 && ipc_open_count() == 0, "child_closed", "");
   _exit(g_failures == 0 ? 0 : 1);
@@ -278,7 +280,8 @@ int32_t pool_alloc(float first, hurray_buffer *h) {
   const int32_t st = hurray_alloc_async(hurray_device{g_type, 0}, kF32, 1, shape,
                                         HURRAY_ALLOC_SHAREABLE, g_stream, h);
   if (st == HURRAY_OK) {
-    for (int i = 0; i < kElems; ++i) static_cast<float *>(h->data)[i] = first + static_cast<float>(i);
+    for (int i = 0; i < kElems; ++i)
+      static_cast<float *>(h->data)[i] = first + static_cast<float>(i);
   }
   return st;
 }
@@ -290,8 +293,8 @@ int32_t pool_alloc(float first, hurray_buffer *h) {
   check(st == HURRAY_OK && count == 3, "child_recv", "%s %s", hurray_status_name(st),
         hurray_last_error());
   if (st != HURRAY_OK) _exit(1);
-  check(call_count(N("cuMemPoolImportFromShareableHandle", "hipMemPoolImportFromShareableHandle")) ==
-                1 &&
+  check(call_count(
+            N("cuMemPoolImportFromShareableHandle", "hipMemPoolImportFromShareableHandle")) == 1 &&
             call_count(N("cuMemPoolImportPointer", "hipMemPoolImportPointer")) == 2 &&
             call_count(open_call()) == 0,
         "child_pool_once", "pools %d pointers %d",
@@ -310,8 +313,8 @@ int cmd_pool() {
   const pid_t pid = fork_receiver(sv, pool_child);
   if (pid < 0) return 2;
   hurray_buffer s[3]{}, a{};
-  check(pool_alloc(1.0f, &a) == HURRAY_OK && pool_alloc(101.0f, &s[1]) == HURRAY_OK,
-        "alloc_async", "%s", hurray_last_error());
+  check(pool_alloc(1.0f, &a) == HURRAY_OK && pool_alloc(101.0f, &s[1]) == HURRAY_OK, "alloc_async",
+        "%s", hurray_last_error());
   hurray_buffer two[2]{};
   check(hurray_share(&a, 2, two) == HURRAY_OK, "share", "");
   s[0] = two[0];

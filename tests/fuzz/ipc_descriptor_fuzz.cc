@@ -114,9 +114,8 @@ int fuzz_set(const uint8_t *data, size_t size) {
       WireDesc d;
       uint32_t r;
       read_set_entry(bytes.data(), at[i], regions.data(), &d, &r);
-      const SetEntry e{r,        d.flags, d.dtype,  d.ndim,
-                       d.byte_offset, d.data_offset, d.device, d.shape,
-                       d.strides};
+      const SetEntry e{r,        d.flags, d.dtype,  d.ndim, d.byte_offset, d.data_offset,
+                       d.device, d.shape, d.strides};
       FUZZ_CHECK(at[i] + set_entry_size(d.ndim) <= again.size(), "entry past the end");
       encode_set_entry(e, again.data() + at[i]);
       if ((static_cast<uint32_t>(d.dtype.bits) * d.dtype.lanes) % 8 == 0) {
