@@ -1480,7 +1480,8 @@ HURRAY_API int32_t hurray_set_diagnostic_hook(hurray_diagnostic_hook_fn hook, vo
 /* A set of handles in one message (hurray_ipc_export_set, docs/impl/ipc.md
  * §10): its descriptor has a magic and a version of its own (set version 1;
  * the single message above keeps wire version 2), at most
- * HURRAY_IPC_SET_MAX_HANDLES handles and two fds per distinct allocation,
+ * HURRAY_IPC_SET_MAX_HANDLES handles and at most two fds per distinct
+ * allocation (CPU memory two, a GPU allocation the one or two of its kind),
  * so at most HURRAY_IPC_SET_MAX_FDS. hurray_ipc_send_set splits a message's
  * fds into records of at most HURRAY_IPC_SET_FDS_PER_RECORD (the kernel's
  * SCM_MAX_FD is 253 per sendmsg). */
@@ -1869,10 +1870,16 @@ typedef struct hurray_ipc_set_message hurray_ipc_set_message;
  * as hurray_ipc_export checks one; handles are grouped by the allocation
  * their memory lies in (followed through shares and views), distinct
  * allocations de-duplicated, and each group's references are held by one
- * watch until every copy of its lifetime fd is closed (ipc §5).
+ * watch until every copy of its lifetime fd is closed (ipc §5). kDLCUDA and
+ * kDLROCM handles are grouped by their allocation (the driver's address
+ * range) and each allocation travels as one GPU message of its kind would
+ * (ipc §6: the vendor's handle or fd, the device's UUID, an IPC event
+ * recorded on the legacy default stream, a pool's fd once per connection),
+ * so the receiver opens it once whatever the number of handles into it.
  *
  * Parameters:
- *   srcs          [in, consumed on success]  n live handles, kDLCPU; on
+ *   srcs          [in, consumed on success]  n live handles, kDLCPU,
+ *                 kDLCUDA or kDLROCM, mixed freely; on
  *                 success every srcs[i] is emptied (its reference lives on
  *                 in the sender until the receiver lets go, or, when it was
  *                 copied, it is released at once), on failure none is
@@ -1897,10 +1904,12 @@ typedef struct hurray_ipc_set_message hurray_ipc_set_message;
  *   HURRAY_ERR_UNSUPPORTED_DTYPE   an element's dtype; a non-contiguous
  *                                  packed sub-byte element that would need
  *                                  a copy
- *   HURRAY_ERR_UNSUPPORTED_DEVICE  an element not on kDLCPU (a set carries
- *                                  CPU memory only; send GPU memory with
- *                                  hurray_ipc_send); with
- *                                  HURRAY_IPC_ZERO_COPY_ONLY, an element
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  an element on another device, or GPU
+ *                                  memory that hurray_ipc_export could not
+ *                                  send either (no elements, no driver,
+ *                                  not exportable, beyond its allocation:
+ *                                  its index); with
+ *                                  HURRAY_IPC_ZERO_COPY_ONLY, a CPU element
  *                                  whose memory is not shareable
  *   HURRAY_ERR_OVERFLOW            the copies pass 2^62 bytes
  *   HURRAY_ERR_OUT_OF_MEMORY       bookkeeping, or the copy region
@@ -1983,7 +1992,12 @@ HURRAY_API int32_t hurray_ipc_set_message_discard(hurray_ipc_set_message *m);
  *   HURRAY_ERR_UNSUPPORTED_VERSION the set version is not
  *                                  HURRAY_IPC_SET_WIRE_VERSION
  *   HURRAY_ERR_UNSUPPORTED_DTYPE   an entry's dtype
- *   HURRAY_ERR_UNSUPPORTED_DEVICE  an entry not on kDLCPU 0
+ *   HURRAY_ERR_UNSUPPORTED_DEVICE  a CPU region's entry not on kDLCPU 0;
+ *                                  a GPU region this process cannot open
+ *                                  (no such device by UUID, no driver:
+ *                                  the message names the first entry in
+ *                                  it); the other errors of
+ *                                  hurray_ipc_import for a GPU region
  *   HURRAY_ERR_OVERFLOW            an entry's extent beyond 64 bits
  *   HURRAY_ERR_OUT_OF_MEMORY       bookkeeping or mapping
  *   HURRAY_ERR_IPC                 any other field of the descriptor, in

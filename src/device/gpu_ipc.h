@@ -153,6 +153,14 @@ struct GpuIpc {
   // memory (cuMemFreeAsync / hipFreeAsync on `stream`).
   int32_t (*alloc_shareable)(hurray_device device, uint64_t nbytes, void *stream,
                              DeviceMemory *mem);
+  // The base address of the allocation holding `data` on `device`
+  // (cuMemGetAddressRange / hipMemGetAddressRange, in the device's primary
+  // context / with the device set) and its *bytes: what a set message
+  // groups its GPU handles by (ipc.md §10), so that one allocation is exported and opened
+  // once. HURRAY_OK with *base set, or a failure (the caller then groups
+  // by `data` itself; the message it set is not the caller's).
+  int32_t (*address_range)(hurray_device device, const void *data, uintptr_t *base,
+                           uint64_t *bytes);
 };
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (the drivers' spelling); `out`

@@ -20,6 +20,7 @@
 #include "api/alloc.h"
 #include "common/error.h"
 #include "device/gpu_ipc.h"
+#include "handle/handle.h"
 #include "handle/share_block.h"
 #include "ipc/message.h"
 #include "ipc/pool_peers.h"
@@ -367,10 +368,12 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
   return HURRAY_OK;
 }
 
-}  // namespace
-
-int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, void *stream,
-                           uint64_t conn, PreparedExport *p) {
+// prepare_gpu_export, `mem_src` the handle whose hurray_alloc memory
+// (device_memory_of) says whether the memory is stream-ordered: src
+// itself, or a set region's member (src then describes the region).
+int32_t prepare_gpu_export_of(const hurray_buffer &src, const hurray_extent &e,
+                              const hurray_buffer &mem_src, void *stream, uint64_t conn,
+                              PreparedExport *p) {
   const GpuIpc *ipc = gpu_ipc_for(src.device.device_type);
   if (ipc == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
   if (e.numel == 0 || src.data == nullptr) {
@@ -387,7 +390,7 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
                 "allocated it",
                 device_type_name(src.device.device_type));
   }
-  const DeviceMemory *mem = device_memory_of(src);
+  const DeviceMemory *mem = device_memory_of(mem_src);
   GpuIpcExport x;
   std::memset(&x, 0, sizeof x);
   x.vmm_fd = -1;
@@ -425,6 +428,25 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
     std::free(event);
   }
   return st;
+}
+
+}  // namespace
+
+int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, void *stream,
+                           uint64_t conn, PreparedExport *p) {
+  return prepare_gpu_export_of(src, e, src, stream, conn, p);
+}
+
+int32_t prepare_gpu_set_region(const hurray_buffer &member, const hurray_buffer &whole,
+                               uint64_t conn, PreparedExport *p) {
+  p->pool_conn = p->pool_id = 0;
+  // Memory this process opened from another's legacy handle goes on as
+  // the original sender's allocation (forward_import), as one handle does.
+  if (const GpuImportBlock *b = received_block(member)) return forward_import(whole, *b, p);
+  hurray_extent e;
+  const int32_t st = check_handle(&whole, "a set's GPU region", &e);
+  if (st != HURRAY_OK) return st;
+  return prepare_gpu_export_of(whole, e, member, nullptr, conn, p);
 }
 
 int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, uint64_t conn,

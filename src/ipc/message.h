@@ -56,6 +56,16 @@ int32_t prepare_gpu_export(const hurray_buffer &src, const hurray_extent &e, voi
                            uint64_t conn, PreparedExport *p);
 int32_t import_gpu(const WireDesc &d, hurray_ipc_message *m, void *stream, uint64_t conn,
                    hurray_buffer *out);
+// A set message's GPU region (set.cc, docs/impl/ipc.md §10): `whole`
+// describes the whole allocation as bytes (kDLUInt 8, shape {bytes}, data
+// its base, flags 0, byte_offset 0) and its release gives back the
+// references of the region's handles; `member` is one of them. The export
+// of prepare_gpu_export for `whole` (event on the legacy default stream,
+// the pool's fd as `conn` decides), or, for memory this process received
+// as a legacy handle, the original sender's descriptor forwarded. Same
+// contract as prepare_gpu_export.
+int32_t prepare_gpu_set_region(const hurray_buffer &member, const hurray_buffer &whole,
+                               uint64_t conn, PreparedExport *p);
 // hurray_ipc_import with the connection the message came on (socket.cc).
 int32_t import_message(hurray_ipc_message *m, void *stream, uint64_t conn, hurray_buffer *out);
 // HURRAY_OK when `fd` is the write end of a pipe (the lifetime fd), which

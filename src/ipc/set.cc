@@ -41,7 +41,9 @@
 #include "handle/handle.h"
 #include "handle/layout.h"
 #include "handle/share_block.h"
+#include "device/gpu_ipc.h"
 #include "ipc/message.h"
+#include "ipc/pool_peers.h"
 #include "ipc/set.h"
 #include "ipc/set_wire.h"
 #include "ipc/watcher.h"
@@ -55,6 +57,7 @@ constexpr uint64_t kCopyAlign = HURRAY_GROUP_ALIGNMENT;
 // The references of several handles of one region, released together.
 struct Bundle {
   size_t n;
+  int64_t dims[2];      // a GPU region's handle: shape and strides of its bytes
   hurray_buffer hs[1];  // flexible tail
 };
 
@@ -91,16 +94,26 @@ struct Member {
   bool copied;
   uint64_t copy_offset;  // copied: where in the copy region its bytes start
   uint64_t copy_bytes;
+  uint64_t gpu_offset;  // GPU: its data minus its allocation's base
 };
 
 // Per region of the set.
 struct Region {
-  const MemfdBlock *block;  // the memory (the copy region: the copy's block)
+  const MemfdBlock *block;  // the memory (the copy region: the copy's block); GPU: NULL
   uint32_t count;           // handles in it
   bool read_only;           // every handle in it has HURRAY_FLAG_READ_ONLY
   Watch *watch;             // NULL until made
   hurray_buffer held;       // what the watch releases
-  Bundle *bundle;           // held's block, when more than one handle
+  Bundle *bundle;           // held's block, when more than one handle (GPU: always)
+  // A GPU allocation (ipc.md §10): its base and bytes on `device`, and its
+  // export (prepare_gpu_set_region; gpu_made once it exists: its fds are
+  // the message's then, its watch holds `held`).
+  bool gpu;
+  uintptr_t base;
+  uint64_t bytes;
+  hurray_device device;
+  bool gpu_made;
+  PreparedExport gx;
 };
 
 // Open addressing over MemfdBlock pointers: block -> region.
@@ -124,6 +137,7 @@ struct PreparedSet {
   Region *regions = nullptr;
   uint32_t n_regions = 0;
   bool has_copy = false;  // the last region is the copy region
+  uint32_t gx_kind = 0;   // export_gpu_region: the kind of the region it made
   hurray_buffer copy{};   // the copy region's handle (watched by its region)
   hurray_ipc_set_message *msg = nullptr;
 };
@@ -193,6 +207,10 @@ void abort_set(PreparedSet *p) {
     Region &g = p->regions[r];
     if (g.watch != nullptr) unwatch_export(g.watch);
     g.watch = nullptr;
+    // A GPU export: its watch taken back (its event destroyed with it); its
+    // fds are the message's, closed below.
+    if (g.gpu && g.gpu_made) abort_export(&g.gx);
+    g.gpu_made = false;
     std::free(g.bundle);  // the references in it are the callers' still
     g.bundle = nullptr;
   }
@@ -245,11 +263,138 @@ int32_t make_copies(PreparedSet *p, size_t n, uint64_t total) {
   return HURRAY_OK;
 }
 
+// srcs[i] on a GPU (checked): into the region of its allocation (found by
+// the vendor's address range; ipc.md §10), a new one when it is the first.
+int32_t group_gpu(PreparedSet *p, size_t i, RegionIndex *index, uint32_t *gpu_regions) {
+  const hurray_buffer &h = p->hs[i];
+  Member &m = p->members[i];
+  m.copied = false;
+  const GpuIpc *ipc = gpu_ipc_for(h.device.device_type);
+  if (ipc == nullptr) {
+    char why[256];
+    std::snprintf(why, sizeof why, "%s", hurray_last_error());
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE, "srcs[%zu]: %s", i, why);
+  }
+  if (m.e.numel == 0 || h.data == nullptr) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "srcs[%zu]: a %s tensor without elements has no device allocation to send to "
+                "another process",
+                i, device_type_name(h.device.device_type));
+  }
+  uintptr_t base = 0;
+  uint64_t bytes = 0;
+  int32_t st = ipc->address_range == nullptr ? HURRAY_ERR_UNSUPPORTED_DEVICE
+                                             : ipc->address_range(h.device, h.data, &base, &bytes);
+  if (st != HURRAY_OK) {
+    char why[256];
+    std::snprintf(why, sizeof why, "%s", hurray_last_error());
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "srcs[%zu]: the %s allocation holding its data (%p) cannot be found: %s", i,
+                device_type_name(h.device.device_type), h.data, why);
+  }
+  // Every byte it touches lies in that allocation (what a receiver checks).
+  const uintptr_t data = reinterpret_cast<uintptr_t>(h.data);
+  const uint64_t off = data - base;
+  if (data < base || off > bytes ||
+      (m.e.lowest < 0 && uint64_t{0} - static_cast<uint64_t>(m.e.lowest) > off) ||
+      (m.e.highest > 0 && static_cast<uint64_t>(m.e.highest) > bytes - off) ||
+      bytes > static_cast<uint64_t>(INT64_MAX)) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "srcs[%zu]: this %s tensor's elements do not lie in the one allocation holding "
+                "its data (%" PRIu64 " bytes at 0x%" PRIxPTR ")",
+                i, device_type_name(h.device.device_type), bytes, base);
+  }
+  bool found = false;
+  uint32_t *slot = index->find(reinterpret_cast<const MemfdBlock *>(base), &found);
+  if (!found) {
+    *slot = p->n_regions;
+    Region &g = p->regions[p->n_regions++];
+    g = Region{};
+    g.gpu = true;
+    g.base = base;
+    g.bytes = bytes;
+    g.device = h.device;
+    ++*gpu_regions;
+  }
+  Region &g = p->regions[*slot];
+  if (g.device.device_type != h.device.device_type || g.device.device_id != h.device.device_id) {
+    return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
+                "srcs[%zu] is on %s %d, but its allocation (at 0x%" PRIxPTR
+                ") is one an earlier handle has on %s %d",
+                i, device_type_name(h.device.device_type), static_cast<int>(h.device.device_id),
+                base, device_type_name(g.device.device_type), static_cast<int>(g.device.device_id));
+  }
+  m.region = *slot;
+  m.gpu_offset = off;
+  ++g.count;
+  return HURRAY_OK;
+}
+
+// GPU region r: the handle of its whole allocation (a bundle of its
+// handles' references), exported as a single message of its kind
+// (prepare_gpu_set_region), that message's descriptor at byte `desc_at`
+// of the set's and its fds at fds[fd_at]; its record. p->gx_kind: its kind.
+int32_t export_gpu_region(PreparedSet *p, size_t n, uint32_t r, uint64_t conn, uint64_t desc_at,
+                          size_t fd_at) {
+  Region &g = p->regions[r];
+  g.bundle =
+      static_cast<Bundle *>(std::malloc(sizeof(Bundle) + sizeof(hurray_buffer) * (g.count - 1)));
+  if (g.bundle == nullptr) {
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating a set region's bookkeeping failed");
+  }
+  g.bundle->n = 0;
+  size_t member = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!p->members[i].copied && p->members[i].region == r) {
+      if (g.bundle->n == 0) member = i;
+      g.bundle->hs[g.bundle->n++] = p->hs[i];
+    }
+  }
+  const int64_t len = static_cast<int64_t>(g.bytes);
+  g.held = compact_handle(&bundle_release, g.bundle, reinterpret_cast<void *>(g.base), g.device,
+                          hurray_dtype{kDLUInt, 8, 1}, 1, &len, g.bundle->dims, 0);
+  int32_t st = prepare_gpu_set_region(p->hs[member], g.held, conn, &g.gx);
+  if (st != HURRAY_OK) {
+    char why[512];
+    std::snprintf(why, sizeof why, "%s", hurray_last_error());
+    return fail(st, "srcs[%zu] (a set region of %" PRIu32 " handles): %s", member, g.count, why);
+  }
+  g.gpu_made = true;
+  WireDesc d;
+  const uint32_t kind =
+      decode_descriptor(g.gx.msg.bytes, g.gx.msg.size, g.gx.msg.nfds, &d) == HURRAY_OK ? d.kind : 0;
+  if (kind == 0 || g.gx.msg.size != wire_size(kind, 1) || g.gx.msg.size > kSetGpuDescMax) {
+    return fail(HURRAY_ERR_IPC, "srcs[%zu]: its region's descriptor is not one a set carries",
+                member);
+  }
+  // The message's fds now (closed by the set's abort or discard).
+  for (uint32_t f = 0; f < g.gx.msg.nfds; ++f) {
+    p->msg->fds[fd_at + f] = g.gx.msg.fds[f];
+    g.gx.msg.fds[f] = -1;
+  }
+  g.gx.msg.nfds = 0;
+  std::memcpy(p->msg->bytes + desc_at, g.gx.msg.bytes, g.gx.msg.size);
+  const SetRegion sr{kind,
+                     0u,
+                     desc_at,
+                     g.gx.msg.size,
+                     g.count,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     hurray_device{HURRAY_DEVICE_CPU, 0}};
+  encode_set_region(sr, r, p->msg->bytes);
+  p->gx_kind = kind;
+  return HURRAY_OK;
+}
+
 // Checks every handle, groups them into regions, makes the copies, the fds,
 // the watches and the descriptor. On failure everything made is undone,
 // *failed names the handle (or HURRAY_BATCH_NO_INDEX) and p->hs is
 // untouched.
-int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) {
+int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, uint64_t conn, size_t *failed) {
   if ((options & ~kKnownOptions) != 0) {
     return fail(HURRAY_ERR_INVALID_ARGUMENT, "options 0x%" PRIx32 " has unknown bits", options);
   }
@@ -262,9 +407,19 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
     std::free(index_mem);
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the bookkeeping of a %zu-handle set", n);
   }
+  void *gpu_index_mem = std::calloc(cap, sizeof(void *) + sizeof(uint32_t));
+  if (gpu_index_mem == nullptr) {
+    std::free(index_mem);
+    return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating the bookkeeping of a %zu-handle set", n);
+  }
   RegionIndex index{
       static_cast<const MemfdBlock **>(index_mem),
       reinterpret_cast<uint32_t *>(static_cast<char *>(index_mem) + cap * sizeof(void *)), cap};
+  // GPU allocations by base address (one address space: UVA).
+  RegionIndex gpu_index{
+      static_cast<const MemfdBlock **>(gpu_index_mem),
+      reinterpret_cast<uint32_t *>(static_cast<char *>(gpu_index_mem) + cap * sizeof(void *)), cap};
+  uint32_t gpu_regions = 0;
   uint64_t copy_total = 0;
   bool any_copy = false, copy_read_only = true;
   uint32_t copies = 0;
@@ -280,13 +435,12 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
       break;
     }
     if (h.device.device_type != HURRAY_DEVICE_CPU) {
-      *failed = i;
-      st = fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                "srcs[%zu] is on %s: a set message carries kDLCPU memory only (set version 1, "
-                "docs/impl/ipc.md §10); send GPU memory with hurray_ipc_send, one handle a "
-                "message",
-                i, device_type_name(h.device.device_type));
-      break;
+      st = group_gpu(p, i, &gpu_index, &gpu_regions);
+      if (st != HURRAY_OK) {
+        *failed = i;
+        break;
+      }
+      continue;
     }
     const MemfdBlock *b = memfd_block_of(h);
     m.copied = b == nullptr || !within_mapping(h, m.e, *b);
@@ -296,7 +450,9 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
       if (!found) {
         *slot = p->n_regions;
         Region &g = p->regions[p->n_regions++];
-        g = Region{b, 0, true, nullptr, hurray_buffer{}, nullptr};
+        g = Region{};
+        g.block = b;
+        g.read_only = true;
       }
       Region &g = p->regions[*slot];
       m.region = *slot;
@@ -337,6 +493,7 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
     copy_read_only = copy_read_only && (h.flags & HURRAY_FLAG_READ_ONLY) != 0;
   }
   std::free(index_mem);
+  std::free(gpu_index_mem);
   if (st != HURRAY_OK) return st;
   if (any_copy) {
     st = make_copies(p, n, copy_total);
@@ -345,20 +502,22 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
       return st;
     }
     const uint32_t r = p->n_regions++;
-    p->regions[r] = Region{static_cast<const MemfdBlock *>(p->copy.user_data),
-                           copies,
-                           copy_read_only,
-                           nullptr,
-                           hurray_buffer{},
-                           nullptr};
+    p->regions[r] = Region{};
+    p->regions[r].block = static_cast<const MemfdBlock *>(p->copy.user_data);
+    p->regions[r].count = copies;
+    p->regions[r].read_only = copy_read_only;
     for (size_t i = 0; i < n; ++i) {
       if (p->members[i].copied) p->members[i].region = r;
     }
   }
 
   // The descriptor's size, then the message.
+  // GPU regions' descriptors and fds are counted at their largest (kind 5:
+  // 272 bytes, 2 fds) and the message shrunk to what they took.
   uint64_t size = kSetHeaderSize + uint64_t{kSetRegionSize} * p->n_regions;
   for (size_t i = 0; i < n; ++i) size += set_entry_size(p->hs[i].ndim);
+  const uint64_t entries_end = size;
+  size += uint64_t{kSetGpuDescMax} * gpu_regions;
   const size_t nfds = size_t{kSetFdsPerRegion} * p->n_regions;
   p->msg = new_set_message(static_cast<size_t>(size), nfds);
   if (p->msg == nullptr) {
@@ -370,30 +529,28 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
   // and blocks then happens before their release on the watcher's thread
   // as a thread checker sees it (the kernel's order, end of file only after
   // the write ends close, is invisible to one; watcher.h).
-  SetHeader hd{static_cast<uint32_t>(size), static_cast<uint32_t>(n), p->n_regions,
-               static_cast<uint32_t>(nfds)};
-  encode_set_header(hd, p->msg->bytes);
-  for (uint32_t r = 0; r < p->n_regions; ++r) {
-    const Region &g = p->regions[r];
-    const SetRegion sr{kKindCpuMemfd,
-                       g.read_only ? kSetRegionReadOnly : 0u,
-                       g.block->map_file_offset,
-                       g.block->map_length,
-                       g.count,
-                       0};
-    encode_set_region(sr, r, p->msg->bytes);
-  }
   uint8_t *at = p->msg->bytes + kSetHeaderSize + size_t{kSetRegionSize} * p->n_regions;
   int64_t compact[HURRAY_MAX_NDIM];
   for (size_t i = 0; i < n; ++i) {
     const hurray_buffer &h = p->hs[i];
     const Member &m = p->members[i];
-    const MemfdBlock &b = *p->regions[m.region].block;
+    const Region &g = p->regions[m.region];
     SetEntry e;
     e.region = m.region;
     e.dtype = h.dtype;
     e.ndim = h.ndim;
     e.shape = h.shape;
+    e.device = h.device;
+    if (g.gpu) {
+      e.flags = h.flags;
+      e.byte_offset = h.byte_offset;
+      e.data_offset = m.gpu_offset;
+      e.strides = h.strides;
+      encode_set_entry(e, at);
+      at += set_entry_size(h.ndim);
+      continue;
+    }
+    const MemfdBlock &b = *g.block;
     if (m.copied) {
       compact_strides(h.ndim, h.shape, compact);
       e.flags =
@@ -412,9 +569,34 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
     encode_set_entry(e, at);
     at += set_entry_size(h.ndim);
   }
-  // Each region: its fds and its watch, which holds the region's handles.
+  // Each region: its fds and its watch, which holds the region's handles;
+  // its record; a GPU region's descriptor after the entries.
+  uint64_t desc_at = entries_end;
+  size_t fd_at = 0;
   for (uint32_t r = 0; r < p->n_regions; ++r) {
     Region &g = p->regions[r];
+    if (g.gpu) {
+      st = export_gpu_region(p, n, r, conn, desc_at, fd_at);
+      if (st != HURRAY_OK) {
+        abort_set(p);
+        return st;
+      }
+      desc_at += g.gx.msg.size;
+      fd_at += wire_fds(p->gx_kind);
+      continue;
+    }
+    const SetRegion sr{kKindCpuMemfd,
+                       g.read_only ? kSetRegionReadOnly : 0u,
+                       g.block->map_file_offset,
+                       g.block->map_length,
+                       g.count,
+                       0,
+                       0,
+                       0,
+                       0,
+                       0,
+                       hurray_device{HURRAY_DEVICE_CPU, 0}};
+    encode_set_region(sr, r, p->msg->bytes);
     const bool is_copy = p->has_copy && r + 1 == p->n_regions;
     if (is_copy) {
       g.held = p->copy;
@@ -462,14 +644,21 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
       abort_set(p);
       return st;
     }
-    p->msg->fds[2 * r] = memfd;
-    p->msg->fds[2 * r + 1] = pipe_fds[1];
+    p->msg->fds[fd_at] = memfd;
+    p->msg->fds[fd_at + 1] = pipe_fds[1];
+    fd_at += kSetFdsPerRegion;
     g.watch = watch_export(pipe_fds[0], g.held, &st);  // closes pipe_fds[0] on failure
     if (g.watch == nullptr) {
       abort_set(p);
       return st;
     }
   }
+  // The header, with what the GPU regions took.
+  p->msg->size = static_cast<size_t>(desc_at);
+  p->msg->nfds = fd_at;
+  const SetHeader hd{static_cast<uint32_t>(desc_at), static_cast<uint32_t>(n), p->n_regions,
+                     static_cast<uint32_t>(fd_at)};
+  encode_set_header(hd, p->msg->bytes);
 
   return HURRAY_OK;
 }
@@ -477,7 +666,16 @@ int32_t prepare_set(PreparedSet *p, size_t n, uint32_t options, size_t *failed) 
 // The export happened: the references live on in the watches (the copied
 // handles are released now: their copies went).
 void commit_set(PreparedSet *p, size_t n) {
-  for (uint32_t r = 0; r < p->n_regions; ++r) p->regions[r].bundle = nullptr;  // the watch's
+  for (uint32_t r = 0; r < p->n_regions; ++r) {
+    Region &g = p->regions[r];
+    g.bundle = nullptr;  // the watch's
+    if (!g.gpu) continue;
+    // The pool's fd went on this connection (pool_peers.h).
+    if (g.gx.pool_conn != 0) mark_pool_sent(g.gx.pool_conn, g.gx.pool_id);
+    // A forwarded region: the message holds the original sender's
+    // reference, the region's handles are done.
+    if (g.gx.forwarded) (void)hurray_buffer_release(&g.held);
+  }
   p->has_copy = false;
   for (size_t i = 0; i < n; ++i) {
     if (p->members[i].copied) {
@@ -496,7 +694,7 @@ void commit_set(PreparedSet *p, size_t n) {
 // before the commit and its failure undoes the export.
 int32_t export_set(hurray_buffer *srcs, size_t n, uint32_t options, size_t *failed_index,
                    const char *name, int32_t (*send)(const hurray_ipc_set_message &, void *),
-                   void *ctx, hurray_ipc_set_message **msg) {
+                   void *ctx, hurray_ipc_set_message **msg, uint64_t conn) {
   size_t failed = HURRAY_BATCH_NO_INDEX;
   auto done = [&](int32_t st) {
     if (st != HURRAY_OK && failed_index != nullptr) *failed_index = failed;
@@ -541,7 +739,7 @@ int32_t export_set(hurray_buffer *srcs, size_t n, uint32_t options, size_t *fail
       was_tracked[i] = true;
     }
   }
-  if (st == HURRAY_OK) st = prepare_set(&p, n, options, &failed);
+  if (st == HURRAY_OK) st = prepare_set(&p, n, options, conn, &failed);
   if (st == HURRAY_OK && send != nullptr) {
     st = send(*p.msg, ctx);
     if (st != HURRAY_OK) abort_set(&p);
@@ -566,8 +764,39 @@ int32_t export_set(hurray_buffer *srcs, size_t n, uint32_t options, size_t *fail
   return HURRAY_OK;
 }
 
+namespace {
+
+// GPU region r (decoded, g) of a set: its descriptor imported as one
+// message of its kind (import_gpu: the device by UUID, one open, the wait
+// on the sender's event, the same-process return), its fds taken from
+// fds[g.fd_at..] (-1 there on success; the caller's to close on failure).
+// *out: the handle of the whole allocation.
+int32_t import_gpu_region(const uint8_t *bytes, const SetRegion &g, uint32_t r, int32_t *fds,
+                          uint64_t conn, hurray_buffer *out) {
+  hurray_ipc_message m;
+  std::memset(&m, 0, sizeof m);
+  std::memcpy(m.bytes, bytes + g.desc_at, g.desc_size);
+  m.size = g.desc_size;
+  m.nfds = wire_fds(g.kind);
+  for (uint32_t i = 0; i < HURRAY_IPC_MAX_FDS; ++i) m.fds[i] = i < m.nfds ? fds[g.fd_at + i] : -1;
+  WireDesc d;
+  int32_t st = decode_descriptor(m.bytes, m.size, m.nfds, &d);
+  if (st == HURRAY_OK) st = import_gpu(d, &m, nullptr, conn, out);
+  if (st != HURRAY_OK) {
+    char why[512];
+    std::snprintf(why, sizeof why, "%s", hurray_last_error());
+    return fail(st, "set entry %" PRIu32 " (region %" PRIu32 ", %" PRIu32 " handles): %s", g.first,
+                r, g.entries, why);
+  }
+  // import_gpu took what it keeps and closed the rest.
+  for (uint32_t i = 0; i < wire_fds(g.kind); ++i) fds[g.fd_at + i] = -1;
+  return HURRAY_OK;
+}
+
+}  // namespace
+
 int32_t import_set(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds, hurray_buffer *out,
-                   size_t capacity, size_t *count) {
+                   size_t capacity, size_t *count, uint64_t conn) {
   auto refuse = [&](int32_t st) {
     if (fds != nullptr) close_fds_once(fds, nfds);
     return st;
@@ -636,12 +865,15 @@ int32_t import_set(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds,
   const uint64_t limit = map_limit(&from_env);
   uint64_t total = 0;
   for (uint32_t r = 0; r < h.n_regions; ++r) {
+    // A GPU region's fds are checked by its single import (import_gpu).
+    if (regions[r].kind != kKindCpuMemfd) continue;
+    const uint32_t f = regions[r].fd_at;
     WireDesc d;
     d.flags = (regions[r].flags & kSetRegionReadOnly) != 0 ? HURRAY_FLAG_READ_ONLY : 0;
     d.region_offset = regions[r].offset;
     d.region_length = regions[r].length;
-    st = check_memfd(fds[2 * r], 2 * r, d, limit, from_env);
-    if (st == HURRAY_OK) st = check_lifetime_fd(fds[2 * r + 1], static_cast<int>(2 * r + 1));
+    st = check_memfd(fds[f], f, d, limit, from_env);
+    if (st == HURRAY_OK) st = check_lifetime_fd(fds[f + 1], static_cast<int>(f + 1));
     if (st != HURRAY_OK) return cleanup(refuse(st));
     total += regions[r].length;  // each <= limit (checked), so no overflow below 2^63 * 2^17
     if (total > limit) {
@@ -657,6 +889,12 @@ int32_t import_set(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds,
   uint32_t mapped = 0;
   for (; mapped < h.n_regions; ++mapped) {
     const SetRegion &g = regions[mapped];
+    const uint32_t f = g.fd_at;
+    if (g.kind != kKindCpuMemfd) {
+      st = import_gpu_region(bytes, g, mapped, fds, conn, &bases[mapped]);
+      if (st != HURRAY_OK) break;
+      continue;
+    }
     MemfdBlock *b = new_memfd_block(1);
     if (b == nullptr) {
       st = HURRAY_ERR_OUT_OF_MEMORY;
@@ -666,7 +904,7 @@ int32_t import_set(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds,
     const uint64_t map_len = g.offset + g.length - map_off;
     const bool ro = (g.flags & kSetRegionReadOnly) != 0;
     void *p = mmap(nullptr, static_cast<size_t>(map_len), ro ? PROT_READ : PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fds[2 * mapped], static_cast<off_t>(map_off));
+                   MAP_SHARED, fds[f], static_cast<off_t>(map_off));
     if (p == MAP_FAILED) {
       const int err = errno;
       std::free(b);
@@ -676,8 +914,8 @@ int32_t import_set(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds,
                 map_len, map_off, mapped, std::strerror(err));
       break;
     }
-    b->memfd = fds[2 * mapped];
-    b->lifetime_fd = fds[2 * mapped + 1];
+    b->memfd = fds[f];
+    b->lifetime_fd = fds[f + 1];
     b->map = p;
     b->map_length = map_len;
     b->map_file_offset = map_off;
@@ -685,7 +923,7 @@ int32_t import_set(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds,
     bases[mapped] = compact_handle(&memfd_release, b, p, hurray_device{HURRAY_DEVICE_CPU, 0},
                                    hurray_dtype{kDLUInt, 8, 1}, 1, &len, b->dims,
                                    ro ? HURRAY_FLAG_READ_ONLY : 0);
-    fds[2 * mapped] = fds[2 * mapped + 1] = -1;  // the block's now
+    fds[f] = fds[f + 1] = -1;  // the block's now
   }
   if (st != HURRAY_OK) {
     for (uint32_t r = 0; r < mapped; ++r) (void)hurray_buffer_release(&bases[r]);

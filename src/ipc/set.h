@@ -15,7 +15,7 @@
 struct hurray_ipc_set_message {
   uint8_t *bytes;  // the descriptor (set_wire.h)
   size_t size;
-  int32_t *fds;  // 2 per region: memfd, lifetime; owned by the message
+  int32_t *fds;  // each region's, as its kind has (set_wire.h); owned by the message
   size_t nfds;
 };
 
@@ -30,12 +30,14 @@ namespace hurray::detail {
 // *msg is the message, its fds owned by it.
 int32_t export_set(hurray_buffer *srcs, size_t n, uint32_t options, size_t *failed_index,
                    const char *name, int32_t (*send)(const hurray_ipc_set_message &, void *),
-                   void *ctx, hurray_ipc_set_message **msg);
+                   void *ctx, hurray_ipc_set_message **msg, uint64_t conn = 0);
 
 // hurray_ipc_import_set without the checking mode's tracking: fds[0..nfds)
 // always consumed (kept by the handles, or closed; each entry set to -1).
+// `conn`: the connection the message came on (pool_peers.h; 0: none),
+// whose pools a GPU region of kind 6 names.
 int32_t import_set(const uint8_t *bytes, size_t size, int32_t *fds, size_t nfds, hurray_buffer *out,
-                   size_t capacity, size_t *count);
+                   size_t capacity, size_t *count, uint64_t conn = 0);
 
 }  // namespace hurray::detail
 

@@ -84,7 +84,8 @@ uint64_t min_size(uint64_t n, uint64_t r) {
   return kSetHeaderSize + kSetRegionSize * r + kSetEntryFixed * n;
 }
 uint64_t max_size(uint64_t n, uint64_t r) {
-  return kSetHeaderSize + kSetRegionSize * r + set_entry_size(HURRAY_MAX_NDIM) * n;
+  return kSetHeaderSize + (kSetRegionSize + kSetGpuDescMax) * r +
+         set_entry_size(HURRAY_MAX_NDIM) * n;
 }
 
 }  // namespace
@@ -120,8 +121,8 @@ void encode_set_entry(const SetEntry &e, uint8_t *out) {
   out[kEOffDtypeCode] = e.dtype.code;
   out[kEOffDtypeBits] = e.dtype.bits;
   put_u16(out + kEOffDtypeLanes, e.dtype.lanes);
-  put_u32(out + kEOffDeviceType, HURRAY_DEVICE_CPU);
-  put_u32(out + kEOffDeviceId, 0);
+  put_u32(out + kEOffDeviceType, static_cast<uint32_t>(e.device.device_type));
+  put_u32(out + kEOffDeviceId, static_cast<uint32_t>(e.device.device_id));
   put_u64(out + kEOffByteOffset, e.byte_offset);
   put_u64(out + kEOffDataOffset, e.data_offset);
   for (int32_t i = 0; i < e.ndim; ++i) {
@@ -189,10 +190,11 @@ int32_t decode_set_header(const uint8_t *bytes, size_t size, bool whole, SetHead
                 "set descriptor has %" PRIu32 " regions for %" PRIu32 " entries (1..entries)",
                 h.n_regions, h.n_entries);
   }
-  if (static_cast<uint64_t>(h.nfds) != uint64_t{kSetFdsPerRegion} * h.n_regions) {
+  if (h.nfds < h.n_regions ||
+      static_cast<uint64_t>(h.nfds) > uint64_t{kSetFdsPerRegion} * h.n_regions) {
     return fail(HURRAY_ERR_IPC,
                 "set descriptor says %" PRIu32 " fds for %" PRIu32
-                " regions (2 each: memfd, lifetime)",
+                " regions (1 or 2 each, as each region's kind has)",
                 h.nfds, h.n_regions);
   }
   const uint32_t region_size = get_u32(bytes + kHOffRegionSize);
@@ -222,13 +224,14 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
   if (nfds != h.nfds) {
     return fail(HURRAY_ERR_IPC,
                 "set descriptor says %" PRIu32
-                " fds, the message carries %zu (2 per region: "
-                "memfd, lifetime)",
+                " fds, the message carries %zu (each region's kind says how many: 2 for a "
+                "memfd, 1 or 2 for a GPU allocation)",
                 h.nfds, nfds);
   }
   // decode_set_header checked size >= the smallest size of the counts, so
   // the region records are all there.
-  uint64_t sum = 0;
+  uint64_t sum = 0, fds = 0;
+  WireDesc d;
   for (uint32_t r = 0; r < h.n_regions; ++r) {
     const uint8_t *p = bytes + kSetHeaderSize + static_cast<size_t>(kSetRegionSize) * r;
     SetRegion g;
@@ -238,28 +241,69 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
     g.length = get_u64(p + kROffLength);
     g.entries = get_u32(p + kROffEntries);
     g.seen = 0;
-    if (g.kind != kKindCpuMemfd) {
+    g.fd_at = static_cast<uint32_t>(fds);
+    g.first = 0;
+    g.desc_at = 0;
+    g.desc_size = 0;
+    g.device = hurray_device{HURRAY_DEVICE_CPU, 0};
+    if (g.kind != kKindCpuMemfd && !is_gpu_ipc_kind(g.kind)) {
       return fail(HURRAY_ERR_IPC,
                   "set region %" PRIu32 " has kind %" PRIu32
-                  " (set version 1 carries kind 1, CPU memfd, only)",
+                  " (1, CPU memfd, or 2 to 6, a GPU allocation)",
                   r, g.kind);
     }
-    if ((g.flags & ~kSetRegionReadOnly) != 0 || get_u32(p + kROffReserved) != 0) {
+    const uint32_t allowed = g.kind == kKindCpuMemfd ? kSetRegionReadOnly : 0u;
+    if ((g.flags & ~allowed) != 0 || get_u32(p + kROffReserved) != 0) {
       return fail(HURRAY_ERR_IPC,
                   "set region %" PRIu32 " has flags 0x%" PRIx32
-                  " or a reserved word not 0 (bit 0, read-only, is the only flag)",
+                  " or a reserved word not 0 (bit 0, read-only, is the only flag, of kind 1 only)",
                   r, g.flags);
-    }
-    uint64_t end;
-    if (g.length == 0 || __builtin_add_overflow(g.offset, g.length, &end) ||
-        end > static_cast<uint64_t>(INT64_MAX)) {
-      return fail(HURRAY_ERR_IPC,
-                  "set region %" PRIu32 " [%" PRIu64 ", +%" PRIu64
-                  ") is empty or beyond the largest file offset",
-                  r, g.offset, g.length);
     }
     if (g.entries == 0) {
       return fail(HURRAY_ERR_IPC, "set region %" PRIu32 " has no entries", r);
+    }
+    fds += wire_fds(g.kind);
+    if (g.kind != kKindCpuMemfd) {
+      // Its descriptor: a single message of its kind describing the whole
+      // allocation as bytes, checked as hurray_ipc_import checks one.
+      const uint32_t want = wire_size(g.kind, 1);
+      if (g.length != want || g.offset > size || size - g.offset < g.length) {
+        return fail(HURRAY_ERR_IPC,
+                    "set region %" PRIu32 " (kind %" PRIu32 ") names descriptor bytes [%" PRIu64
+                    ", +%" PRIu64 ") (kind %" PRIu32 " takes %" PRIu32
+                    " bytes, within the %zu of the message)",
+                    r, g.kind, g.offset, g.length, g.kind, want, size);
+      }
+      int32_t st =
+          decode_descriptor(bytes + g.offset, static_cast<size_t>(g.length), wire_fds(g.kind), &d);
+      if (st != HURRAY_OK) {
+        char why[256];
+        std::snprintf(why, sizeof why, "%s", hurray_last_error());
+        return fail(st, "set region %" PRIu32 "'s descriptor: %s", r, why);
+      }
+      if (d.kind != g.kind || d.ndim != 1 || d.dtype.code != kDLUInt || d.dtype.bits != 8 ||
+          d.dtype.lanes != 1 || d.flags != 0 || d.byte_offset != 0 || d.data_offset != 0 ||
+          d.strides[0] != 1 || static_cast<uint64_t>(d.shape[0]) != d.region_length) {
+        return fail(HURRAY_ERR_IPC,
+                    "set region %" PRIu32 "'s descriptor (kind %" PRIu32
+                    ") does not describe its whole allocation as bytes (kind %" PRIu32
+                    ", kDLUInt 8 x 1, shape {allocation bytes}, offsets and flags 0)",
+                    r, d.kind, g.kind);
+      }
+      g.desc_at = g.offset;
+      g.desc_size = static_cast<uint32_t>(g.length);
+      g.device = d.device;
+      g.offset = 0;
+      g.length = d.region_length;
+    } else {
+      uint64_t end;
+      if (g.length == 0 || __builtin_add_overflow(g.offset, g.length, &end) ||
+          end > static_cast<uint64_t>(INT64_MAX)) {
+        return fail(HURRAY_ERR_IPC,
+                    "set region %" PRIu32 " [%" PRIu64 ", +%" PRIu64
+                    ") is empty or beyond the largest file offset",
+                    r, g.offset, g.length);
+      }
     }
     sum += g.entries;
     regions[r] = g;
@@ -269,8 +313,12 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
                 "set regions hold %" PRIu64 " entries together, the header says %" PRIu32, sum,
                 h.n_entries);
   }
+  if (fds != h.nfds) {
+    return fail(HURRAY_ERR_IPC,
+                "set regions' kinds take %" PRIu64 " fds together, the header says %" PRIu32, fds,
+                h.nfds);
+  }
   uint64_t at = kSetHeaderSize + static_cast<uint64_t>(kSetRegionSize) * h.n_regions;
-  WireDesc d;
   for (uint32_t i = 0; i < h.n_entries; ++i) {
     if (at + kSetEntryFixed > size) {
       return fail(HURRAY_ERR_IPC,
@@ -294,18 +342,26 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
                   " is cut off (%zu bytes in all)",
                   i, ndim, at, size);
     }
+    SetRegion &g = regions[region];
     const int32_t type = static_cast<int32_t>(get_u32(p + kEOffDeviceType));
     const int32_t id = static_cast<int32_t>(get_u32(p + kEOffDeviceId));
-    if (type != HURRAY_DEVICE_CPU || id != 0) {
+    if (g.kind == kKindCpuMemfd && (type != HURRAY_DEVICE_CPU || id != 0)) {
       return fail(HURRAY_ERR_UNSUPPORTED_DEVICE,
-                  "set entry %" PRIu32 " is on %s %" PRId32 "; set version 1 carries kDLCPU 0", i,
-                  device_type_name(type), id);
+                  "set entry %" PRIu32 " is on %s %" PRId32 "; its region %" PRIu32
+                  " (kind 1, a memfd) holds kDLCPU 0",
+                  i, device_type_name(type), id, region);
+    }
+    if (g.kind != kKindCpuMemfd && (type != g.device.device_type || id != g.device.device_id)) {
+      return fail(HURRAY_ERR_IPC,
+                  "set entry %" PRIu32 " is on %s %" PRId32 "; its region %" PRIu32
+                  "'s descriptor names %s %" PRId32,
+                  i, device_type_name(type), id, region, device_type_name(g.device.device_type),
+                  g.device.device_id);
     }
     if (get_u32(p + kEOffReserved) != 0) {
       return fail(HURRAY_ERR_IPC, "set entry %" PRIu32 " has a reserved word (bytes 28..31) not 0",
                   i);
     }
-    SetRegion &g = regions[region];
     uint32_t ignored;
     read_set_entry(bytes, static_cast<uint32_t>(at), regions, &d, &ignored);
     char who[40];
@@ -326,6 +382,7 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
                   " is read-only",
                   i, region);
     }
+    if (g.seen == 0) g.first = i;
     if (++g.seen > g.entries) {
       return fail(HURRAY_ERR_IPC,
                   "set region %" PRIu32 " says %" PRIu32 " entries; entry %" PRIu32 " is one more",
@@ -334,9 +391,23 @@ int32_t decode_set(const uint8_t *bytes, size_t size, size_t nfds, const SetHead
     entry_at[i] = static_cast<uint32_t>(at);
     at += set_entry_size(ndim);
   }
+  // The GPU regions' descriptors follow the entries, in region order, each
+  // right after the one before.
+  for (uint32_t r = 0; r < h.n_regions; ++r) {
+    const SetRegion &g = regions[r];
+    if (g.kind == kKindCpuMemfd) continue;
+    if (g.desc_at != at) {
+      return fail(HURRAY_ERR_IPC,
+                  "set region %" PRIu32 "'s descriptor is at byte %" PRIu64 ", not at %" PRIu64
+                  " (after the entries and the GPU regions' descriptors "
+                  "before it)",
+                  r, g.desc_at, at);
+    }
+    at += g.desc_size;
+  }
   if (at != size) {
-    return fail(HURRAY_ERR_IPC, "set descriptor has %" PRIu64 " bytes after its last entry",
-                static_cast<uint64_t>(size) - at);
+    return fail(HURRAY_ERR_IPC, "set descriptor has %" PRIu64 " bytes after its last %s",
+                static_cast<uint64_t>(size) - at, "entry or GPU region descriptor");
   }
   return HURRAY_OK;
 }
@@ -345,10 +416,11 @@ void read_set_entry(const uint8_t *bytes, uint32_t at, const SetRegion *regions,
                     uint32_t *region) {
   const uint8_t *p = bytes + at;
   *region = get_u32(p + kEOffRegion);
-  d->kind = kKindCpuMemfd;
-  d->nfds = kSetFdsPerRegion;
+  d->kind = regions[*region].kind;
+  d->nfds = wire_fds(d->kind);
   d->flags = get_u64(p + kEOffFlags);
-  d->device = hurray_device{HURRAY_DEVICE_CPU, 0};
+  d->device = hurray_device{static_cast<int32_t>(get_u32(p + kEOffDeviceType)),
+                            static_cast<int32_t>(get_u32(p + kEOffDeviceId))};
   d->dtype.code = p[kEOffDtypeCode];
   d->dtype.bits = p[kEOffDtypeBits];
   d->dtype.lanes = get_u16(p + kEOffDtypeLanes);

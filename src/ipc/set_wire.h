@@ -31,14 +31,28 @@ struct SetHeader {
   uint32_t nfds;       // 2 * n_regions
 };
 
-// One region record.
+// The largest GPU region descriptor: a single message (wire.h) of kind 5
+// describing the allocation as a one-dimensional byte tensor.
+constexpr uint32_t kSetGpuDescMax = wire_size(kKindCudaPoolFd, 1);
+
+// One region record. Kind 1: a memfd range; kinds 2 to 6 (a GPU
+// allocation): on the wire, offset and length name the region's single
+// descriptor in the set's bytes (after the entries); decode_set sets them
+// to the allocation's range (0, its bytes) and fills the fields below.
 struct SetRegion {
-  uint32_t kind;     // kKindCpuMemfd
-  uint32_t flags;    // kSetRegionReadOnly or 0
+  uint32_t kind;     // kKindCpuMemfd, or a GPU kind (is_gpu_ipc_kind)
+  uint32_t flags;    // kSetRegionReadOnly or 0 (GPU: 0)
   uint64_t offset;   // first byte of the memfd the receiver maps
   uint64_t length;   // bytes it maps (> 0)
   uint32_t entries;  // handles into this region (>= 1)
   uint32_t seen;     // decode_set: entries found so far (not on the wire)
+  // decode_set (not on the wire): its first fd in the message, its first
+  // entry; GPU kinds: where its descriptor lies and the device it names.
+  uint32_t fd_at;
+  uint32_t first;
+  uint64_t desc_at;
+  uint32_t desc_size;
+  hurray_device device;
 };
 
 // What the encoder writes of one handle.
@@ -48,7 +62,8 @@ struct SetEntry {
   hurray_dtype dtype;
   int32_t ndim;
   uint64_t byte_offset;
-  uint64_t data_offset;  // offset in the region's memfd of the handle's data
+  uint64_t data_offset;  // offset in the region's memfd (GPU: allocation) of the handle's data
+  hurray_device device;  // kDLCPU 0, or the GPU handle's (the sender's ordinal)
   const int64_t *shape;
   const int64_t *strides;  // in elements, never NULL when ndim > 0
 };

@@ -536,6 +536,7 @@ HURRAY_API int32_t hurray_ipc_send_set(int socket_fd, hurray_buffer *srcs, size_
     int fd;
     bool seqpacket;
   } args{socket_fd, seqpacket};
+  const uint64_t conn = connection_of(socket_fd);  // pools' fds once per connection
   hurray_ipc_set_message *m = nullptr;
   st = export_set(
       srcs, n, options, failed_index, "hurray_ipc_send_set",
@@ -543,12 +544,15 @@ HURRAY_API int32_t hurray_ipc_send_set(int socket_fd, hurray_buffer *srcs, size_
         auto *a = static_cast<Args *>(ctx);
         return send_set_records(a->fd, a->seqpacket, msg);
       },
-      &args, &m);
+      &args, &m, conn);
   // The kernel holds its own copies of the fds now (in flight, then the
   // peer's): ours go.
   if (st == HURRAY_OK) {
     const int32_t closed = hurray_ipc_set_message_discard(m);  // never fails
     (void)closed;
+    // The connections whose pools' fds went (pool_peers.h).
+    note_connection(conn, socket_fd);
+    sweep_connections(conn);
   }
   return st;
 }
@@ -601,8 +605,12 @@ HURRAY_API int32_t hurray_ipc_recv_set(int socket_fd, hurray_buffer *out, size_t
     std::free(mem);
     return st;
   }
-  st = import_set(buf, h.total_size, fdbuf, fds.n, out, capacity, count);
+  const uint64_t conn = connection_of(socket_fd);
+  st = import_set(buf, h.total_size, fdbuf, fds.n, out, capacity, count, conn);
   std::free(mem);
+  // As hurray_ipc_recv: the pools this connection brought (pool_peers.h).
+  note_connection(conn, socket_fd);
+  sweep_connections(conn);
   return check::produced(st, out, st == HURRAY_OK ? *count : 0, "hurray_ipc_recv_set");
 }
 

@@ -21,6 +21,8 @@
 //                              ipc_vmm_probe.cc
 //   probe ipc-pool-* TYPE      CUDA and HIP pool memory (kinds 5 and 6),
 //                              ipc_pool_probe.cc
+//   probe ipc-set-* TYPE       GPU handles in a set message (ipc.md §10),
+//                              ipc_set_probe.cc
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -281,6 +283,7 @@ int run_ipc_command(const std::string &cmd, int type) {
   if (cmd == "refusals") return cmd_refusals();
   if (cmd.rfind("vmm-", 0) == 0 && is_cuda()) return run_vmm_command(cmd.substr(4));
   if (cmd.rfind("pool-", 0) == 0) return run_pool_command(cmd.substr(5));
+  if (cmd.rfind("set-", 0) == 0) return run_set_command(cmd.substr(4));
   if (cmd.rfind("event-", 0) == 0) {
     const int rc = run_event_command(cmd.substr(6));
     if (rc != 64) return rc;

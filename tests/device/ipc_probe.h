@@ -174,6 +174,9 @@ int run_vmm_command(const std::string &cmd);
 // The pool commands, CUDA and HIP (ipc_pool_probe.cc): `cmd` without "ipc-pool-";
 // 64 when unknown.
 int run_pool_command(const std::string &cmd);
+// GPU handles in a set message (ipc_set_probe.cc): `cmd` without "ipc-set-";
+// 64 when unknown.
+int run_set_command(const std::string &cmd);
 // ipc_vmm_range_probe.cc (CUDA builds): `cmd` without "ipc-vmm-range-".
 int run_vmm_range_command(const std::string &cmd);
 // The device identity and same-process commands (ipc_identity_probe.cc):

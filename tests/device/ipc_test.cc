@@ -39,6 +39,17 @@ TYPED_TEST(GpuIpc, MalformedDescriptorsAreRefused) { this->run("malformed"); }
 // pinned host memory: refused with nothing consumed or leaked.
 TYPED_TEST(GpuIpc, UnexportableMemoryIsRefused) { this->run("refusals"); }
 
+// GPU handles in a set message (ipc.md §10, ipc_set_probe.cc): 8 views of
+// one allocation are one open, one event wait and one return after the
+// last release; CPU and GPU in one message; a receiver killed holding a
+// set; a GPU the receiver cannot see (the entry named, nothing left open,
+// every fd closed); pool memory with the pool's fd once.
+TYPED_TEST(GpuIpc, SetOfViewsIsOneOpenAndOneReturn) { this->run("set-views"); }
+TYPED_TEST(GpuIpc, SetMixesCpuAndGpu) { this->run("set-mixed"); }
+TYPED_TEST(GpuIpc, SetHeldByKilledReceiverReturnsAll) { this->run("set-kill"); }
+TYPED_TEST(GpuIpc, SetWithInvisibleGpuIsRefused) { this->run("set-invisible"); }
+TYPED_TEST(GpuIpc, SetOfPoolMemory) { this->run("set-pool"); }
+
 // CUDA VMM allocations (cuMemCreate + cuMemMap) as POSIX fds, kind 2.
 using CudaVmmIpc = GpuIpc<IpcCudaVendor>;
 

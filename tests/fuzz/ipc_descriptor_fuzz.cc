@@ -97,13 +97,25 @@ int fuzz_set(const uint8_t *data, size_t size) {
   if (st == HURRAY_OK) {
     std::vector<uint8_t> again(bytes.size());
     encode_set_header(h, again.data());
-    for (uint32_t r = 0; r < h.n_regions; ++r) encode_set_region(regions[r], r, again.data());
+    for (uint32_t r = 0; r < h.n_regions; ++r) {
+      // A GPU region's record names its single descriptor (decode_set put
+      // the allocation's range in offset and length); the descriptor's
+      // bytes were checked by decode_descriptor and are copied as they are.
+      SetRegion g = regions[r];
+      if (g.kind != kKindCpuMemfd) {
+        FUZZ_CHECK(g.desc_at + g.desc_size <= again.size(), "GPU descriptor past the end");
+        std::memcpy(again.data() + g.desc_at, bytes.data() + g.desc_at, g.desc_size);
+        g.offset = g.desc_at;
+        g.length = g.desc_size;
+      }
+      encode_set_region(g, r, again.data());
+    }
     for (uint32_t i = 0; i < h.n_entries; ++i) {
       WireDesc d;
       uint32_t r;
       read_set_entry(bytes.data(), at[i], regions.data(), &d, &r);
-      const SetEntry e{r,       d.flags,  d.dtype, d.ndim, d.byte_offset, d.data_offset,
-                       d.shape, d.strides};
+      const SetEntry e{r,        d.flags, d.dtype,  d.ndim, d.byte_offset, d.data_offset,
+                       d.device, d.shape, d.strides};
       FUZZ_CHECK(at[i] + set_entry_size(d.ndim) <= again.size(), "entry past the end");
       encode_set_entry(e, again.data() + at[i]);
       if ((static_cast<uint32_t>(d.dtype.bits) * d.dtype.lanes) % 8 == 0) {
@@ -118,7 +130,9 @@ int fuzz_set(const uint8_t *data, size_t size) {
     }
     FUZZ_CHECK(std::memcmp(again.data(), bytes.data(), bytes.size()) == 0,
                "an accepted set descriptor does not re-encode to itself");
-    for (const SetRegion &g : regions) mapped += g.offset + g.length;
+    for (const SetRegion &g : regions) {
+      if (g.kind == kKindCpuMemfd) mapped += g.offset + g.length;
+    }
     if (mapped > (uint64_t{1} << 24)) return 0;  // keep memfds small
   }
   // The same bytes through the public import, with real fds.

@@ -20,7 +20,12 @@
  * hurray_ipc_export_set: byte 0 is 16 (bit 4: a set), byte 1 the fd count,
  * then the descriptor: a group of 3 (one region), a group of 2 beside a
  * read-only buffer and a non-shareable tensor (three regions, one of them
- * the copy region). */
+ * the copy region). set_gpu_cuda_ipc_and_pool is a set with GPU regions
+ * (ipc.md §10), built by hand as gpu_seed builds its descriptors (an export
+ * needs a driver): entries 0 and 1 (f32 x 16 at data_offset 0 and 1024) in
+ * a kind-3 region, entry 2 (data_offset 256) in a kind-5 region; each
+ * region's single descriptor (the whole 8192-byte allocation as u8, the
+ * GPU part as the *_event_* seeds, pool number 7) after the entries; 3 fds. */
 #include <hurray/hurray.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,6 +137,91 @@ static int gpu_seed(const char *dir, const char *name, const unsigned char *cpu,
   return fclose(f) != 0;
 }
 
+/* The single descriptor of a set's GPU region of `kind` at out (its size
+ * returned), from f32_1024's `cpu`: the 8192-byte allocation as u8. */
+static uint32_t gpu_region_desc(const unsigned char *cpu, uint32_t kind, unsigned char *out) {
+  const int pool = kind == 5 || kind == 6;
+  const uint32_t size = 96 + 168 + (pool ? 8 : 0);
+  memset(out, 0, size);
+  memcpy(out, cpu, 96);
+  put32(out + 4, 2);
+  put32(out + 12, size);
+  put32(out + 16, kind);
+  put32(out + 20, kind == 2 || kind == 5 ? 2 : 1);
+  put32(out + 32, 2); /* kDLCUDA 0 */
+  put32(out + 36, 0);
+  out[40] = kDLUInt;
+  out[41] = 8;
+  out[42] = 1;
+  out[43] = 0;
+  put32(out + 44, 1);
+  put64(out + 48, 0);
+  put64(out + 56, 0);
+  put64(out + 64, 0);
+  put64(out + 72, 8192);
+  put64(out + 80, 8192);
+  put64(out + 88, 1);
+  unsigned char *g = out + 96;
+  for (int i = 0; i < 16; ++i) g[i] = (unsigned char)(0x10 * i + i);
+  g[0] = 0xc7;
+  g[15] = 0xe1;
+  put32(g + 16, 4242);
+  put64(g + 24, 123456);
+  put64(g + 32, 1);
+  for (int i = 0; i < 64; ++i) g[40 + i] = (unsigned char)i;
+  for (int i = 0; i < 64; ++i) g[104 + i] = (unsigned char)(0x80 + i);
+  if (pool) put64(g + 168, 7);
+  return size;
+}
+
+static int gpu_set_seed(const char *dir, const unsigned char *cpu) {
+  unsigned char d[48 + 2 * 32 + 3 * 64 + 264 + 272];
+  memset(d, 0, sizeof d);
+  const uint32_t entries_at = 48 + 2 * 32, desc0 = entries_at + 3 * 64;
+  put32(d, 0x53495248u); /* "HRIS" */
+  put32(d + 4, 1);
+  put32(d + 8, 48);
+  put32(d + 12, (uint32_t)sizeof d);
+  put32(d + 16, 3);
+  put32(d + 20, 2);
+  put32(d + 24, 3); /* kind 3: 1 fd, kind 5: 2 */
+  put32(d + 28, 32);
+  put32(d + 32, 48);
+  const uint32_t size0 = gpu_region_desc(cpu, 3, d + desc0);
+  const uint32_t size1 = gpu_region_desc(cpu, 5, d + desc0 + size0);
+  const uint32_t kinds[2] = {3, 5}, ats[2] = {desc0, desc0 + size0}, sizes[2] = {size0, size1},
+                 counts[2] = {2, 1};
+  for (int r = 0; r < 2; ++r) {
+    unsigned char *p = d + 48 + 32 * r;
+    put32(p, kinds[r]);
+    put64(p + 8, ats[r]);
+    put64(p + 16, sizes[r]);
+    put32(p + 24, counts[r]);
+  }
+  const uint32_t regions[3] = {0, 0, 1};
+  const uint64_t offsets[3] = {0, 1024, 256};
+  for (int i = 0; i < 3; ++i) {
+    unsigned char *e = d + entries_at + 64 * i;
+    put32(e, regions[i]);
+    put32(e + 4, 1);
+    e[16] = kDLFloat;
+    e[17] = 32;
+    e[18] = 1;
+    put32(e + 20, 2);
+    put64(e + 40, offsets[i]);
+    put64(e + 48, 16);
+    put64(e + 56, 1);
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/set_gpu_cuda_ipc_and_pool", dir);
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) return 1;
+  const unsigned char head[2] = {16, 3};
+  fwrite(head, 1, 2, f);
+  fwrite(d, 1, sizeof d, f);
+  return fclose(f) != 0;
+}
+
 static int gpu_seeds(const char *dir) {
   hurray_buffer h;
   const int64_t s1[1] = {1024};
@@ -150,6 +240,7 @@ static int gpu_seeds(const char *dir) {
   bad |= gpu_seed(dir, "cuda_pool_event_f32_1024", m.bytes, 6, 2, 1);
   bad |= gpu_seed(dir, "hip_pool_fd_event_f32_1024", m.bytes, 5, 2, 1);
   bad |= gpu_seed(dir, "hip_pool_event_f32_1024", m.bytes, 6, 2, 1);
+  bad |= gpu_set_seed(dir, m.bytes);
   return bad | (hurray_ipc_message_discard(&m) != HURRAY_OK);
 }
 

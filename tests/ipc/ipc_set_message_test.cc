@@ -224,15 +224,13 @@ TEST(IpcSet, ExportSetRefusesBadInputConsumingNothing) {
   EXPECT_EQ(bad, 1u);
   EXPECT_NE(std::string(err()).find("srcs[1]"), std::string::npos) << err();
   hs[1] = broken;
-  // A GPU element: refused by index (set version 1 carries CPU memory).
+  // A "GPU" element whose memory no driver knows (none is loaded here):
+  // refused by index, nothing consumed.
   hurray_buffer gpu = hs[2];
   hs[2].device = hurray_device{HURRAY_DEVICE_CUDA, 0};
   EXPECT_STATUS(hurray_ipc_export_set(hs.data(), 3, 0, &m, &bad), HURRAY_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(bad, 2u);
-  EXPECT_NE(std::string(err()).find("srcs[2] is on kDLCUDA: a set message carries kDLCPU memory "
-                                    "only"),
-            std::string::npos)
-      << err();
+  EXPECT_NE(std::string(err()).find("srcs[2]"), std::string::npos) << err();
   hs[2] = gpu;
   EXPECT_EQ(m, nullptr);
   EXPECT_EQ(0, std::memcmp(before.data(), hs.data(), sizeof(hurray_buffer) * hs.size()));

@@ -115,7 +115,9 @@ TEST_F(SetWire, EachHeaderFieldIsChecked) {
   expect_refused(with(u32(16, 0)), HURRAY_ERR_IPC, "has 0 entries (1..65536)");
   expect_refused(with(u32(16, 65537)), HURRAY_ERR_IPC, "has 65537 entries");
   expect_refused(with(u32(20, 4)), HURRAY_ERR_IPC, "4 regions for 3 entries");
-  expect_refused(with(u32(24, 3)), HURRAY_ERR_IPC, "says 3 fds for 2 regions");
+  expect_refused(with(u32(24, 5)), HURRAY_ERR_IPC, "says 5 fds for 2 regions");
+  expect_refused(with(u32(24, 1)), HURRAY_ERR_IPC, "says 1 fds for 2 regions");
+  expect_refused(with(u32(24, 3)), HURRAY_ERR_IPC, "says 3 fds, the message carries 4");
   expect_refused(with(u32(28, 33)), HURRAY_ERR_IPC, "record sizes are 33 (region)");
   expect_refused(with(u32(36, 1)), HURRAY_ERR_IPC, "bytes 36..47 (reserved) are not 0");
   expect_refused(with(u32(16, 65536)), HURRAY_ERR_IPC, "total_size 304 is outside");
@@ -128,7 +130,9 @@ TEST_F(SetWire, EachRegionAndEntryFieldIsChecked) {
   const auto u64 = [](size_t at, uint64_t v) {
     return [=](std::vector<uint8_t> &b) { put64(b, at, v); };
   };
-  expect_refused(with(u32(48, 2)), HURRAY_ERR_IPC, "set region 0 has kind 2");
+  expect_refused(with(u32(48, 7)), HURRAY_ERR_IPC, "set region 0 has kind 7");
+  // A GPU kind names its single descriptor, which a memfd's range is not.
+  expect_refused(with(u32(48, 3)), HURRAY_ERR_IPC, "set region 0 (kind 3) names descriptor bytes");
   expect_refused(with(u32(52, 2)), HURRAY_ERR_IPC, "set region 0 has flags 0x2");
   expect_refused(with(u64(64, 0)), HURRAY_ERR_IPC, "set region 0 [0, +0) is empty");
   expect_refused(with(u64(56, uint64_t{1} << 63)), HURRAY_ERR_IPC,

@@ -320,6 +320,23 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
               cuda_error_name(r), static_cast<int>(r));
 }
 
+int32_t address_range(hurray_device device, const void *data, uintptr_t *base, uint64_t *bytes) {
+  const CudaDriver *d = cuda_driver();
+  if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  if (d->mem_get_address_range == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  const char *call = "cuMemGetAddressRange";
+  CUdeviceptr b = 0;
+  size_t size = 0;
+  const int32_t st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
+    return drv.mem_get_address_range(&b, &size, dptr(data));
+  });
+  if (st == HURRAY_OK) {
+    *base = static_cast<uintptr_t>(b);
+    *bytes = size;
+  }
+  return st;
+}
+
 }  // namespace
 
 extern const GpuIpc kCudaIpc;
@@ -337,7 +354,8 @@ const GpuIpc kCudaIpc = {&export_memory,
                          &CudaPools::close_pool,
                          &CudaPools::open_pointer,
                          &CudaPools::close_pointer,
-                         &CudaPools::alloc_shareable};
+                         &CudaPools::alloc_shareable,
+                         &address_range};
 
 }  // namespace hurray::detail
 

@@ -239,6 +239,22 @@ int32_t device_uuid(int32_t ordinal, uint8_t *uuid) {
               static_cast<int>(e));
 }
 
+int32_t address_range(hurray_device device, const void *data, uintptr_t *base, uint64_t *bytes) {
+  const HipRuntime *rt = hip_runtime();
+  if (rt == nullptr || rt->mem_get_address_range == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
+  const char *call = "hipMemGetAddressRange";
+  hipDeviceptr_t b = nullptr;
+  size_t size = 0;
+  const int32_t st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
+    return r.mem_get_address_range(&b, &size, const_cast<void *>(data));
+  });
+  if (st == HURRAY_OK) {
+    *base = reinterpret_cast<uintptr_t>(b);
+    *bytes = size;
+  }
+  return st;
+}
+
 }  // namespace
 
 extern const GpuIpc kHipIpc;
@@ -256,7 +272,8 @@ const GpuIpc kHipIpc = {&export_memory,
                         &HipPools::close_pool,
                         &HipPools::open_pointer,
                         &HipPools::close_pointer,
-                        &HipPools::alloc_shareable};
+                        &HipPools::alloc_shareable,
+                        &address_range};
 
 }  // namespace hurray::detail
 
