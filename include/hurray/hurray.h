@@ -1859,9 +1859,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_recv(int socket_fd, hurray_buffer
  * count, so each allocation's sender reference returns exactly once, after
  * the last of its handles is released, the receiver dies, or the message is
  * discarded or refused. kDLCUDA and kDLROCM handles travel in the same
- * message, one region per driver allocation with that kind's fds (ipc
- * §10); a GPU handle the single export could not send either is refused
- * with HURRAY_ERR_UNSUPPORTED_DEVICE naming the element. */
+ * message, one region per driver allocation with that kind's fds
+ * (docs/impl/ipc.md §10); a GPU handle the single export could not send
+ * either is refused with HURRAY_ERR_UNSUPPORTED_DEVICE naming the element. */
 
 /* The message of hurray_ipc_export_set: an opaque heap object holding the
  * descriptor (variable size, ipc §10.1) and up to HURRAY_IPC_SET_MAX_FDS
@@ -1943,8 +1943,8 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_export_set(hurray_buffer *srcs, s
  *   bytes  [out]  the descriptor
  *   size   [out]  its length in bytes
  *   fds    [out]  the fds, in region order: 2 for a CPU region (memfd,
- *                 lifetime), 1 or 2 for a GPU region as its kind has (ipc
- *                 §10.1)
+ *                 lifetime), 1 or 2 for a GPU region as its kind has
+ *                 (docs/impl/ipc.md §10.1)
  *   nfds   [out]  their number
  * Returns: HURRAY_OK, or HURRAY_ERR_INVALID_ARGUMENT when any argument is
  *   NULL.
