@@ -1858,8 +1858,10 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_recv(int socket_fd, hurray_buffer
  * region more). The receiver maps each region once; its handles share one
  * count, so each allocation's sender reference returns exactly once, after
  * the last of its handles is released, the receiver dies, or the message is
- * discarded or refused. kDLCPU memory only (set version 1): GPU handles are
- * refused with HURRAY_ERR_UNSUPPORTED_DEVICE naming the element. */
+ * discarded or refused. kDLCUDA and kDLROCM handles travel in the same
+ * message, one region per driver allocation with that kind's fds
+ * (docs/impl/ipc.md §10); a GPU handle the single export could not send
+ * either is refused with HURRAY_ERR_UNSUPPORTED_DEVICE naming the element. */
 
 /* The message of hurray_ipc_export_set: an opaque heap object holding the
  * descriptor (variable size, ipc §10.1) and up to HURRAY_IPC_SET_MAX_FDS
@@ -1878,8 +1880,11 @@ typedef struct hurray_ipc_set_message hurray_ipc_set_message;
  * so the receiver opens it once whatever the number of handles into it.
  *
  * Parameters:
- *   srcs          [in, consumed on success]  n live handles, kDLCPU,
- *                 kDLCUDA or kDLROCM, mixed freely; on
+ *   srcs          [in, consumed on success]  n live, distinct handles
+ *                 (one reference listed twice is consumed twice, as by
+ *                 the batch forms; checking mode refuses the second with
+ *                 HURRAY_ERR_RELEASED), kDLCPU, kDLCUDA or kDLROCM, mixed
+ *                 freely; on
  *                 success every srcs[i] is emptied (its reference lives on
  *                 in the sender until the receiver lets go, or, when it was
  *                 copied, it is released at once), on failure none is
@@ -1937,7 +1942,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_export_set(hurray_buffer *srcs, s
  *   m      [in]   the message; not consumed
  *   bytes  [out]  the descriptor
  *   size   [out]  its length in bytes
- *   fds    [out]  the fds, 2 per region (memfd, lifetime)
+ *   fds    [out]  the fds, in region order: 2 for a CPU region (memfd,
+ *                 lifetime), 1 or 2 for a GPU region as its kind has
+ *                 (docs/impl/ipc.md §10.1)
  *   nfds   [out]  their number
  * Returns: HURRAY_OK, or HURRAY_ERR_INVALID_ARGUMENT when any argument is
  *   NULL.

@@ -122,11 +122,14 @@ def _rebuild_plain(cls: type, state: Any) -> Any:
 def _reduce_set(obj: Any) -> Tuple[Callable[..., Any], Tuple[Any, ...]]:
     from multiprocessing import context, reduction
 
-    bufs = _sets.set_members(obj)
+    # One snapshot, taken in one C call under the GIL: keys and values come
+    # from the same moment even when another thread changes obj meanwhile.
+    snap: Any = dict(obj) if isinstance(obj, dict) else list(obj)
+    bufs = _sets.set_members(snap)
     if bufs is None:  # empty, or not all CPU Buffers: element by element
-        return _rebuild_plain, (type(obj), dict(obj) if isinstance(obj, dict) else list(obj))
+        return _rebuild_plain, (type(obj), snap)
     kind = "dict" if isinstance(obj, dict) else "list"
-    keys = list(obj.keys()) if kind == "dict" else None
+    keys = list(snap.keys()) if kind == "dict" else None
     descriptor, fds, legacy = _native._ipc_export_set(bufs)
     popen = context.get_spawning_popen()
     try:

@@ -831,17 +831,27 @@ PyObject *mod_from_dlpack_many(PyObject *, PyObject *const *args, Py_ssize_t nar
     }
     acquired = i + 1;
     if (ps[i].kind != Pending::kCapsule) continue;
-    if (PyCapsule_CheckExact(obj)) {
-      // The same raw capsule twice would import its tensor twice.
-      for (Py_ssize_t j = 0; j < i; ++j) {
-        if (items[j] == obj) {
+    // The same capsule twice would import its tensor twice (two handles,
+    // its deleter run twice): a raw capsule passed twice, or a producer
+    // that returns one cached capsule from every __dlpack__ call (the
+    // single form refuses its second call, the capsule reading as used;
+    // here every capsule stays unconsumed until stage 2).
+    for (Py_ssize_t j = 0; j < i; ++j) {
+      if (ps[j].kind == Pending::kCapsule && ps[j].cap == ps[i].cap) {
+        if (PyCapsule_CheckExact(obj) && items[j] == obj) {
           PyErr_Format(PyExc_ValueError,
                        "hurray.from_dlpack_many: objs[%zd] is the same DLPack capsule as "
                        "objs[%zd]; a capsule can be imported only once; nothing was imported",
                        i, j);
-          failed = true;
-          break;
+        } else {
+          PyErr_Format(PyExc_ValueError,
+                       "hurray.from_dlpack_many: objs[%zd] (%.100s): its __dlpack__ returned the "
+                       "same DLPack capsule as for objs[%zd]; a capsule can be imported only "
+                       "once (a producer returns a new one from each call); nothing was imported",
+                       i, Py_TYPE(obj)->tp_name, j);
         }
+        failed = true;
+        break;
       }
     }
   }

@@ -243,3 +243,34 @@ def test_sender_reference_returns_once(ctx: Any, how: str) -> None:
         if p.is_alive():
             p.kill()
         p.join(TIMEOUT)
+
+
+def test_dict_mutated_while_pickling_keeps_keys_with_their_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Another thread may change a BufferDict between the moment its values
+    # are taken and the moment its keys are (the GIL can switch between any
+    # two bytecodes). Simulated at that point: the reducer must pair each
+    # key with the value it had, not zip a later key list with earlier
+    # values (which would hand the receiver "b" -> a's memory).
+    from hurray import _sets
+
+    a = hurray.empty(2, "float32", shared=True)
+    b = hurray.empty(2, "float32", shared=True)
+    c = hurray.empty(2, "float32", shared=True)
+    for buf, v in ((a, 1.0), (b, 2.0), (c, 3.0)):
+        np.from_dlpack(buf)[:] = v
+    d = hurray.BufferDict(a=a, b=b)
+    original = _sets.set_members
+
+    def members_then_mutate(obj: Any) -> Any:
+        got = original(obj)
+        del d["a"]
+        d["c"] = c
+        return got
+
+    monkeypatch.setattr(_sets, "set_members", members_then_mutate)
+    back = ForkingPickler.loads(ForkingPickler.dumps(d))
+    monkeypatch.undo()
+    sums = {k: float(np.from_dlpack(v)[0]) for k, v in back.items()}
+    assert sums in ({"a": 1.0, "b": 2.0}, {"b": 2.0, "c": 3.0}), sums

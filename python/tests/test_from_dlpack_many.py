@@ -9,6 +9,7 @@ counted with ctypes producers; pointers are compared with each framework's
 own view."""
 
 import ctypes
+import gc
 import sys
 from typing import Any, Iterator, List, Optional, Tuple
 
@@ -445,4 +446,34 @@ def test_producer_exception_propagates_unchanged_with_a_note() -> None:
     assert err.args == ("boom",)
     assert capsule_name(cap) == "dltensor_versioned"
     del cap, e, err
+    assert p.deleted == 1
+
+
+def test_a_producer_returning_one_capsule_twice_is_refused() -> None:
+    # A producer that hands out one cached capsule from every __dlpack__
+    # call (DLPack asks for a new one each time). The single form refuses
+    # the second call (the capsule reads as used); the batch holds both
+    # unconsumed until stage 2, so it must compare the capsules the
+    # producers returned, not only raw capsules passed in: else one tensor
+    # becomes two handles and its deleter runs twice.
+    p = counting(2)
+
+    class Cached:
+        def __init__(self) -> None:
+            self.cap = p.capsule()
+
+        def __dlpack__(self, **kw: Any) -> Any:
+            return self.cap
+
+        def __dlpack_device__(self) -> Tuple[int, int]:
+            return (1, 0)
+
+    c = Cached()
+    with pytest.raises(ValueError, match=r"objs\[1\].*same DLPack capsule as .*objs\[0\]"):
+        hurray.from_dlpack_many([c, c])
+    assert capsule_name(c.cap) == "dltensor_versioned"  # left unconsumed
+    assert p.deleted == 0
+    b = hurray.from_dlpack(c)  # still importable once
+    del b
+    gc.collect()
     assert p.deleted == 1
