@@ -239,23 +239,28 @@ ssize_t recv_once(int fd, uint8_t *buf, size_t len, ReceivedFds *fds, int *msg_f
   }
 }
 
-int32_t nothing_yet(const RecvWait &wait) {
+constexpr const char *kSetCall = "hurray_ipc_recv_set";
+
+// `call`: the public function reported in the message.
+int32_t nothing_yet(const RecvWait &wait, const char *call = "hurray_ipc_recv") {
   if (wait.nonblocking) {
     return fail(HURRAY_ERR_IPC_TIMEOUT,
-                "hurray_ipc_recv: no message is waiting on the non-blocking socket (nothing "
-                "consumed; try again when it is readable)");
+                "%s: no message is waiting on the non-blocking socket (nothing "
+                "consumed; try again when it is readable)",
+                call);
   }
   return fail(HURRAY_ERR_IPC_TIMEOUT,
-              "hurray_ipc_recv: no message began within the socket's SO_RCVTIMEO (%d ms; "
+              "%s: no message began within the socket's SO_RCVTIMEO (%d ms; "
               "nothing consumed, the connection is usable)",
-              wait.timeout_ms);
+              call, wait.timeout_ms);
 }
 
-int32_t stalled(size_t got, size_t want, const RecvWait &wait) {
+int32_t stalled(size_t got, size_t want, const RecvWait &wait,
+                const char *call = "hurray_ipc_recv") {
   return fail(HURRAY_ERR_IPC,
-              "hurray_ipc_recv: the peer stopped inside a message (%zu of %zu bytes arrived, "
+              "%s: the peer stopped inside a message (%zu of %zu bytes arrived, "
               "then nothing for %d ms): the stream is out of step, close the connection",
-              got, want, wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs);
+              call, got, want, wait.timeout_ms > 0 ? wait.timeout_ms : kPartialWaitMs);
 }
 
 // Whether the peer of a seqpacket socket that just read 0 bytes has gone:
@@ -379,10 +384,10 @@ int32_t peek_set_header(int fd, bool seqpacket, const RecvWait &wait, uint8_t *h
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         return fail(HURRAY_ERR_IPC, "hurray_ipc_recv_set: recv failed: %s", std::strerror(errno));
       }
-      if (wait.nonblocking && wait.timeout_ms == 0) return nothing_yet(wait);
+      if (wait.nonblocking && wait.timeout_ms == 0) return nothing_yet(wait, kSetCall);
       if (deadline == 0) deadline = now_ms() + wait.timeout_ms;
       const int64_t left = deadline - now_ms();
-      if (left <= 0) return nothing_yet(wait);
+      if (left <= 0) return nothing_yet(wait, kSetCall);
       pollfd p{fd, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left > INT32_MAX ? INT32_MAX : left)) < 0 &&
           errno != EINTR) {
@@ -421,7 +426,7 @@ int32_t recv_set_message(int fd, bool seqpacket, const RecvWait &wait, uint8_t *
   while (got < total) {
     int flags = 0;
     const ssize_t n = recv_once(fd, buf + got, total - got, fds, &flags, true, wait, &deadline);
-    if (n == kStalled || n == kNothingYet) return stalled(got, total, wait);
+    if (n == kStalled || n == kNothingYet) return stalled(got, total, wait, kSetCall);
     if (n < 0) {
       return fail(HURRAY_ERR_IPC, "hurray_ipc_recv_set: recvmsg failed after %zu bytes: %s", got,
                   std::strerror(errno));

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "hurray/hurray.h"
@@ -246,6 +247,8 @@ TEST(IpcSetSocket, RecvSetConsumesNothingItRefuses) {
   timeval tv{0, 20000};
   setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   EXPECT_STATUS(hurray_ipc_recv_set(sv[1], out, 8, &count), HURRAY_ERR_IPC_TIMEOUT);
+  EXPECT_EQ(std::string(hurray_last_error()).rfind("hurray_ipc_recv_set: no message began", 0), 0u)
+      << hurray_last_error();
   close(sv[0]);
   EXPECT_STATUS(hurray_ipc_recv_set(sv[1], out, 8, &count), HURRAY_ERR_IPC_CLOSED);
   close(sv[1]);
