@@ -272,7 +272,9 @@ TEST_P(HipCapture, IpcExportLeavesAnotherThreadsBlockingCaptureValid) {
                                 << hurray_status_name(st) << " " << hurray_last_error();
     EXPECT_EQ(count("invalidated_captures"), invalidated_before_);
   }
-  if (a.release_fn != nullptr) EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+  if (a.release_fn != nullptr) {
+    EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+  }
   EXPECT_EQ(f().live_allocations(), live_before_);
   f().fn<void (*)(void *, int)>("stream_destroy")(side, 0);
   f().reset();
