@@ -1572,12 +1572,13 @@ typedef struct hurray_ipc_message {
  *            on success
  * Returns: HURRAY_OK, or
  *   HURRAY_ERR_INVALID_ARGUMENT    out NULL; src NULL, empty or malformed;
- *                                  unknown option bits; CUDA: the stream
- *                                  the event goes on is being captured
- *                                  into a graph, or it is the legacy
- *                                  default stream while a blocking stream
- *                                  of the device captures (asked with
- *                                  cuStreamIsCapturing first: nothing
+ *                                  unknown option bits; CUDA and HIP: the
+ *                                  stream the event goes on is being
+ *                                  captured into a graph, or it is the
+ *                                  legacy default (null) stream while a
+ *                                  blocking stream of the device captures
+ *                                  (asked with cuStreamIsCapturing /
+ *                                  hipStreamIsCapturing first: nothing
  *                                  made, the capture left valid)
  *   HURRAY_ERR_UNSUPPORTED_DEVICE  memory neither kDLCPU nor exportable
  *                                  GPU memory (ipc §6): pinned or managed
@@ -1689,8 +1690,15 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  * (cuStreamWaitEvent / hipStreamWaitEvent; the host does not wait) and
  * destroys the opened event; work on blocking streams queued after the
  * import is then ordered after the sender's, work on non-blocking streams
- * is the caller's to order (hurray_ipc_import_async). A message back in its
- * own sender queues no wait. Kind 2 maps the
+ * is the caller's to order (hurray_ipc_import_async). While that stream
+ * cannot be used (another thread captures a blocking stream of the device
+ * into a graph, which prohibits using the legacy stream:
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT / hipErrorStreamCaptureImplicit),
+ * the import waits on the host for the event instead (cuEventSynchronize /
+ * hipEventSynchronize, in the relaxed capture mode): the memory is then
+ * ready for every stream, the capture is left intact, and the message is
+ * neither refused nor left unordered (a receiver cannot choose when
+ * messages arrive). A message back in its own sender queues no wait. Kind 2 maps the
  * allocation from its offset 0: the sender's mapping must start there
  * (ipc §6). Every field is checked before any is used (ipc §3.2): magic,
  * wire version, sizes, kind, nfds against the descriptor, dtype, ndim,
@@ -1712,7 +1720,11 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_message_discard(hurray_ipc_messag
  * Returns: HURRAY_OK, or, with a message naming the field at fault:
  *   HURRAY_ERR_INVALID_ARGUMENT     m or out NULL; a bad ndim, shape or
  *                                   strides; m->size or m->nfds beyond
- *                                   their arrays
+ *                                   their arrays; GPU kinds: the legacy
+ *                                   stream cannot be used now (a blocking
+ *                                   capture) and the driver lacks
+ *                                   cuEventSynchronize /
+ *                                   hipEventSynchronize for the host wait
  *   HURRAY_ERR_UNSUPPORTED_VERSION  the wire version is not
  *                                   HURRAY_IPC_WIRE_VERSION (an older
  *                                   sender's version-1 descriptor too)
@@ -1761,7 +1773,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_import(hurray_ipc_message *m, hur
 /* hurray_ipc_import with `stream` made to wait for the sender's IPC event
  * instead of the legacy default stream: work the caller queues on `stream`
  * after the call is ordered after the sender's. Kind 1 (kDLCPU) ignores
- * `stream`.
+ * `stream`. While `stream` is being captured into a graph (or is the
+ * legacy stream while a blocking stream captures), the import waits on the
+ * host for the event instead, as hurray_ipc_import does (ipc §6).
  *
  * Parameters:
  *   m       [in, consumed]  as for hurray_ipc_import
@@ -1771,7 +1785,9 @@ HURRAY_API HURRAY_NODISCARD int32_t hurray_ipc_import(hurray_ipc_message *m, hur
  *                  stream (what hurray_ipc_import does)
  *   out     [out]  as for hurray_ipc_import
  * Returns: as hurray_ipc_import; HURRAY_ERR_DEVICE also when the wait
- *   cannot be queued on `stream`.
+ *   cannot be queued on `stream`; HURRAY_ERR_INVALID_ARGUMENT also when
+ *   `stream` cannot be used now (a capture, above) and the driver lacks
+ *   cuEventSynchronize / hipEventSynchronize (as for hurray_ipc_import).
  * On failure: as hurray_ipc_import (every fd closed, nothing mapped).
  * Threads: as hurray_ipc_import.
  * Spec: docs/impl/ipc.md §6. */

@@ -46,9 +46,10 @@
 namespace hurray::detail {
 
 // What a stream's capture state means for an event on it: none; the stream
-// is being captured (status active or invalidated); or (CUDA) it is the
-// legacy stream while a blocking stream of its context captures
-// (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), which may not be used at all then.
+// is being captured (status active or invalidated); or it is the legacy
+// (null) stream while a blocking stream of its context captures
+// (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, hipErrorStreamCaptureImplicit),
+// which may not be used at all then.
 enum class Capture { kNone, kCapturing, kImplicit };
 
 template <typename V>
@@ -185,8 +186,8 @@ class Vendor {
                   "record the event before or after the capture",
                   stream, V::kName, device_id,
                   capture == Capture::kImplicit
-                      ? "is the legacy default stream, which CUDA prohibits while a blocking "
-                        "stream of the device is being captured into a graph"
+                      ? "is the legacy default stream, which may not be used while a "
+                        "blocking stream of the device is being captured into a graph"
                       : "is being captured into a graph");
     }
     *event = static_cast<void *>(ev);
@@ -229,11 +230,11 @@ class Vendor {
     if (st != HURRAY_OK || !refused) return st;
     if (capture == Capture::kImplicit) {
       return fail(HURRAY_ERR_INVALID_ARGUMENT,
-                  "the legacy default stream of CUDA device %" PRId32
+                  "the legacy default stream of %s device %" PRId32
                   " cannot wait for an event while a blocking stream of the device is being "
-                  "captured into a graph (CUDA prohibits using it then): wait on the capturing "
+                  "captured into a graph (%s prohibits using it then): wait on the capturing "
                   "stream itself, or after the capture",
-                  device_id);
+                  V::kName, device_id, V::kName);
     }
     return fail(HURRAY_ERR_INVALID_ARGUMENT,
                 "stream %p of %s device %" PRId32

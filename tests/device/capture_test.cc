@@ -245,6 +245,41 @@ TEST_P(CudaCapture, IpcExportLeavesAnotherThreadsBlockingCaptureValid) {
   destroy(side);
 }
 
+// The same for HIP (review of issue 27, finding 3): while another thread
+// captures a blocking stream of the device, hipStreamIsCapturing of the null
+// stream answers hipErrorStreamCaptureImplicit and any use of the null
+// stream breaks that capture (the fake models it, fake_control.h). The
+// export's IPC event goes on the null stream: it must be refused
+// (INVALID_ARGUMENT) before anything is made, nothing consumed, the capture
+// left valid.
+TEST_P(HipCapture, IpcExportLeavesAnotherThreadsBlockingCaptureValid) {
+  void *const side = f().fn<void *(*)(int)>("stream_create")(0);  // blocking
+  hurray_buffer a = alloc_ok(dev(HURRAY_DEVICE_ROCM, 0), nullptr);
+  {
+    OtherThreadCapture capture(f(), side, GetParam());
+    hurray_ipc_message m;
+    const int32_t st = hurray_ipc_export(&a, HURRAY_IPC_DEFAULT, &m);
+    EXPECT_EQ(st, HURRAY_ERR_INVALID_ARGUMENT) << hurray_last_error();
+    if (st == HURRAY_OK) {
+      EXPECT_EQ(hurray_ipc_message_discard(&m), HURRAY_OK);
+    } else {
+      EXPECT_NE(std::string(hurray_last_error()).find("null stream"), std::string::npos)
+          << hurray_last_error();
+      EXPECT_NE(a.release_fn, nullptr) << "a failed export consumed the handle";
+      EXPECT_EQ(f().call_count("hipEventCreateWithFlags"), 0) << "an event was made";
+    }
+    EXPECT_EQ(capture.end(), 1) << "the other thread's capture was invalidated: "
+                                << hurray_status_name(st) << " " << hurray_last_error();
+    EXPECT_EQ(count("invalidated_captures"), invalidated_before_);
+  }
+  if (a.release_fn != nullptr) {
+    EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+  }
+  EXPECT_EQ(f().live_allocations(), live_before_);
+  f().fn<void (*)(void *, int)>("stream_destroy")(side, 0);
+  f().reset();
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, HipCapture, ::testing::Values(0, 1, 2),
                          [](const ::testing::TestParamInfo<int> &i) {
                            return std::string(mode_name(i.param));

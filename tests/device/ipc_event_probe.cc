@@ -19,6 +19,16 @@
 //                                 hipIpcOpenEventHandle fails (injected):
 //                                 HURRAY_ERR_IPC, the mapping closed again,
 //                                 every fd closed, the reference back
+//   probe ipc-event-capture TYPE  the receiver's other thread captures a
+//                                 blocking stream of the device while a
+//                                 message comes (hurray_ipc_recv, then
+//                                 hurray_ipc_import, no stream): each is
+//                                 imported and ordered by a host wait on
+//                                 the event (cuEventSynchronize /
+//                                 hipEventSynchronize), no wait queued on
+//                                 the legacy stream, the capture left
+//                                 valid; after the capture a third message
+//                                 waits on the device again
 //   probe ipc-event-reset TYPE    (CUDA) the sender's primary context is
 //                                 reset while the export's event is kept:
 //                                 when the receiver's reference comes back,
@@ -28,6 +38,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "fake_control.h"
@@ -332,12 +343,84 @@ int cmd_reset() {
   return g_failures == 0 ? 0 : 1;
 }
 
+// --- event-capture ---
+int count_of(const char *name) {
+  auto f = reinterpret_cast<int (*)()>(control(name));
+  return f != nullptr ? f() : -1;
+}
+int cmd_capture() {
+  int sv[2];
+  const pid_t pid = fork_receiver(sv, [&](int sock) {
+    // Another thread of the receiver captures a blocking stream of device 0
+    // (as a framework's capture thread does) while messages arrive.
+    auto create = reinterpret_cast<void *(*)(int)>(control("stream_create"));
+    auto begin = reinterpret_cast<void (*)(void *, int)>(control("stream_begin_capture_mode"));
+    auto end = reinterpret_cast<int (*)(void *)>(control("stream_end_capture"));
+    check(create != nullptr && begin != nullptr && end != nullptr, "child_controls", "");
+    if (create == nullptr || begin == nullptr || end == nullptr) _exit(1);
+    void *side = create(0);
+    std::thread([&] { begin(side, 2); }).join();  // relaxed mode: the implicit rule alone
+    const int invalidated = count_of("invalidated_captures");
+    hurray_buffer r1{}, r2{}, r3{};
+    int32_t st = hurray_ipc_recv(sock, &r1);
+    check(st == HURRAY_OK, "child_recv_during_capture", "%s %s", hurray_status_name(st),
+          hurray_last_error());
+    hurray_ipc_message m;
+    check(recv_message(sock, &m), "child_message", "");
+    st = hurray_ipc_import(&m, &r2);
+    check(st == HURRAY_OK, "child_import_during_capture", "%s %s", hurray_status_name(st),
+          hurray_last_error());
+    check(calls(wait_call()).empty(), "child_no_stream_wait_during_capture", "%zu",
+          calls(wait_call()).size());
+    check(count_of("event_synchronizations") == 2, "child_host_waits_on_event", "%d",
+          count_of("event_synchronizations"));
+    check(count_of("invalidated_captures") == invalidated, "child_capture_not_invalidated", "");
+    check(end(side) == 1, "child_capture_valid", "");
+    check(st == HURRAY_OK && static_cast<const float *>(r2.data)[2] == 3.0f, "child_reads", "");
+    // After the capture: the device wait again.
+    st = hurray_ipc_recv(sock, &r3);
+    check(st == HURRAY_OK, "child_recv_after_capture", "%s %s", hurray_status_name(st),
+          hurray_last_error());
+    const std::vector<fake_call> waits = calls(wait_call());
+    check(waits.size() == 1 && waits[0].stream == legacy_stream(), "child_waits_after_capture",
+          "%zu", waits.size());
+    check(count_of("event_synchronizations") == 2, "child_no_host_wait_after_capture", "%d",
+          count_of("event_synchronizations"));
+    for (hurray_buffer *b : {&r1, &r2, &r3}) {
+      if (b->release_fn != nullptr)
+        check(hurray_buffer_release(b) == HURRAY_OK, "child_release", "");
+    }
+    _exit(g_failures == 0 ? 0 : 1);
+  });
+  if (pid < 0) return 2;
+  hurray_buffer a{}, b{}, c{};
+  if (alloc(&a) != HURRAY_OK || alloc(&b) != HURRAY_OK || alloc(&c) != HURRAY_OK) return 1;
+  const uint64_t returns = ipc_returns();
+  int32_t st = hurray_ipc_send(sv[0], &a, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK, "send", "%s %s", hurray_status_name(st), hurray_last_error());
+  hurray_ipc_message m;
+  st = hurray_ipc_export(&b, HURRAY_IPC_DEFAULT, &m);
+  check(st == HURRAY_OK, "export", "%s %s", hurray_status_name(st), hurray_last_error());
+  if (st == HURRAY_OK) {
+    check(send_message(sv[0], m), "send_by_hand", "");
+    check(hurray_ipc_message_discard(&m) == HURRAY_OK, "discard_own_copy", "");
+  }
+  st = hurray_ipc_send(sv[0], &c, HURRAY_IPC_DEFAULT);
+  check(st == HURRAY_OK, "send_after", "%s %s", hurray_status_name(st), hurray_last_error());
+  check(wait_child(pid) == 0, "child_ok", "");
+  check(wait_until([&] { return ipc_returns() == returns + 3; }), "returned", "");
+  check(call_count(free_call()) == 3, "producer_released_once", "%d", call_count(free_call()));
+  close(sv[0]);
+  return g_failures == 0 ? 0 : 1;
+}
+
 // `cmd` without "ipc-event-"; 64 when unknown.
 int run_event_command(const std::string &cmd) {
   if (cmd == "reset") return cmd_reset();
   if (cmd == "handoff") return cmd_handoff();
   if (cmd == "async") return cmd_async();
   if (cmd == "open-fails") return cmd_open_fails();
+  if (cmd == "capture") return cmd_capture();
   return 64;
 }
 

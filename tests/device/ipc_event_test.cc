@@ -31,6 +31,13 @@ TYPED_TEST(GpuIpcEvent, NamedStreamsRecordAndWait) { this->run("async"); }
 
 TYPED_TEST(GpuIpcEvent, EventThatCannotBeOpenedFailsTheImport) { this->run("open-fails"); }
 
+// Review of issue 27, finding 2: a receiver whose other thread captures a
+// blocking stream: the import must not use the legacy stream (that breaks
+// the capture) and must not skip the ordering.
+TYPED_TEST(GpuIpcEvent, ImportDuringAnotherThreadsBlockingCaptureWaitsOnTheHost) {
+  this->run("capture");
+}
+
 // CUDA only: HIP has no context incarnation to compare (docs/impl/gpu.md
 // §4, "Events after a reset").
 TYPED_TEST(GpuIpcEvent, ExportEventIsNotDestroyedAfterAContextReset) {

@@ -28,6 +28,9 @@
 //                               hurray_ipc_recv on another connection
 //   probe ipc-pool-reset 2      CUDA: libhurray's own pool is made again
 //                               after cuDevicePrimaryCtxReset destroyed it
+//   probe ipc-pool-device-reset 2  CUDA, the fake's rule: a reset of device
+//                               1 destroys the pool imported on device 1,
+//                               not the one imported on device 0
 //   probe ipc-pool-recv-reset 2 CUDA: the receiver's context reset between
 //                               a kind-5 and a kind-6 message of a pool
 //   probe ipc-pool-user 10      HIP: a pool the caller made, found by
@@ -752,7 +755,59 @@ int cmd_user() {
 
 }  // namespace
 
+// The fake's rule (review of issue 27, finding 4): an imported pool belongs
+// to the importing context's device, so cuDevicePrimaryCtxReset of device 1
+// destroys the pool imported with device 1 current and not the one imported
+// with device 0 current (before, every import was recorded as device 0's).
+// In one process: the fake's import does not look at the exporting pid.
+int cmd_device_reset() {
+  if (!is_cuda()) return 64;
+  void *lib = dlopen(std::getenv("HURRAY_CUDA_DRIVER_PATH"), RTLD_NOW | RTLD_LOCAL);
+  using GetProc = int (*)(const char *, void **, int, uint64_t);
+  auto get = lib != nullptr ? reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress")) : nullptr;
+  void *init = nullptr, *exp = nullptr, *imp = nullptr, *destroy = nullptr;
+  if (get != nullptr) {
+    (void)get("cuInit", &init, 2000, 0);
+    (void)get("cuMemPoolExportToShareableHandle", &exp, 11020, 0);
+    (void)get("cuMemPoolImportFromShareableHandle", &imp, 11020, 0);
+    (void)get("cuMemPoolDestroy", &destroy, 11020, 0);
+  }
+  auto create = fake_fn<int (*)(int, unsigned long long, void **)>("pool_create");
+  auto set_current = fake_fn<void (*)(int)>("set_current_device");
+  auto renew = fake_fn<void (*)(int)>("renew_context");
+  check(init && exp && imp && destroy && create && set_current && renew, "entry_points", "");
+  if (!(init && exp && imp && destroy && create && set_current && renew)) return 1;
+  (void)reinterpret_cast<int (*)(unsigned)>(init)(0);
+  using Export = int (*)(void *, void *, int, unsigned long long);
+  using Import = int (*)(void **, void *, int, unsigned long long);
+  void *imported[2] = {nullptr, nullptr};
+  for (int d = 0; d < 2; ++d) {
+    set_current(d);
+    void *pool = nullptr;
+    int fd = -1;
+    const int c = create(d, 1, &pool);  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    const int e = c == 0 ? reinterpret_cast<Export>(exp)(&fd, pool, 1, 0) : -1;
+    const int i = e == 0
+                      ? reinterpret_cast<Import>(imp)(
+                            &imported[d], reinterpret_cast<void *>(static_cast<intptr_t>(fd)), 1, 0)
+                      : -1;
+    check(c == 0 && e == 0 && i == 0, "imported_on_device", "%d: %d %d %d", d, c, e, i);
+    if (fd >= 0) close(fd);
+  }
+  renew(1);  // cuDevicePrimaryCtxReset of device 1, revived
+  auto destroy_fn = reinterpret_cast<int (*)(void *)>(destroy);
+  set_current(0);
+  const int d0 = destroy_fn(imported[0]);
+  set_current(1);
+  const int d1 = destroy_fn(imported[1]);
+  set_current(-1);
+  check(d0 == 0, "device0_import_survives_device1_reset", "cuMemPoolDestroy: %d", d0);
+  check(d1 != 0, "device1_import_died_with_its_context", "cuMemPoolDestroy: %d", d1);
+  return g_failures == 0 ? 0 : 1;
+}
+
 int run_pool_command(const std::string &cmd) {
+  if (cmd == "device-reset") return cmd_device_reset();
   if (cmd == "roundtrip") return cmd_roundtrip();
   if (cmd == "once") return cmd_once();
   if (cmd == "default") return cmd_default();

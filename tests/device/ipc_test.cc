@@ -110,6 +110,9 @@ TEST_F(CudaPoolIpc, OwnPoolIsMadeAgainAfterAContextReset) { run("pool-reset"); }
 // keeps a dup of the pool fd for its life, imports again from it when the
 // incarnation is no longer live, and destroys only a live import
 // (src/ipc/pool_peers.cc, GpuIpc::open_pool reporting the incarnation).
+// The fake's rule: an imported pool is the importing context's device's,
+// and dies with a reset of that device only (review of issue 27).
+TEST_F(CudaPoolIpc, FakeImportBelongsToTheImportingDevice) { run("pool-device-reset"); }
 TEST_F(CudaPoolIpc, DISABLED_KindSixAfterTheReceiversContextResetImports) {
   run("pool-recv-reset");
 }

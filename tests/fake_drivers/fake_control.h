@@ -165,7 +165,9 @@ int fake_cuda_dead_event_uses(void);
    invalidate the capture and are counted in prohibited_calls: cuStreamQuery
    or cuStreamSynchronize of the stream, cuMemFreeAsync on it (no memory of
    the fake is a graph allocation), cuCtxSynchronize and any use of the
-   legacy stream (NULL, 1) with its device's context current; also
+   legacy stream (NULL, 1) with its device's context current (a launch, a
+   copy, a stream-ordered allocation or free, cuEventRecord, and
+   cuStreamWaitEvent on it: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); also
    cuStreamWaitEvent on it of an event not recorded during a capture
    without CU_EVENT_WAIT_EXTERNAL (CUDA_ERROR_STREAM_CAPTURE_ISOLATION),
    while that flag on a stream that is not capturing is
@@ -174,6 +176,9 @@ int fake_cuda_dead_event_uses(void);
 void fake_cuda_stream_begin_capture(void *stream);
 int fake_cuda_stream_end_capture(void *stream);
 int fake_cuda_prohibited_calls(void);
+/* cuEventSynchronize calls that waited (a host wait on one event; it
+   touches no stream and no capture). */
+int fake_cuda_event_synchronizations(void);
 /* Non-blocking streams and capture modes (fake_capture.h). A stream made
    with CU_STREAM_NON_BLOCKING in `flags` does not synchronise with the
    legacy stream: its capture does not show on the legacy stream
@@ -274,8 +279,20 @@ void fake_hip_stream_destroy(void *stream, int error);
    While a stream captures, hipStreamIsCapturing answers active (2 once
    invalidated), and hipStreamQuery, hipStreamSynchronize and hipFreeAsync on
    it fail with hipErrorStreamCaptureUnsupported, invalidate the capture and
-   are counted. end_capture returns 1 if the capture is still valid. */
+   are counted. end_capture returns 1 if the capture is still valid.
+   Every fake stream is a blocking one of the device it was made for: while
+   one captures, hipStreamIsCapturing of the null stream with that device
+   current answers hipErrorStreamCaptureImplicit (906), and any use of the
+   null stream there (hipEventRecord, hipStreamWaitEvent, copies, launches,
+   stream-ordered allocations and frees, hipStreamQuery,
+   hipStreamSynchronize) fails with 906, invalidates the capture and is
+   counted in prohibited_calls (the HIP API reference of
+   hipStreamIsCapturing lists hipErrorStreamCaptureImplicit, "a disallowed
+   implicit dependency on a current capture sequence from hipStreamLegacy";
+   CUDA's rule, which HIP graphs follow). hipEventSynchronize waits on the
+   host and is counted in event_synchronizations. */
 int fake_hip_dead_stream_uses(void);
+int fake_hip_event_synchronizations(void);
 /* hipDeviceReset of device d (the fake also exports hipDeviceReset itself,
    for the calling thread's device): d's allocations and events are deleted
    (HIP API reference, hipDeviceReset). Every later call naming such an

@@ -119,6 +119,13 @@ bool named(const char *fn, std::initializer_list<const char *> names) {
 // querying or synchronising s, freeing memory from outside the graph on s,
 // synchronising s's context, and using the legacy stream of s's device are
 // prohibited: such a call invalidates the capture, is counted, and fails.
+// "Using the legacy stream" is any call that queues on it (CUDA Programming
+// Guide, "CUDA Graphs", "Prohibited and Unhandled Operations": with a
+// blocking stream capturing, the legacy stream's implicit synchronisation
+// would be an implicit dependency on the capture, which is prohibited and
+// invalidates it, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT): launches, copies,
+// stream-ordered allocations and frees, records, and waits
+// (cuStreamWaitEvent on it), as well as querying or synchronising it.
 // Returns the failure, or CUDA_SUCCESS.
 std::atomic<int> g_captures{0};  // streams capturing now (a fast path when none)
 
@@ -140,9 +147,10 @@ CUresult capture_rules(const char *fn, const void *stream, int device) {
     }
   }
   const bool on_legacy =
-      legacy && named(fn, {"cuStreamQuery", "cuStreamSynchronize", "cuMemFreeAsync",
-                           "cuMemcpyAsync", "cuMemAllocAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync",
-                           "cuLaunchKernel", "cuEventRecord"});
+      legacy &&
+      named(fn, {"cuStreamQuery", "cuStreamSynchronize", "cuMemFreeAsync", "cuMemcpyAsync",
+                 "cuMemAllocAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync", "cuLaunchKernel",
+                 "cuEventRecord", "cuStreamWaitEvent", "cuMemAllocFromPoolAsync"});
   if ((on_legacy || std::strcmp(fn, "cuCtxSynchronize") == 0) && device >= 0) {
     bool hit = false;
     for (auto &kv : g_streams) {
@@ -500,6 +508,19 @@ CUresult f_stream_wait_event(CUstream s, CUevent ev, unsigned int flags) {
   return done("cuStreamWaitEvent", CUDA_SUCCESS, ev, s, flags, ev->recorded_on);
 }
 
+// cuEventSynchronize: the fake's work is done when queued, so it returns at
+// once; a host-blocking wait on one event (counted in event_syncs), which
+// touches no stream and no capture (the Programming Guide prohibits
+// synchronising or querying a capturing stream or its context, not an
+// event recorded outside the capture).
+std::atomic<int> g_event_syncs{0};
+CUresult f_event_synchronize(CUevent ev) {
+  FAKE_ENTER("cuEventSynchronize", ev);
+  if (CUresult e = event_error(ev)) return done("cuEventSynchronize", e, ev);
+  g_event_syncs.fetch_add(1);
+  return done("cuEventSynchronize", CUDA_SUCCESS, ev);
+}
+
 CUresult f_event_destroy(CUevent ev) {
   FAKE_ENTER("cuEventDestroy", ev);
   // Destroyed already, with its context: a second free on the real driver.
@@ -694,6 +715,7 @@ const Entry kEntries[] = {
     {"cuEventRecord", 2000, reinterpret_cast<void *>(&f_event_record)},
     {"cuStreamWaitEvent", 3020, reinterpret_cast<void *>(&f_stream_wait_event)},
     {"cuEventDestroy", 4000, reinterpret_cast<void *>(&f_event_destroy)},
+    {"cuEventSynchronize", 2000, reinterpret_cast<void *>(&f_event_synchronize)},
     {"cuPointerGetAttributes", 7000, reinterpret_cast<void *>(&f_pointer_get_attributes)},
     {"cuMemcpy2DAsync", 3020, reinterpret_cast<void *>(&f_memcpy_2d_async)},
     {"cuMemcpy3DAsync", 3020, reinterpret_cast<void *>(&f_memcpy_3d_async)},
@@ -894,5 +916,6 @@ FAKE_EXPORT int fake_cuda_stream_end_capture(void *s) {
   return was == 1 ? 1 : 0;
 }
 FAKE_EXPORT int fake_cuda_prohibited_calls(void) { return g_prohibited.load(); }
+FAKE_EXPORT int fake_cuda_event_synchronizations(void) { return g_event_syncs.load(); }
 FAKE_EXPORT int fake_cuda_dead_stream_uses(void) { return g_dead_uses.load(); }
 FAKE_EXPORT int fake_cuda_dead_event_uses(void) { return g_dead_event_uses.load(); }

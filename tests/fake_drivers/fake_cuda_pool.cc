@@ -102,8 +102,8 @@ CUresult f_mem_pool_import_from_shareable_handle(CUmemoryPool *pool, void *handl
   FAKE_ENTER("cuMemPoolImportFromShareableHandle");
   const int fd = static_cast<int>(reinterpret_cast<uintptr_t>(handle));
   fake::Pools::Pool *p = nullptr;
-  const int r =
-      pool == nullptr || flags != 0 ? CUDA_ERROR_INVALID_VALUE : pools().import_fd(fd, type, &p);
+  const int r = pool == nullptr || flags != 0 ? CUDA_ERROR_INVALID_VALUE
+                                              : pools().import_fd(fd, type, current_device(), &p);
   if (r == 0) *pool = as_handle(p);
   return done("cuMemPoolImportFromShareableHandle", static_cast<CUresult>(r), p, nullptr, 0,
               reinterpret_cast<void *>(static_cast<uintptr_t>(fd)));

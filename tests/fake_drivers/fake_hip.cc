@@ -83,8 +83,49 @@ std::map<const void *, hipError_t> &g_streams = *new std::map<const void *, hipE
 std::vector<void *> &g_free_handles = *new std::vector<void *>;
 std::set<const void *> &g_capturing = *new std::set<const void *>;  // active captures
 std::set<const void *> &g_invalidated = *new std::set<const void *>;
+std::map<const void *, int> &g_stream_device = *new std::map<const void *, int>;
 std::atomic<int> g_dead_uses{0};
 std::atomic<int> g_prohibited{0};
+std::atomic<int> g_event_syncs{0};
+constexpr hipError_t kCaptureImplicit = 906;  // hipErrorStreamCaptureImplicit
+
+// Whether a (blocking) stream of `device` captures now; g_streams_mu held.
+bool blocking_capture_locked(int device) {
+  for (const void *s : g_capturing) {
+    auto it = g_stream_device.find(s);
+    if (it != g_stream_device.end() && it->second == device) return true;
+  }
+  return false;
+}
+
+// The null stream while a blocking stream of the current device captures
+// (HIP API reference, hipStreamIsCapturing and hipErrorStreamCaptureImplicit:
+// an implicit dependency on a capture from the legacy stream is disallowed;
+// CUDA Programming Guide, "CUDA Graphs", "Prohibited and Unhandled
+// Operations", whose rules HIP graphs follow): any call that queues on,
+// queries or synchronises the null stream invalidates those captures, is
+// counted and fails with hipErrorStreamCaptureImplicit.
+hipError_t null_stream_rules(const char *fn, const void *stream, int device) {
+  if (stream != nullptr) return 0;
+  static const char *const kOnStream[] = {
+      "hipEventRecord",       "hipStreamWaitEvent",     "hipMemcpyAsync",       "hipMemcpy2DAsync",
+      "hipMemcpy3DAsync",     "hipMallocAsync",         "hipFreeAsync",         "hipStreamQuery",
+      "hipStreamSynchronize", "hipMallocFromPoolAsync", "hipModuleLaunchKernel"};
+  bool on = false;
+  for (const char *n : kOnStream) on = on || std::strcmp(n, fn) == 0;
+  if (!on) return 0;
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  bool hit = false;
+  for (const void *s : g_capturing) {
+    auto it = g_stream_device.find(s);
+    if (it == g_stream_device.end() || it->second != device) continue;
+    if (g_invalidated.insert(s).second) fake::capture::counters().invalidated.fetch_add(1);
+    hit = true;
+  }
+  if (!hit) return 0;
+  g_prohibited.fetch_add(1);
+  return kCaptureImplicit;
+}
 hipError_t stream_error(const void *s) {
   std::lock_guard<std::mutex> lock(g_streams_mu);
   auto it = g_streams.find(s);
@@ -164,6 +205,9 @@ hipError_t enter(const char *fn, const void *ptr = nullptr, const void *stream =
   if (rec().deinitialized.load())
     return rec().record(fn, t_device, kDeinitialized, ptr, stream, bytes);
   if (int r = rec().injected(fn)) return rec().record(fn, t_device, r, ptr, stream, bytes);
+  if (hipError_t r = null_stream_rules(fn, stream, t_device)) {
+    return rec().record(fn, t_device, r, ptr, stream, bytes);
+  }
   return kSuccess;
 }
 
@@ -282,6 +326,11 @@ FAKE_EXPORT hipError_t hipStreamIsCapturing(hipStream_t s, int *status) {
   if (hipError_t e = stream_error(s)) return done("hipStreamIsCapturing", e, nullptr, s);
   std::lock_guard<std::mutex> lock(g_streams_mu);
   *status = g_capturing.count(s) == 0 ? 0 : g_invalidated.count(s) != 0 ? 2 : 1;
+  // The null stream: hipErrorStreamCaptureImplicit while a blocking stream
+  // of the current device captures (null_stream_rules).
+  if (s == nullptr && blocking_capture_locked(t_device)) {
+    return done("hipStreamIsCapturing", kCaptureImplicit, nullptr, s);
+  }
   return done("hipStreamIsCapturing", kSuccess, nullptr, s);
 }
 
@@ -503,6 +552,15 @@ FAKE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t ev, unsigned
   return done("hipStreamWaitEvent", kSuccess, ev, s, 0, ev->recorded_on);
 }
 
+// hipEventSynchronize: work is done at once, so it returns at once; a host
+// wait on one event (counted), which touches no stream and no capture.
+FAKE_EXPORT hipError_t hipEventSynchronize(hipEvent_t ev) {
+  FAKE_ENTER("hipEventSynchronize", ev);
+  if (hipError_t e = event_error(ev)) return done("hipEventSynchronize", e, ev);
+  g_event_syncs.fetch_add(1);
+  return done("hipEventSynchronize", kSuccess, ev);
+}
+
 FAKE_EXPORT hipError_t hipEventDestroy(hipEvent_t ev) {
   FAKE_ENTER("hipEventDestroy", ev);
   if (hipError_t e = event_error(ev)) return done("hipEventDestroy", e, ev);
@@ -582,7 +640,8 @@ FAKE_EXPORT int fake_hip_current_device(void) { return t_device; }
 FAKE_EXPORT void fake_hip_set_current_device(int d) { t_device = d; }
 
 FAKE_EXPORT void *fake_hip_stream_create(int device) {
-  (void)device;  // HIP streams are not tied to the caller's current device here
+  // Work on the stream is not tied to the caller's current device here;
+  // the device names whose null stream its capture blocks.
   std::lock_guard<std::mutex> lock(g_streams_mu);
   void *s;
   if (!g_free_handles.empty()) {
@@ -592,6 +651,7 @@ FAKE_EXPORT void *fake_hip_stream_create(int device) {
     s = new char;
   }
   g_streams[s] = kSuccess;
+  g_stream_device[s] = device;
   return s;
 }
 FAKE_EXPORT void fake_hip_stream_destroy(void *s, int error) {
@@ -631,6 +691,7 @@ FAKE_EXPORT int fake_hip_stream_end_capture(void *s) {
   return valid;
 }
 FAKE_EXPORT int fake_hip_prohibited_calls(void) { return g_prohibited.load(); }
+FAKE_EXPORT int fake_hip_event_synchronizations(void) { return g_event_syncs.load(); }
 FAKE_EXPORT int fake_hip_dead_stream_uses(void) { return g_dead_uses.load(); }
 FAKE_EXPORT int fake_hip_dead_event_uses(void) { return g_dead_event_uses.load(); }
 FAKE_EXPORT void fake_hip_device_reset(int d) { reset_device(d); }

@@ -114,9 +114,10 @@ FAKE_EXPORT hipError_t hipMemPoolImportFromShareableHandle(void **pool, void *ha
   FAKE_ENTER("hipMemPoolImportFromShareableHandle");
   const int fd = static_cast<int>(reinterpret_cast<uintptr_t>(handle));
   fake::Pools::Pool *p = nullptr;
-  const int r = pool == nullptr || flags != 0
-                    ? kInvalidValue
-                    : hip_pools().import_fd(fd, static_cast<unsigned long long>(type), &p);
+  const int r =
+      pool == nullptr || flags != 0
+          ? kInvalidValue
+          : hip_pools().import_fd(fd, static_cast<unsigned long long>(type), t_device, &p);
   if (r == 0) *pool = p;
   return done("hipMemPoolImportFromShareableHandle", r, p, nullptr, 0, handle);
 }

@@ -180,7 +180,11 @@ class Pools {
     return *fd >= 0 ? kOk : kOutOfMemory;
   }
 
-  int import_fd(int fd, unsigned long long type, Pool **out) {
+  // The import belongs to `device`, the importing context's (CUDA: the
+  // device of the current context; HIP: the current device): a reset of
+  // that device destroys it (drop_device), as it destroys every resource
+  // of the device in the process.
+  int import_fd(int fd, unsigned long long type, int device, Pool **out) {
     struct stat st;
     if (type != kPosixFd || fd < 0 || fstat(fd, &st) != 0 ||
         static_cast<uint64_t>(st.st_size) != kPoolBytes) {
@@ -194,7 +198,7 @@ class Pools {
       return kInvalidValue;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    *out = new Pool{0, kPosixFd, false, true, -1, static_cast<char *>(m), false};
+    *out = new Pool{device, kPosixFd, false, true, -1, static_cast<char *>(m), false};
     pools_.insert(*out);
     ++imports_;
     return kOk;

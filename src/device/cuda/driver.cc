@@ -154,6 +154,7 @@ void resolve_ipc(Loader &l, CudaDriver &d) {
   if (!l.get("cuIpcOpenEventHandle", 4010, &d.ipc_open_event_handle)) {
     d.ipc_open_event_handle = nullptr;
   }
+  if (!l.get("cuEventSynchronize", 2000, &d.event_synchronize)) d.event_synchronize = nullptr;
   g_error[0] = '\0';  // a missing optional entry point is no load error
 }
 

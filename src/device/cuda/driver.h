@@ -94,6 +94,9 @@ struct CudaDriver {
   // for); optional like the above: without them GPU memory cannot be sent.
   PFN_cuIpcGetEventHandle_v4010 ipc_get_event_handle;
   PFN_cuIpcOpenEventHandle_v4010 ipc_open_event_handle;
+  // The host wait an import makes instead of a stream wait while the stream
+  // it would wait on cannot be used (a capture; ipc.md §6); optional.
+  PFN_cuEventSynchronize_v2000 event_synchronize;
   // Virtual memory management (device/cuda/vmm_ipc.cc, docs/impl/ipc.md §6,
   // kind 2); optional like the legacy IPC ones: vmm_ipc() says whether all
   // are there, else VMM memory is not recognised and export falls back to

@@ -250,6 +250,14 @@ void close_mapping(hurray_device device, void *base) {
 
 bool is_stream_ordered(const DeviceMemory &mem) { return mem.order == kFreeOnStream; }
 
+// The receiver's ordering (ipc.md §6, what the consumer waits for): a wait
+// queued on `stream`, or, while that stream cannot be used (it is the
+// legacy stream and a blocking stream of the context captures, which
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT prohibits; or it is itself being
+// captured, where the wait would become a graph node naming an event
+// destroyed at once), a host wait on the event: a message may arrive at any
+// time, so it is neither refused (hurray_ipc_recv has read it already) nor
+// left unordered, and another thread's capture is never touched.
 int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
   const CudaDriver *d = cuda_driver();
   if (d == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
@@ -259,6 +267,8 @@ int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
   std::memcpy(eh.reserved, handle, kGpuEventBytes);
   CUevent ev = nullptr;
   CUresult open_error = CUDA_SUCCESS;
+  Capture capture = Capture::kNone;
+  bool no_host_wait = false;
   const char *call = "cuIpcOpenEventHandle";
   st = Cuda::with_device(device.device_id, &call, [&](const CudaDriver &drv) {
     CUresult r = drv.ipc_open_event_handle(&ev, eh);
@@ -266,9 +276,20 @@ int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
       ev = nullptr;
       return open_error = r;
     }
-    // A wait on the device, queued: the host goes on at once.
-    call = "cuStreamWaitEvent";
-    r = drv.stream_wait_event(stream_of(stream), ev, 0);
+    // Asked first (allowed during a capture).
+    call = "cuStreamIsCapturing";
+    r = CudaTraits::stream_capture(drv, stream_of(stream), &capture);
+    if (r == CUDA_SUCCESS && capture == Capture::kNone) {
+      // A wait on the device, queued: the host goes on at once.
+      call = "cuStreamWaitEvent";
+      r = drv.stream_wait_event(stream_of(stream), ev, 0);
+    } else if (r == CUDA_SUCCESS && drv.event_synchronize != nullptr) {
+      // In the relaxed capture mode (the scope's): no capture forbids it.
+      call = "cuEventSynchronize";
+      r = drv.event_synchronize(ev);
+    } else if (r == CUDA_SUCCESS) {
+      no_host_wait = true;
+    }
     const CUresult destroyed = drv.event_destroy(ev);
     ev = nullptr;
     if (r == CUDA_SUCCESS && destroyed != CUDA_SUCCESS) {
@@ -283,6 +304,16 @@ int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
                 " (cuIpcOpenEventHandle failed with %s): the descriptor's event handle is not "
                 "one of another live process's events",
                 device.device_id, cuda_error_name(open_error));
+  }
+  if (st == HURRAY_OK && no_host_wait) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "the import cannot be ordered after the sender's work on CUDA device %" PRId32
+                " now: %s, and this driver lacks cuEventSynchronize; import after the capture",
+                device.device_id,
+                capture == Capture::kImplicit
+                    ? "a blocking stream of the device is being captured, which prohibits "
+                      "using the legacy default stream"
+                    : "the stream named is being captured into a graph");
   }
   return st;
 }

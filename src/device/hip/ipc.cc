@@ -71,9 +71,19 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   hipError_t got = hipSuccess;
   const char *call = "hipMemGetAddressRange";
   hipEvent_t ev = nullptr;
+  // The stream the event goes on, asked first, as CUDA's export does
+  // (cuda/ipc.cc): recording on a capturing stream would capture the
+  // record, and using the null stream while a blocking stream of the
+  // device captures is prohibited (hipErrorStreamCaptureImplicit) and would
+  // break that capture; either is refused before anything is made.
+  Capture capture = Capture::kNone;
   st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
+    call = "hipStreamIsCapturing";
+    hipError_t e = HipTraits::stream_capture(r, stream, &capture);
+    if (e != hipSuccess || capture != Capture::kNone) return e;
     // Stream-ordered pool memory (kinds 5, 6: pool_ipc.cc).
-    hipError_t e = HipPools::export_memory(r, data, out, &call, &pool);
+    call = "hipMemGetAddressRange";
+    e = HipPools::export_memory(r, data, out, &call, &pool);
     if (e != hipSuccess) {
       pool_failed = true;
       return got = e;
@@ -120,6 +130,19 @@ int32_t export_memory(hurray_device device, const void *data, bool stream_ordere
   if (st != HURRAY_OK && out->pool_fd >= 0) {
     close(out->pool_fd);
     out->pool_fd = -1;
+  }
+  if (st == HURRAY_OK && capture != Capture::kNone) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "the IPC event that orders the receiver cannot be recorded on %s of HIP device "
+                "%" PRId32
+                " now: %s; nothing was exported (export before or after the capture, or name "
+                "another stream with hurray_ipc_export_async)",
+                stream == nullptr ? "the null stream" : "the stream", device.device_id,
+                capture == Capture::kImplicit
+                    ? "a blocking stream of the device is being captured into a graph, and HIP "
+                      "prohibits using the null stream then (it would break that capture)"
+                    : "the stream is being captured into a graph, where a record stands for a "
+                      "graph node not yet launched, not for the work queued on it");
   }
   if (st == HURRAY_OK && pool == PoolFound::kNotExportable) {
     return HipPools::refuse_not_exportable(device, data);
@@ -177,14 +200,28 @@ int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
   hipIpcEventHandle_t eh;
   std::memcpy(&eh, handle, kGpuEventBytes);
   hipError_t open_error = hipSuccess;
+  Capture capture = Capture::kNone;
+  bool no_host_wait = false;
   const char *call = "hipIpcOpenEventHandle";
   st = Hip::with_device(device.device_id, &call, [&](const HipRuntime &r) {
     hipEvent_t ev = nullptr;
     hipError_t e = r.ipc_open_event_handle(&ev, eh);
     if (e != hipSuccess) return open_error = e;
-    // A wait on the device, queued: the host goes on at once.
-    call = "hipStreamWaitEvent";
-    e = r.stream_wait_event(static_cast<hipStream_t>(stream), ev, 0);
+    // As CUDA's (cuda/ipc.cc): a wait queued on the stream, or a host wait
+    // on the event while the stream cannot be used (the null stream while
+    // a blocking stream of the device captures, hipErrorStreamCaptureImplicit;
+    // the stream itself capturing).
+    call = "hipStreamIsCapturing";
+    e = HipTraits::stream_capture(r, stream, &capture);
+    if (e == hipSuccess && capture == Capture::kNone) {
+      call = "hipStreamWaitEvent";
+      e = r.stream_wait_event(static_cast<hipStream_t>(stream), ev, 0);
+    } else if (e == hipSuccess && r.event_synchronize != nullptr) {
+      call = "hipEventSynchronize";
+      e = r.event_synchronize(ev);
+    } else if (e == hipSuccess) {
+      no_host_wait = true;
+    }
     const hipError_t destroyed = r.event_destroy(ev);
     if (e == hipSuccess && destroyed != hipSuccess) {
       call = "hipEventDestroy";
@@ -198,6 +235,17 @@ int32_t wait_event(hurray_device device, const uint8_t *handle, void *stream) {
                 " (hipIpcOpenEventHandle failed with %s): the descriptor's event handle is not "
                 "one of another live process's events",
                 device.device_id, hip_error_name(open_error));
+  }
+  if (st == HURRAY_OK && no_host_wait) {
+    return fail(HURRAY_ERR_INVALID_ARGUMENT,
+                "the import cannot be ordered after the sender's work on HIP device %" PRId32
+                " now: %s, and %s lacks hipEventSynchronize; import after the capture",
+                device.device_id,
+                capture == Capture::kImplicit
+                    ? "a blocking stream of the device is being captured, which prohibits "
+                      "using the null stream"
+                    : "the stream named is being captured into a graph",
+                rt->path);
   }
   return st;
 }

@@ -88,6 +88,7 @@ bool resolve_all(void *lib, HipRuntime &r) {
          get(lib, "hipDeviceGetUuid", &r.device_get_uuid, false) &&
          get(lib, "hipIpcGetEventHandle", &r.ipc_get_event_handle, false) &&
          get(lib, "hipIpcOpenEventHandle", &r.ipc_open_event_handle, false) &&
+         get(lib, "hipEventSynchronize", &r.event_synchronize, false) &&
          get(lib, "hipMemPoolCreate", &r.mem_pool_create, false) &&
          get(lib, "hipMemPoolDestroy", &r.mem_pool_destroy, false) &&
          get(lib, "hipMallocFromPoolAsync", &r.malloc_from_pool_async, false) &&

@@ -87,6 +87,9 @@ struct HipRuntime {
   // IPC events (device/hip/ipc.cc, ipc.md §6); optional like the above.
   hipError_t (*ipc_get_event_handle)(hipIpcEventHandle_t *, hipEvent_t);
   hipError_t (*ipc_open_event_handle)(hipEvent_t *, hipIpcEventHandle_t);
+  // The host wait an import makes while the stream it would wait on cannot
+  // be used (a capture; ipc.md §6); optional.
+  hipError_t (*event_synchronize)(hipEvent_t);
   // Stream-ordered pool memory across processes (device/hip/pool_ipc.cc,
   // ipc.md §6, kinds 5 and 6); optional: NULL when the library lacks one
   // (before ROCm 5.2), and pool memory then cannot cross processes.

@@ -158,12 +158,21 @@ struct HipTraits {
     *alive = true;
     return hipSuccess;
   }
-  // hipStreamIsCapturing (none when the runtime lacks it).
+  // hipStreamIsCapturing (none when the runtime lacks it). On the null
+  // stream it answers hipErrorStreamCaptureImplicit while a blocking stream
+  // of the device captures (the HIP API reference lists it for
+  // hipStreamIsCapturing: "a disallowed implicit dependency on a current
+  // capture sequence from hipStreamLegacy"): the null stream may not be
+  // used then, as CUDA's legacy stream.
   static Result stream_capture(const Api &r, void *stream, Capture *out) {
     *out = Capture::kNone;
     if (r.stream_is_capturing == nullptr) return hipSuccess;
     hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
     const Result e = r.stream_is_capturing(static_cast<hipStream_t>(stream), &status);
+    if (e == hipErrorStreamCaptureImplicit) {
+      *out = Capture::kImplicit;
+      return hipSuccess;
+    }
     if (e == hipSuccess && status != hipStreamCaptureStatusNone) *out = Capture::kCapturing;
     return e;
   }
