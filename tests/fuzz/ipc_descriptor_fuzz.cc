@@ -154,7 +154,12 @@ int fuzz_set(const uint8_t *data, size_t size) {
     FUZZ_CHECK(fcntl(fds[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0, "seals");
   }
   given = fds;
-  const bool fits = st == HURRAY_OK && nfds == h.nfds && !short_memfd;
+  // GPU regions cannot import here (no driver in the fuzz build; their fds
+  // are not a memfd and a pipe either): such a set must be refused, with
+  // every fd closed, like any set that does not fit.
+  bool all_cpu = true;
+  for (const SetRegion &g : regions) all_cpu = all_cpu && g.kind == kKindCpuMemfd;
+  const bool fits = st == HURRAY_OK && nfds == h.nfds && !short_memfd && all_cpu;
   const size_t cap = st == HURRAY_OK ? h.n_entries : 4;
   std::vector<hurray_buffer> out(cap > 0 ? cap : 1);
   size_t count = 0;
