@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "handle/layout.h"
+#include "ipc/le_bytes.h"
 
 namespace hurray::detail {
 namespace {
@@ -56,28 +57,6 @@ enum : size_t {
   kEOffDataOffset = 40,
 };
 static_assert(kEOffDataOffset + 8 == kSetEntryFixed, "set entry of version 1");
-
-void put_u16(uint8_t *p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint16_t get_u16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 // The smallest and the largest descriptor of n entries and r regions.
 uint64_t min_size(uint64_t n, uint64_t r) {
