@@ -316,6 +316,26 @@ def test_the_readmes_python_blocks_run() -> None:
         pytest.skip(f"README blocks that import {', '.join(sorted(missing))} were not run")
 
 
+def test_the_python_readmes_blocks_run(tmp_path: pathlib.Path) -> None:
+    """Every ```python block of python/README.md (the PyPI page) runs as
+    written, as a script file, so that a spawn Pool can import it again."""
+    with open(os.path.join(REPO, "python", "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
+    assert blocks, "python/README.md's Python example went missing"
+    for i, code in enumerate(blocks):
+        imported = re.findall(r"^(?:import|from) (\w+)", code, flags=re.M)
+        absent = sorted(m for m in imported if importlib.util.find_spec(m) is None)
+        if absent:
+            pytest.skip(f"python/README.md block imports {', '.join(absent)}, not installed")
+        script = tmp_path / f"block{i}.py"
+        script.write_text(code)
+        r = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 0, f"python/README.md block failed:\n{code}\n{r.stderr}"
+
+
 def _source_digest(repo: str) -> str:
     env_sh = os.path.join(REPO, "python", "scripts", "env.sh")
     r = subprocess.run(
