@@ -42,6 +42,8 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
+from . import _native
+
 _KEY = struct.Struct("<Q")
 _OK, _MISSING = b"\x01", b"\x00"
 _DEFAULT_EXIT_WAIT = 5.0
@@ -126,7 +128,6 @@ class _Server:
         # key -> monotonic time it expires, in the order offered (so, with
         # one HURRAY_MP_PENDING_SECONDS, earliest first).
         self.deadlines: Dict[int, float] = {}
-        self.npending = 0  # fds in self.pending
         self.expired = 0  # offers dropped unfetched, since start
         self.sending: Dict[int, List[int]] = {}  # taken, reply not yet sent
         self.conns: Set[socket.socket] = set()  # accepted, being served
@@ -169,29 +170,40 @@ class _Server:
                     f"HURRAY_MP_PENDING_FDS={limit}: is the receiving process alive and "
                     "reading? (raise the limit for larger backlogs)",
                 )
+        # Interrupt safety (a KeyboardInterrupt may be raised at any
+        # bytecode): the list that will hold the duplicates is registered
+        # under its key first, and _dup_fds fills it in one C call, all or
+        # nothing; so every duplicate is always reachable from
+        # self.pending, whose expiry (or the failure path below) closes it.
         dups: List[int] = []
+        key: Optional[int] = None
         try:
-            for fd in fds:
-                dups.append(os.dup(fd))
-        except BaseException:
-            for fd in dups:
-                os.close(fd)
-            raise
-        with self.lock:
-            key = secrets.randbits(63)
-            while key in self.pending:
+            with self.lock:
                 key = secrets.randbits(63)
-            self.pending[key] = dups
-            self.npending += len(dups)
-            if ttl > 0:
-                self.deadlines[key] = time.monotonic() + ttl
+                while key in self.pending:
+                    key = secrets.randbits(63)
+                if ttl > 0:
+                    self.deadlines[key] = time.monotonic() + ttl
+                self.pending[key] = dups
+            _native._dup_fds(fds, dups)
+        except BaseException:
+            if key is not None:
+                with self.lock:
+                    self._take_locked(key)
+            _native._close_fds(dups)
+            raise
         return key
+
+    @property
+    def npending(self) -> int:
+        """fds held for offers not yet fetched (counted, not kept as a
+        running total: a total updated in a second step could drift when an
+        interrupt lands between the two)."""
+        return sum(map(len, list(self.pending.values())))
 
     def _take_locked(self, key: int) -> Optional[List[int]]:
         fds = self.pending.pop(key, None)
         self.deadlines.pop(key, None)
-        if fds is not None:
-            self.npending -= len(fds)
         return fds
 
     def _expire_locked(self, now: float) -> None:
@@ -337,7 +349,6 @@ class _Server:
             _close_all(fds)
         self.pending.clear()
         self.deadlines.clear()
-        self.npending = 0
         self.sending.clear()
 
 

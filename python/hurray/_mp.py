@@ -60,29 +60,50 @@ def _rebuild_ipc(descriptor: bytes, shared: Any, legacy_unsaid: bool) -> _native
     return _native._ipc_import(descriptor, fds, legacy_unsaid)
 
 
-def _reduce_buffer(buf: _native.Buffer) -> Tuple[Callable[..., _native.Buffer], Tuple[Any, ...]]:
+def _hand_over(
+    fds: List[int],
+    one: Optional[Callable[[List[int]], Any]],
+    parts: Optional[Callable[[List[int]], Any]],
+) -> Any:
+    """What the receiver needs to get `fds`; the caller's list keeps its fds
+    (and closes them), the receiver's path holds copies or names of its own.
+
+    In a process being started (spawn, forkserver arguments) the Popen
+    passes the fds themselves to the child when it launches it, after
+    pickling: they move (one C call) to a list that a finalizer of the Popen
+    closes, registered before the move. Otherwise _fdshare keeps duplicates
+    (`one` offer, or `parts` of at most _FDS_PER_OFFER fds each)."""
     from multiprocessing import context, reduction
 
-    descriptor, fds, legacy_unsaid = _native._ipc_export(buf)
     popen = context.get_spawning_popen()
-    try:
-        if popen is None:
-            shared: Any = (*_fdshare.offer(list(fds)), len(fds))
-        else:
-            # Arguments of a process being started (spawn, forkserver): the
-            # Popen passes these fds to the child when it launches it, after
-            # pickling, so they stay open until the Popen object goes.
-            shared = tuple(reduction.DupFd(fd) for fd in fds)
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
     if popen is None:
-        for fd in fds:  # _fdshare holds duplicates of its own
-            os.close(fd)
-    else:
-        for fd in fds:
-            weakref.finalize(popen, os.close, fd)
+        if one is not None:
+            return one(fds)
+        assert parts is not None
+        return (
+            "offers",
+            [parts(fds[i : i + _FDS_PER_OFFER]) for i in range(0, len(fds), _FDS_PER_OFFER)],
+        )
+    kept: List[int] = []
+    weakref.finalize(popen, _native._close_fds, kept)
+    shared = tuple(reduction.DupFd(fd) for fd in fds)
+    _native._move_fds(fds, kept)
+    return shared
+
+
+def _reduce_buffer(buf: _native.Buffer) -> Tuple[Callable[..., _native.Buffer], Tuple[Any, ...]]:
+    # Interrupt safety: a signal handler (KeyboardInterrupt) may raise at
+    # any bytecode. So the list that owns the fds exists before they do
+    # (_ipc_export fills it in the same C call that makes them), every hand-
+    # over to another owner is registered before it is made, and what is
+    # left in `fds` at the end is closed in one C call: an fd lost between
+    # two steps would keep the Buffer's memory for the life of the process.
+    fds: List[int] = []
+    try:
+        descriptor, _, legacy_unsaid = _native._ipc_export(buf, fds)
+        shared = _hand_over(fds, lambda part: (*_fdshare.offer(part), len(part)), None)
+    finally:
+        _native._close_fds(fds)  # _fdshare or the Popen holds its own
     return _rebuild_ipc, (descriptor, shared, legacy_unsaid)
 
 
@@ -120,8 +141,6 @@ def _rebuild_plain(cls: type, state: Any) -> Any:
 
 
 def _reduce_set(obj: Any) -> Tuple[Callable[..., Any], Tuple[Any, ...]]:
-    from multiprocessing import context, reduction
-
     # One snapshot, taken in one C call under the GIL: keys and values come
     # from the same moment even when another thread changes obj meanwhile.
     snap: Any = dict(obj) if isinstance(obj, dict) else list(obj)
@@ -130,27 +149,12 @@ def _reduce_set(obj: Any) -> Tuple[Callable[..., Any], Tuple[Any, ...]]:
         return _rebuild_plain, (type(obj), snap)
     kind = "dict" if isinstance(obj, dict) else "list"
     keys = list(snap.keys()) if kind == "dict" else None
-    descriptor, fds, legacy = _native._ipc_export_set(bufs)
-    popen = context.get_spawning_popen()
+    fds: List[int] = []  # as in _reduce_buffer: owned before they exist
     try:
-        if popen is None:
-            offers = []
-            for i in range(0, len(fds), _FDS_PER_OFFER):
-                part = list(fds[i : i + _FDS_PER_OFFER])
-                offers.append((*_fdshare.offer(part), len(part)))
-            shared: Any = ("offers", offers)
-        else:
-            shared = tuple(reduction.DupFd(fd) for fd in fds)
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    if popen is None:
-        for fd in fds:  # _fdshare holds duplicates of its own
-            os.close(fd)
-    else:
-        for fd in fds:
-            weakref.finalize(popen, os.close, fd)
+        descriptor, _, legacy = _native._ipc_export_set(bufs, fds)
+        shared = _hand_over(fds, None, lambda part: (*_fdshare.offer(part), len(part)))
+    finally:
+        _native._close_fds(fds)
     return _rebuild_set, (kind, keys, descriptor, shared, legacy)
 
 

@@ -69,8 +69,19 @@ hurray_py_source_digest() {
   for d in CMakeLists.txt cmake include src python third_party; do
     [ -e "$repo/$d" ] && dirs+=("$d")
   done
+  # In a git checkout: the files git tracks plus untracked ones it does not
+  # ignore (a local edit or a new source counts), never what the build
+  # itself writes into the tree (python/LICENSE, python/hurray-src/: both
+  # git-ignored), which made the first re-run after a clone rebuild.
+  if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$repo" && git ls-files -z --cached --others --exclude-standard -- "${dirs[@]}" |
+       LC_ALL=C sort -zu | xargs -0 sha256sum 2>/dev/null | sha256sum | cut -d' ' -f1)
+    return
+  fi
+  # Elsewhere (an unpacked archive): every file, less the build's own output.
   (cd "$repo" && find "${dirs[@]}" \
-     -name build -prune -o -name dist -prune -o -path '*/__pycache__' -prune -o -type f -print 2>/dev/null |
+     -name build -prune -o -name dist -prune -o -path '*/__pycache__' -prune \
+     -o -path python/hurray-src -prune -o -path python/LICENSE -prune -o -type f -print 2>/dev/null |
      LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
 }
 

@@ -400,11 +400,14 @@ PyObject *mod_pickle_stats(PyObject *, PyObject *);
 
 // hurray._native._ipc_export(buf) (METH_O) and _ipc_import(descriptor, fds,
 // legacy_unsaid) (METH_VARARGS): multiprocessing's reducer (hurray/_mp.py).
-PyObject *mod_ipc_export(PyObject *, PyObject *buf);
+PyObject *mod_ipc_export(PyObject *, PyObject *args);
+PyObject *mod_close_fds(PyObject *, PyObject *fds);
+PyObject *mod_dup_fds(PyObject *, PyObject *args);
+PyObject *mod_move_fds(PyObject *, PyObject *args);
 PyObject *mod_ipc_import(PyObject *, PyObject *args);
 // _ipc_export_set(bufs) (METH_O) and _ipc_import_set(descriptor, fds, n)
 // (METH_VARARGS): one message for a set of Buffers (hurray/_mp.py).
-PyObject *mod_ipc_export_set(PyObject *, PyObject *bufs);
+PyObject *mod_ipc_export_set(PyObject *, PyObject *args);
 PyObject *mod_ipc_import_set(PyObject *, PyObject *args);
 
 // ---- pack.cc -----------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +22,7 @@ namespace hurray_py {
 // The Buffer stays live: a share of its handle is exported. The fds belong
 // to the caller, who must close them (os.close) once they are duplicated
 // for the receiver, or the sender's reference is never returned.
-PyObject *mod_ipc_export(PyObject *, PyObject *arg) {
+static PyObject *ipc_export_one(PyObject *arg) {
   const char *what = "hurray: sending a Buffer to another process (hurray_ipc_export)";
   if (!PyObject_TypeCheck(arg, &BufferType)) {
     PyErr_Format(PyExc_TypeError, "_ipc_export expects a hurray.Buffer, not %.100s",
@@ -75,6 +76,133 @@ PyObject *mod_ipc_export(PyObject *, PyObject *arg) {
     return nullptr;
   }
   return Py_BuildValue("(NNO)", desc, fds, b->legacy_unsaid ? Py_True : Py_False);
+}
+
+static PyObject *ipc_export_set(PyObject *arg);
+
+// Hands the fds of an export's result (descriptor, fds, legacy) to `owner`
+// (a list the caller made before the call), in the same C call that made
+// them: no Python code, so no signal handler, runs between the export and
+// the moment the caller's cleanup can see the fds (a KeyboardInterrupt
+// raised right after the call returns would otherwise drop the only names
+// of the fds, and with them the memory, for the life of the process).
+static PyObject *give_fds_to(PyObject *result, PyObject *owner) {
+  if (result == nullptr || owner == nullptr) return result;
+  PyObject *fds = PyTuple_GET_ITEM(result, 1);
+  const Py_ssize_t end = PyList_GET_SIZE(owner);
+  if (PyList_SetSlice(owner, end, end, fds) != 0) {  // all or nothing
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fds); ++i) {
+      (void)close(static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(fds, i))));
+    }
+    Py_DECREF(result);
+    return nullptr;
+  }
+  return result;
+}
+
+PyObject *mod_ipc_export(PyObject *, PyObject *args) {
+  PyObject *buf, *owner = nullptr;
+  if (!PyArg_ParseTuple(args, "O|O!:_ipc_export", &buf, &PyList_Type, &owner)) return nullptr;
+  return give_fds_to(ipc_export_one(buf), owner);
+}
+
+PyObject *mod_ipc_export_set(PyObject *, PyObject *args) {
+  PyObject *bufs, *owner = nullptr;
+  if (!PyArg_ParseTuple(args, "O|O!:_ipc_export_set", &bufs, &PyList_Type, &owner)) {
+    return nullptr;
+  }
+  return give_fds_to(ipc_export_set(bufs), owner);
+}
+
+// _close_fds(fds: list[int]) -> None: empties the list, closing each fd (an
+// fd already closed is skipped silently). One C call, so a signal handler
+// cannot stop it half-way (a Python loop of os.close could leak the rest).
+PyObject *mod_close_fds(PyObject *, PyObject *arg) {
+  if (!PyList_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "_close_fds expects a list of fds, not %.100s",
+                 Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  while (PyList_GET_SIZE(arg) > 0) {
+    const Py_ssize_t last = PyList_GET_SIZE(arg) - 1;
+    const long fd = PyLong_AsLong(PyList_GET_ITEM(arg, last));
+    if (PyList_SetSlice(arg, last, last + 1, nullptr) != 0) return nullptr;
+    if (fd == -1 && PyErr_Occurred()) {
+      PyErr_Clear();  // not an int: nothing to close
+      continue;
+    }
+    if (fd >= 0 && fd <= INT_MAX) (void)close(static_cast<int>(fd));
+  }
+  Py_RETURN_NONE;
+}
+
+// _move_fds(src: list, dst: list) -> None: moves every fd of src to the end
+// of dst, in one C call (so no signal handler runs between the two lists'
+// changes: an fd is always in exactly one of them).
+PyObject *mod_move_fds(PyObject *, PyObject *args) {
+  PyObject *src, *dst;
+  if (!PyArg_ParseTuple(args, "O!O!:_move_fds", &PyList_Type, &src, &PyList_Type, &dst)) {
+    return nullptr;
+  }
+  const Py_ssize_t end = PyList_GET_SIZE(dst);
+  if (PyList_SetSlice(dst, end, end, src) != 0) return nullptr;
+  if (PyList_SetSlice(src, 0, PyList_GET_SIZE(src), nullptr) != 0) {
+    (void)PyList_SetSlice(dst, end, PyList_GET_SIZE(dst), nullptr);  // shrinking: cannot fail
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+// _dup_fds(fds: sequence of int, owner: list) -> None: appends a duplicate
+// (close-on-exec) of each fd to owner, all or nothing (on failure none is
+// left open and OSError is raised). One C call: see _close_fds.
+PyObject *mod_dup_fds(PyObject *, PyObject *args) {
+  PyObject *src, *owner;
+  if (!PyArg_ParseTuple(args, "OO!:_dup_fds", &src, &PyList_Type, &owner)) return nullptr;
+  PyObject *seq = PySequence_Fast(src, "_dup_fds: fds must be a sequence of ints");
+  if (seq == nullptr) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject *dups = PyList_New(n);
+  if (dups == nullptr) {
+    Py_DECREF(seq);
+    return nullptr;
+  }
+  Py_ssize_t made = 0;
+  bool ok = true;
+  for (; made < n; ++made) {
+    const long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, made));
+    if (fd == -1 && PyErr_Occurred()) {
+      ok = false;
+      break;
+    }
+    const int d = fd >= 0 && fd <= INT_MAX ? fcntl(static_cast<int>(fd), F_DUPFD_CLOEXEC, 0) : -1;
+    if (d < 0) {
+      if (fd < 0 || fd > INT_MAX) errno = EBADF;
+      PyErr_SetFromErrno(PyExc_OSError);
+      ok = false;
+      break;
+    }
+    PyObject *v = PyLong_FromLong(d);
+    if (v == nullptr) {
+      (void)close(d);
+      ok = false;
+      break;
+    }
+    PyList_SET_ITEM(dups, made, v);
+  }
+  Py_DECREF(seq);
+  if (ok) {
+    const Py_ssize_t end = PyList_GET_SIZE(owner);
+    ok = PyList_SetSlice(owner, end, end, dups) == 0;
+  }
+  if (!ok) {
+    for (Py_ssize_t i = 0; i < made; ++i) {
+      (void)close(static_cast<int>(PyLong_AsLong(PyList_GET_ITEM(dups, i))));
+    }
+  }
+  Py_DECREF(dups);
+  if (!ok) return nullptr;
+  Py_RETURN_NONE;
 }
 
 // _ipc_import(descriptor: bytes, fds: sequence of int, legacy_unsaid: bool) -> Buffer
@@ -168,7 +296,7 @@ PyObject *mod_ipc_import(PyObject *, PyObject *args) {
 // one region, two fds. The fds returned are duplicates the caller owns and
 // must close once they are handed on; the message itself is discarded here.
 // All or nothing: on failure no share is left and the error names bufs[i].
-PyObject *mod_ipc_export_set(PyObject *, PyObject *arg) {
+static PyObject *ipc_export_set(PyObject *arg) {
   const char *what = "hurray: sending a set of Buffers to another process (hurray_ipc_export_set)";
   if (!PyList_Check(arg)) {
     PyErr_Format(PyExc_TypeError, "_ipc_export_set expects a list of hurray.Buffer, not %.100s",

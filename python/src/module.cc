@@ -250,17 +250,27 @@ PyMethodDef module_methods[] = {
     {"_rebuild", mod_rebuild, METH_VARARGS,
      "_rebuild(obj, dtype, shape, strides, offset, flags, legacy_unsaid)\n--\n\n"
      "Unpickle a Buffer over a received bytes-like object (zero-copy)."},
-    {"_ipc_export", mod_ipc_export, METH_O,
-     "_ipc_export(buf)\n--\n\n(descriptor, fds, legacy_unsaid) of a new IPC message for a share "
-     "of\n"
-     "buf (hurray_ipc_export); the caller owns and must close the fds."},
+    {"_ipc_export", mod_ipc_export, METH_VARARGS,
+     "_ipc_export(buf, owner=None)\n--\n\n(descriptor, fds, legacy_unsaid) of a new IPC message "
+     "for a share of\n"
+     "buf (hurray_ipc_export); the caller owns and must close the fds (also appended to the\n"
+     "list owner, when given, before the call returns)."},
+    {"_close_fds", mod_close_fds, METH_O,
+     "_close_fds(fds)\n--\n\nEmpty the list fds, closing each fd (in one C call)."},
+    {"_move_fds", mod_move_fds, METH_VARARGS,
+     "_move_fds(src, dst)\n--\n\nMove every fd of the list src to the end of the list dst "
+     "(one C call)."},
+    {"_dup_fds", mod_dup_fds, METH_VARARGS,
+     "_dup_fds(fds, owner)\n--\n\nAppend a duplicate of each fd to the list owner, all or "
+     "nothing."},
     {"_ipc_import", mod_ipc_import, METH_VARARGS,
      "_ipc_import(descriptor, fds, legacy_unsaid)\n--\n\nThe Buffer of a received IPC message\n"
      "(hurray_ipc_import); consumes the fds, also on failure."},
-    {"_ipc_export_set", mod_ipc_export_set, METH_O,
-     "_ipc_export_set(bufs)\n--\n\n(descriptor, fds, legacy_unsaid) of ONE message for shares of "
-     "all the\n"
-     "Buffers (hurray_ipc_export_set); the caller owns and must close the fds."},
+    {"_ipc_export_set", mod_ipc_export_set, METH_VARARGS,
+     "_ipc_export_set(bufs, owner=None)\n--\n\n(descriptor, fds, legacy_unsaid) of ONE message "
+     "for shares of all the\n"
+     "Buffers (hurray_ipc_export_set); the caller owns and must close the fds (also appended\n"
+     "to the list owner, when given, before the call returns)."},
     {"_ipc_import_set", mod_ipc_import_set, METH_VARARGS,
      "_ipc_import_set(descriptor, fds, legacy_unsaid)\n--\n\nThe Buffers of a received set "
      "message\n"
