@@ -138,10 +138,19 @@ struct GpuIpc {
   // (cuMemFree / hipFree, which return once the free is done: the importer
   // frees before the exporter, the ImportPointer rule of both references;
   // release path as close).
-  int32_t (*open_pool)(hurray_device device, int fd, void **pool);
-  void (*close_pool)(hurray_device device, void *pool);
+  // Incarnations: open_pool's *context is the incarnation of the context
+  // the import was made in (CUDA: of the device's primary context, as
+  // event_context; HIP: 0, no incarnations). cuDevicePrimaryCtxReset
+  // destroys the pools imported in the context and the pointers imported
+  // from them, so close_pool and close_pool_pointer, given that
+  // incarnation, call nothing once it is dead (a pointer's address may
+  // belong to a new allocation by then), and pool_context_alive tells
+  // whether it still lives, without retaining the context again (HIP:
+  // always true). The importer imports again where it is not.
+  int32_t (*open_pool)(hurray_device device, int fd, void **pool, uint64_t *context);
+  void (*close_pool)(hurray_device device, void *pool, uint64_t context);
   int32_t (*open_pool_pointer)(hurray_device device, void *pool, const uint8_t *data, void **ptr);
-  void (*close_pool_pointer)(hurray_device device, void *ptr);
+  void (*close_pool_pointer)(hurray_device device, void *ptr, uint64_t context);
   // hurray_alloc_async with HURRAY_ALLOC_SHAREABLE: `nbytes` stream-ordered
   // on `stream` (a stream of `device`) from libhurray's IPC-capable pool of
   // that device (made on first use with cuMemPoolCreate and
@@ -161,6 +170,9 @@ struct GpuIpc {
   // by `data` itself; the message it set is not the caller's).
   int32_t (*address_range)(hurray_device device, const void *data, uintptr_t *base,
                            uint64_t *bytes);
+  // Whether incarnation `context` (open_pool's) of `device`'s context is
+  // still the live one (above).
+  bool (*pool_context_alive)(hurray_device device, uint64_t context);
 };
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (the drivers' spelling); `out`

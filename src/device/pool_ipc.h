@@ -25,7 +25,8 @@
 // pool_ipc, can_ask_pool, pointer_pool, address_range, export_fd,
 // export_pointer, import_fd, import_pointer, destroy_pool, free_imported,
 // create_pool, alloc_from_pool, stream_elsewhere and release (the release
-// path: an operation with the device current, never setting the message).
+// path: an operation with the device current, never setting the message;
+// CUDA: only in the incarnation of the primary context it is given).
 #ifndef HURRAY_SRC_DEVICE_POOL_IPC_H_
 #define HURRAY_SRC_DEVICE_POOL_IPC_H_
 
@@ -38,6 +39,7 @@
 #include <map>
 #include <mutex>
 
+#include "common/diagnostics.h"
 #include "common/error.h"
 #include "device/backend.h"
 #include "device/gpu_ipc.h"
@@ -125,8 +127,9 @@ class PoolIpc {
                 P::kPropsField);
   }
 
-  // GpuIpc's pool entry points (gpu_ipc.h).
-  static int32_t open(hurray_device device, int fd, void **pool) {
+  // GpuIpc's pool entry points (gpu_ipc.h). *context: the incarnation the
+  // import was made in (Vendor::with_device's).
+  static int32_t open(hurray_device device, int fd, void **pool, uint64_t *context) {
     const Api *a = P::Base::api();
     if (a == nullptr) return HURRAY_ERR_UNSUPPORTED_DEVICE;
     int32_t st = P::refuse_missing(*a);
@@ -134,17 +137,23 @@ class PoolIpc {
     Pool p = nullptr;
     Result refused = P::kSuccess;
     const char *call = P::kImportFromShareableHandle;
-    st = V::with_device(device.device_id, &call, [&](const Api &x) {
-      const Result r = P::import_fd(x, fd, &p);
-      if (r != P::kSuccess) p = nullptr;
-      if (r == P::kInvalidValue) refused = r;
-      return r;
-    });
+    uint64_t ctx = 0;
+    st = V::with_device(
+        device.device_id, &call,
+        [&](const Api &x) {
+          const Result r = P::import_fd(x, fd, &p);
+          if (r != P::kSuccess) p = nullptr;
+          if (r == P::kInvalidValue) refused = r;
+          return r;
+        },
+        &ctx);
     if (st == HURRAY_OK) {
       *pool = p;
+      *context = ctx;
       return st;
     }
-    if (p != nullptr) close_pool(device, p);  // imported, but the thread's state not given back
+    if (p != nullptr)
+      close_pool(device, p, ctx);  // imported, but the thread's state not given back
     if (refused != P::kSuccess) {
       return fail(HURRAY_ERR_IPC,
                   "the message's pool fd cannot be imported on %s device %" PRId32
@@ -155,11 +164,25 @@ class PoolIpc {
     return st;
   }
 
-  static void close_pool(hurray_device device, void *pool) {
-    P::release(device, pool, "an imported memory pool", [pool](const Api &a, const char **call) {
-      *call = P::kPoolDestroy;
-      return P::destroy_pool(a, static_cast<Pool>(pool));
-    });
+  // Nothing is called where incarnation `context` died (its reset
+  // destroyed the pool), nor where the runtime is torn down (counted).
+  static void close_pool(hurray_device device, void *pool, uint64_t context) {
+    if (!release_alive(device, context)) return;
+    P::release(device, pool, "an imported memory pool", context,
+               [pool](const Api &a, const char **call) {
+                 *call = P::kPoolDestroy;
+                 return P::destroy_pool(a, static_cast<Pool>(pool));
+               });
+  }
+
+  static bool context_alive(hurray_device device, uint64_t context) {
+    const Api *a = P::Base::api();
+    if (a == nullptr) return true;  // nothing imported without it
+    bool alive = true;
+    const Result r = P::Base::context_alive(*a, device.device_id, context, &alive);
+    // A failed query (the runtime torn down) is no reason to import again:
+    // the import answers for itself.
+    return r != P::kSuccess || alive;
   }
 
   static int32_t open_pointer(hurray_device device, void *pool, const uint8_t *data, void **ptr) {
@@ -170,17 +193,21 @@ class PoolIpc {
     void *p = nullptr;
     Result refused = P::kSuccess;
     const char *call = P::kImportPointer;
-    st = V::with_device(device.device_id, &call, [&](const Api &x) {
-      const Result r = P::import_pointer(x, static_cast<Pool>(pool), data, &p);
-      if (r != P::kSuccess) p = nullptr;
-      if (r == P::kInvalidValue) refused = r;
-      return r;
-    });
+    uint64_t ctx = 0;
+    st = V::with_device(
+        device.device_id, &call,
+        [&](const Api &x) {
+          const Result r = P::import_pointer(x, static_cast<Pool>(pool), data, &p);
+          if (r != P::kSuccess) p = nullptr;
+          if (r == P::kInvalidValue) refused = r;
+          return r;
+        },
+        &ctx);
     if (st == HURRAY_OK) {
       *ptr = p;
       return st;
     }
-    if (p != nullptr) close_pointer(device, p);
+    if (p != nullptr) close_pointer(device, p, ctx);
     if (refused != P::kSuccess) {
       return fail(HURRAY_ERR_IPC,
                   "the message's pool allocation cannot be imported on %s device %" PRId32
@@ -191,13 +218,18 @@ class PoolIpc {
     return st;
   }
 
-  static void close_pointer(hurray_device device, void *ptr) {
-    P::release(device, ptr, "an imported pool allocation", [ptr](const Api &a, const char **call) {
-      // Synchronous: the free is done when it returns, so the exporter's
-      // free (after the lifetime fd closes) comes after it.
-      *call = P::kFreeImported;
-      return P::free_imported(a, ptr);
-    });
+  // As close_pool: a pointer imported in a dead incarnation died with its
+  // pool, and its address may be a new allocation's now.
+  static void close_pointer(hurray_device device, void *ptr, uint64_t context) {
+    if (!release_alive(device, context)) return;
+    P::release(device, ptr, "an imported pool allocation", context,
+               [ptr](const Api &a, const char **call) {
+                 // Synchronous: the free is done when it returns, so the
+                 // exporter's free (after the lifetime fd closes) comes
+                 // after it.
+                 *call = P::kFreeImported;
+                 return P::free_imported(a, ptr);
+               });
   }
 
   static int32_t alloc_shareable(hurray_device device, uint64_t nbytes, void *stream,
@@ -270,6 +302,22 @@ class PoolIpc {
   }
 
  private:
+  // The release path's check of incarnation `context`: false (call
+  // nothing) where it died, or where the runtime is torn down (counted as
+  // a teardown leak). Never sets the message.
+  static bool release_alive(hurray_device device, uint64_t context) {
+    if (P::Base::forked_child()) return true;  // P::release counts the skip
+    const Api *a = P::Base::api();
+    if (a == nullptr) return false;
+    bool alive = true;
+    const Result r = P::Base::context_alive(*a, device.device_id, context, &alive);
+    if (P::Base::torn_down(r)) {
+      count_teardown_leak();
+      return false;
+    }
+    return r != P::kSuccess || alive;
+  }
+
   // libhurray's own IPC-capable pool of each device, made on first use and
   // kept (its allocations may be freed at any time until exit), made again
   // when the context it lived in was reset (a new incarnation: CUDA's

@@ -59,10 +59,11 @@ void gpu_import_release(void *block) {
 struct GpuPoolBlock {
   const GpuIpc *ipc;
   hurray_device device;
-  void *ptr;        // cuMemPoolImportPointer's / hipMemPoolImportPointer's
-  PoolRef *pool;    // the imported pool, one reference
-  int lifetime_fd;  // the write end of the sender's pipe
-  int64_t dims[1];  // shape then strides (flexible tail)
+  void *ptr;         // cuMemPoolImportPointer's / hipMemPoolImportPointer's
+  PoolRef *pool;     // the imported pool, one reference
+  uint64_t context;  // the incarnation the pool (and so `ptr`) was imported in
+  int lifetime_fd;   // the write end of the sender's pipe
+  int64_t dims[1];   // shape then strides (flexible tail)
 };
 
 // The importer's free comes first and is done when cuMemFree returns
@@ -71,7 +72,7 @@ struct GpuPoolBlock {
 // then does the lifetime fd close, after which the sender frees.
 void gpu_pool_release(void *block) {
   auto *b = static_cast<GpuPoolBlock *>(block);
-  b->ipc->close_pool_pointer(b->device, b->ptr);
+  b->ipc->close_pool_pointer(b->device, b->ptr, b->context);  // nothing if reset since
   unref_pool(b->pool);
   close(b->lifetime_fd);
   std::free(b);
@@ -327,8 +328,11 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
   // Kind 5's pool from its fd (or the import this process keeps of it);
   // kind 6's only where this connection brought it (pool_peers.h).
   int32_t st = HURRAY_OK;
-  PoolRef *pool = acquire_pool(conn, d.sender, d.pool_id,
-                               d.kind == kKindCudaPoolFd ? m->fds[1] : -1, ipc, device, &st);
+  void *handle = nullptr;
+  uint64_t context = 0;
+  PoolRef *pool =
+      acquire_pool(conn, d.sender, d.pool_id, d.kind == kKindCudaPoolFd ? m->fds[1] : -1, ipc,
+                   device, &st, &handle, &context);
   if (pool == nullptr) return st;
   const size_t meta = sizeof(GpuPoolBlock) + sizeof(int64_t) * (2 * static_cast<size_t>(d.ndim));
   auto *b = static_cast<GpuPoolBlock *>(std::malloc(meta));
@@ -337,13 +341,13 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
     return fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating %zu bytes of host bookkeeping failed", meta);
   }
   void *ptr = nullptr;
-  st = ipc->open_pool_pointer(device, pool_handle(pool), d.gpu_handle, &ptr);
+  st = ipc->open_pool_pointer(device, handle, d.gpu_handle, &ptr);
   if (st == HURRAY_OK && (d.gpu_flags & kGpuFlagEvent) != 0) {
     // The sender's pending work (its allocation included: "The imported
     // memory must not be accessed before the allocation operation
     // completes in the exporting process"): `stream` waits for it.
     st = ipc->wait_event(device, d.gpu_event, stream);
-    if (st != HURRAY_OK) ipc->close_pool_pointer(device, ptr);
+    if (st != HURRAY_OK) ipc->close_pool_pointer(device, ptr, context);
   }
   if (st != HURRAY_OK) {
     unref_pool(pool);
@@ -354,6 +358,7 @@ int32_t import_pool_pointer(const WireDesc &d, hurray_ipc_message *m, void *stre
   b->device = device;
   b->ptr = ptr;
   b->pool = pool;
+  b->context = context;
   b->lifetime_fd = m->fds[0];
   WireDesc here = d;
   here.device = device;

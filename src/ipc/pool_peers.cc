@@ -27,13 +27,18 @@ namespace hurray::detail {
 struct PoolRef {
   WireSender sender;
   uint64_t id;
-  // Set once, by the import (under the import lock; `imported` under the
-  // state lock after it).
+  // Set by the import, under the import lock; set again by an import
+  // after a reset of the context the import was made in (`context`, its
+  // incarnation: dead, the pool went with it and is neither used nor
+  // destroyed).
   const GpuIpc *ipc;
   hurray_device device;
   void *pool;
-  bool imported;
-  int fd;                    // the kept kind-5 fd until the import; -1
+  uint64_t context;
+  // A dup of the pool's fd (kind 5), kept for the entry's life (set under
+  // the state lock, closed by destroy): what imports the pool again after
+  // a context reset, or after a failed import. -1: none could be kept.
+  int fd;
   std::set<uint64_t> conns;  // connections that brought the pool
   int refs;                  // pointer imports, and acquirers under way
 };
@@ -79,7 +84,7 @@ bool unused_locked(State &s, PoolRef *r) {
 }
 
 void destroy(PoolRef *r) {
-  if (r->pool != nullptr) r->ipc->close_pool(r->device, r->pool);
+  if (r->pool != nullptr) r->ipc->close_pool(r->device, r->pool, r->context);  // if alive
   if (r->fd >= 0) close(r->fd);
   delete r;
 }
@@ -143,8 +148,6 @@ void mark_pool_sent(uint64_t conn, uint64_t id) {
   register_locked(s, conn);
 }
 
-void *pool_handle(const PoolRef *r) { return r->pool; }
-
 void keep_pool_fd(uint64_t conn, const WireSender &sender, uint64_t id, int fd) {
   if (conn == 0 || fd < 0) return;
   State &s = state();
@@ -152,17 +155,18 @@ void keep_pool_fd(uint64_t conn, const WireSender &sender, uint64_t id, int fd) 
   auto it = s.pools.find(key_of(sender, id));
   PoolRef *r = it != s.pools.end() ? it->second : nullptr;
   if (r == nullptr) {
-    r = new (std::nothrow) PoolRef{sender, id, nullptr, {}, nullptr, false, -1, {}, 0};
+    r = new (std::nothrow) PoolRef{sender, id, nullptr, {}, nullptr, 0, -1, {}, 0};
     if (r == nullptr) return;
     s.pools[key_of(sender, id)] = r;
   }
   r->conns.insert(conn);
   register_locked(s, conn);
-  if (!r->imported && r->fd < 0) r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // -1: not kept
+  if (r->fd < 0) r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // -1: not kept
 }
 
 PoolRef *acquire_pool(uint64_t conn, const WireSender &sender, uint64_t id, int fd,
-                      const GpuIpc *ipc, hurray_device device, int32_t *st) {
+                      const GpuIpc *ipc, hurray_device device, int32_t *st, void **pool,
+                      uint64_t *context) {
   State &s = state();
   PoolRef *r = nullptr;
   {
@@ -179,7 +183,7 @@ PoolRef *acquire_pool(uint64_t conn, const WireSender &sender, uint64_t id, int 
       return nullptr;
     }
     if (r == nullptr) {
-      r = new (std::nothrow) PoolRef{sender, id, nullptr, {}, nullptr, false, -1, {}, 0};
+      r = new (std::nothrow) PoolRef{sender, id, nullptr, {}, nullptr, 0, -1, {}, 0};
       if (r == nullptr) {
         *st = fail(HURRAY_ERR_OUT_OF_MEMORY, "allocating host bookkeeping for a pool failed");
         return nullptr;
@@ -190,38 +194,43 @@ PoolRef *acquire_pool(uint64_t conn, const WireSender &sender, uint64_t id, int 
       r->conns.insert(conn);  // kind 5 whose fd could not be kept (keep_pool_fd)
       register_locked(s, conn);
     }
+    // Kept for the entry's life (keep_pool_fd's, or this kind-5 message's).
+    if (r->fd < 0 && fd >= 0) r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     ++r->refs;
   }
   *st = HURRAY_OK;
   {
     std::lock_guard<std::mutex> imp(s.import_mu);
+    if (r->pool != nullptr && !r->ipc->pool_context_alive(r->device, r->context)) {
+      // A reset of the context it was imported in (cuDevicePrimaryCtxReset)
+      // destroyed the import and the pointers imported from it: not named
+      // to the driver again (their releases check the same), imported anew.
+      r->pool = nullptr;
+    }
     if (r->pool == nullptr) {
       int kept = -1;
       {
         std::lock_guard<std::mutex> lock(s.mu);
-        std::swap(kept, r->fd);
+        kept = r->fd;  // closed only by destroy, which waits for refs 0
       }
       const int from = kept >= 0 ? kept : fd;
       void *handle = nullptr;
+      uint64_t context = 0;
       if (from < 0) {
         *st = fail(HURRAY_ERR_IPC,
                    "pool %" PRIu64 " of process %" PRIu32
-                   " came on this connection, but its fd could not be kept and its import "
-                   "failed then: later buffers of that pool cannot be imported on this "
-                   "connection",
+                   " came on this connection, but its fd could not be kept and no import of it "
+                   "lives here (its import failed, or a reset of the device's context destroyed "
+                   "it): later buffers of that pool cannot be imported on this connection",
                    id, sender.pid);
       } else {
-        *st = ipc->open_pool(device, from, &handle);
+        *st = ipc->open_pool(device, from, &handle, &context);
       }
-      std::lock_guard<std::mutex> lock(s.mu);
       if (*st == HURRAY_OK) {
         r->ipc = ipc;
         r->device = device;
         r->pool = handle;
-        r->imported = true;
-        if (kept >= 0) close(kept);
-      } else if (kept >= 0) {
-        r->fd = kept;  // kept for the next message's try
+        r->context = context;
       }
     } else if (r->ipc != ipc || r->device.device_type != device.device_type ||
                r->device.device_id != device.device_id) {
@@ -230,6 +239,10 @@ PoolRef *acquire_pool(uint64_t conn, const WireSender &sender, uint64_t id, int 
                  ", imported here on %s device %" PRId32 ", as memory of %s device %" PRId32,
                  id, sender.pid, device_type_name(r->device.device_type), r->device.device_id,
                  device_type_name(device.device_type), device.device_id);
+    }
+    if (*st == HURRAY_OK) {
+      *pool = r->pool;
+      *context = r->context;
     }
   }
   if (*st != HURRAY_OK) {

@@ -10,11 +10,14 @@
 // time and pool number), imported once in this process however many
 // connections bring it. The entry lists the connections that brought it
 // (a kind-6 message is imported only on one of them) and counts the
-// imported pointers; it goes (the pool destroyed) when both are none. A
-// kind-5 message's fd is kept with the entry the moment hurray_ipc_recv
-// has decoded it, before anything else about the message is checked, and
-// closed once the pool is imported: a message whose own import fails
-// still leaves the pool importable by the kind-6 messages after it.
+// imported pointers; it goes (the pool destroyed, if its import lives)
+// when both are none. A kind-5 message's fd is kept with the entry the
+// moment hurray_ipc_recv has decoded it, before anything else about the
+// message is checked, and for the entry's life: a message whose own import
+// fails still leaves the pool importable by the kind-6 messages after it,
+// and a reset of the context the pool was imported in (CUDA's
+// cuDevicePrimaryCtxReset, which destroys the import) is followed by a new
+// import from it.
 //
 // Connections end for this process when hurray_ipc_recv reads their end
 // (forget_connection), or when no fd of this process refers to their
@@ -47,19 +50,22 @@ void mark_pool_sent(uint64_t conn, uint64_t id);
 // --- receiver ---
 // A pool of another process, imported here or to be imported.
 struct PoolRef;
-void *pool_handle(const PoolRef *r);
 // A kind-5 message of `sender`'s pool `id` arrived on `conn` (not 0): the
-// connection brought the pool, and a dup of `fd` is kept until the pool is
-// imported. Never fails: without memory or fds the message's own import
+// connection brought the pool, and a dup of `fd` is kept with the entry
+// (unless one is already). Never fails: without memory or fds the message's own import
 // imports the pool (and records it) as before.
 void keep_pool_fd(uint64_t conn, const WireSender &sender, uint64_t id, int fd);
 // The pool for a pointer import, with a pointer reference for the caller:
 // kind 6 (`fd` -1) only where `conn` brought it; kind 5 from `fd` (conn 0:
 // hurray_ipc_import, the pool kept only while its pointers are). Imports
-// the pool (open_pool on `device`) when no import is kept, from the kept fd
-// or `fd`. nullptr with the message set on failure.
+// the pool (open_pool on `device`) when no import is kept or the kept one's
+// context incarnation is dead (pool_context_alive), from the kept fd or
+// `fd`. *pool and *context: the live import and its incarnation (for
+// open_pool_pointer and close_pool_pointer). nullptr with the message set
+// on failure.
 PoolRef *acquire_pool(uint64_t conn, const WireSender &sender, uint64_t id, int fd,
-                      const GpuIpc *ipc, hurray_device device, int32_t *st);
+                      const GpuIpc *ipc, hurray_device device, int32_t *st, void **pool,
+                      uint64_t *context);
 // Drops a pointer reference; the pool goes with the last reference once no
 // connection holds it. Release path: any thread, never sets the message.
 void unref_pool(PoolRef *r);

@@ -579,37 +579,57 @@ int cmd_reset() {
 // them; fake_pool.h drop_device). The kind-6 message must not name that
 // dead pool to the driver (cuMemPoolImportPointer on a destroyed handle is
 // undefined on a real driver) and must still import: the pool came on this
-// connection and the sender will not send its fd again.
+// connection and the sender will not send its fd again. The pointer
+// imported before the reset died with it (the reset freed the context's
+// allocations): its release calls nothing (a cuMemFree of that address
+// could free whatever the new context has there), and the connection's end
+// destroys only the live, second import.
 [[noreturn]] void recv_reset_child(int sock) {
   hurray_buffer a{};
   int32_t st = hurray_ipc_recv(sock, &a);
   check(st == HURRAY_OK && pool_imports() == 1, "child_recv_kind5", "%s %s", hurray_status_name(st),
         hurray_last_error());
-  if (st == HURRAY_OK) (void)hurray_buffer_release(&a);
+  if (st != HURRAY_OK) _exit(1);
   fake_fn<void (*)(int)>("primary_ctx_reset")(0);
-  const uint64_t failed_before = [] {
+  check(live_pointer_imports() == 0, "reset_ended_the_import", "%lld",
+        static_cast<long long>(live_pointer_imports()));
+  const auto failed_releases = [] {
     hurray_diagnostics d{};
     d.struct_size = sizeof d;
     (void)hurray_get_diagnostics(&d);
     return d.failed_releases;
-  }();
+  };
+  const uint64_t failed_before = failed_releases();
   hurray_buffer b{};
   st = hurray_ipc_recv(sock, &b);
   check(st == HURRAY_OK, "kind6_after_receivers_reset_imports", "%s %s", hurray_status_name(st),
         hurray_last_error());
+  check(pool_imports() == 2 && call_count("cuMemPoolImportPointer") == 2, "pool_imported_again",
+        "pools %lld pointer imports %d", static_cast<long long>(pool_imports()),
+        call_count("cuMemPoolImportPointer"));
+  // The dead pointer's release: no driver call, nothing failed.
+  const int frees = call_count("cuMemFree");
+  // Released before check() is called: its arguments are evaluated in no
+  // set order, the message's counts included.
+  const int32_t released = hurray_buffer_release(&a);
+  check(released == HURRAY_OK && call_count("cuMemFree") == frees &&
+            failed_releases() == failed_before,
+        "dead_pointer_release_calls_nothing", "cuMemFree %d -> %d, failed releases %llu -> %llu",
+        frees, call_count("cuMemFree"), static_cast<unsigned long long>(failed_before),
+        static_cast<unsigned long long>(failed_releases()));
   if (st == HURRAY_OK) {
     check(static_cast<const float *>(b.data)[15] == 16.0f, "child_reads", "");
-    (void)hurray_buffer_release(&b);
+    const int32_t freed = hurray_buffer_release(&b);
+    check(freed == HURRAY_OK && call_count("cuMemFree") == frees + 1, "live_pointer_freed",
+          "cuMemFree %d", call_count("cuMemFree"));
   }
   hurray_buffer none{};
   st = hurray_ipc_recv(sock, &none);
-  hurray_diagnostics d{};
-  d.struct_size = sizeof d;
-  (void)hurray_get_diagnostics(&d);
-  check(st == HURRAY_ERR_IPC_CLOSED && d.failed_releases == failed_before,
-        "no_failed_release_of_the_dead_pool", "%s failed releases %llu -> %llu",
+  check(st == HURRAY_ERR_IPC_CLOSED && failed_releases() == failed_before &&
+            call_count("cuMemPoolDestroy") == 1,
+        "only_the_live_import_destroyed", "%s failed releases %llu -> %llu, destroys %d",
         hurray_status_name(st), static_cast<unsigned long long>(failed_before),
-        static_cast<unsigned long long>(d.failed_releases));
+        static_cast<unsigned long long>(failed_releases()), call_count("cuMemPoolDestroy"));
   _exit(g_failures == 0 ? 0 : 1);
 }
 

@@ -100,22 +100,17 @@ TEST_F(CudaPoolIpc, ClosedUnreadConnectionDropsItsPool) { run("pool-unread"); }
 // from the destroyed pool and failed).
 TEST_F(CudaPoolIpc, OwnPoolIsMadeAgainAfterAContextReset) { run("pool-reset"); }
 // The receiver's cuDevicePrimaryCtxReset between a kind-5 and a kind-6
-// message of one pool destroyed its imported pool: the kind-6 message must
-// import without naming the dead pool (review of issue 27). DISABLED: not
-// fixed. Today the import calls cuMemPoolImportPointer with the destroyed
-// pool handle (undefined on a real driver; the fake answers
-// CUDA_ERROR_INVALID_VALUE and the message blames the export data), and the
-// connection's end calls cuMemPoolDestroy on it (a failed release). A fix:
-// PoolRef records the receiver's context incarnation of its import and
-// keeps a dup of the pool fd for its life, imports again from it when the
-// incarnation is no longer live, and destroys only a live import
-// (src/ipc/pool_peers.cc, GpuIpc::open_pool reporting the incarnation).
+// message of one pool destroyed its imported pool and the pointer imported
+// from it: the kind-6 message imports the pool again from the fd kept with
+// the entry (before, it called cuMemPoolImportPointer with the destroyed
+// pool handle, undefined on a real driver), the dead pointer's release
+// calls nothing (before: cuMemFree of it, refused), and the connection's
+// end destroys only the live import (before: cuMemPoolDestroy of the dead
+// one too, a failed release). Review of issue 27.
+TEST_F(CudaPoolIpc, KindSixAfterTheReceiversContextResetImports) { run("pool-recv-reset"); }
 // The fake's rule: an imported pool is the importing context's device's,
 // and dies with a reset of that device only (review of issue 27).
 TEST_F(CudaPoolIpc, FakeImportBelongsToTheImportingDevice) { run("pool-device-reset"); }
-TEST_F(CudaPoolIpc, DISABLED_KindSixAfterTheReceiversContextResetImports) {
-  run("pool-recv-reset");
-}
 
 // HIP stream-ordered pool memory, kinds 5 and 6, with the same probe
 // commands (ipc_pool_probe.cc) on the HIP fake's pools

@@ -164,11 +164,35 @@ class Pools {
   // every pool of the device that this process created or imported dies
   // with it (handles stay known, so that a later use is refused, as with
   // cuMemPoolDestroy); the default pool survives, as a device's default
-  // pool cannot be destroyed. Not counted as a destroy.
+  // pool cannot be destroyed. Not counted as a destroy. The pointers this
+  // process imported from those pools are allocations of the context too
+  // ("Destroy all allocations"): their imports end here (the exporter may
+  // free them without an order violation), and a later cuMemFree of one is
+  // refused (kInvalidValue), as a free of memory the reset freed.
   void drop_device(int device) {
     std::lock_guard<std::mutex> lock(mu_);
     for (Pool *p : pools_) {
       if (p->device == device && !p->is_default) p->destroyed = true;
+    }
+    const int32_t me = static_cast<int32_t>(getpid());
+    for (auto it = imported_.begin(); it != imported_.end();) {
+      Pool *p = it->second;
+      Pool *q = nullptr;
+      int i = -1;
+      if (p->device != device) {
+        ++it;
+        continue;
+      }
+      if (find_locked(reinterpret_cast<const void *>(it->first), &q, &i) && q == p) {
+        for (int32_t &pid : header(p)->slots[i].importers) {
+          int32_t mine = me;
+          if (__atomic_compare_exchange_n(&pid, &mine, 0, false, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE)) {
+            break;
+          }
+        }
+      }
+      it = imported_.erase(it);
     }
   }
 

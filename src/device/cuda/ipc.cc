@@ -386,7 +386,8 @@ const GpuIpc kCudaIpc = {&export_memory,
                          &CudaPools::open_pointer,
                          &CudaPools::close_pointer,
                          &CudaPools::alloc_shareable,
-                         &address_range};
+                         &address_range,
+                         &CudaPools::context_alive};
 
 }  // namespace hurray::detail
 

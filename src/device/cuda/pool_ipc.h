@@ -133,9 +133,12 @@ struct CudaPoolTraits {
     if (r == CUDA_SUCCESS) *other = of_stream != owner;
     return r;
   }
+  // Only in incarnation `context` of the primary context: a reset between
+  // the caller's check and the entry destroyed what `op` names.
   template <typename Op>
-  static void release(hurray_device device, const void *what, const char *, Op op) {
-    release_in_primary(device, what, op);
+  static void release(hurray_device device, const void *what, const char *, uint64_t context,
+                      Op op) {
+    release_in_primary(device, what, op, &context);
   }
 };
 

@@ -49,8 +49,11 @@ void vmm_close(hurray_device device, const GpuVmmMapping &m);
 // The release path of an import: runs `op(driver, &call)` in device's
 // primary context, from any thread, never setting the message; a failure
 // is counted (a teardown leak after the driver's teardown at exit).
+// `only_in`, when not NULL: `op` runs only when the live incarnation is
+// *only_in (what `op` names died with an earlier one: nothing is called).
 template <typename Op>
-void release_in_primary(hurray_device device, const void *base, Op op) {
+void release_in_primary(hurray_device device, const void *base, Op op,
+                        const uint64_t *only_in = nullptr) {
   if (cuda_forked_child()) return count_fork_skip();
   const CudaDriver *d = loaded_cuda_driver();  // loaded: it mapped `base`
   if (d == nullptr) return;
@@ -63,7 +66,7 @@ void release_in_primary(hurray_device device, const void *base, Op op) {
   if (r == CUDA_SUCCESS) {
     ContextScope scope(*d);
     r = scope.enter(ctx, &call);
-    if (r == CUDA_SUCCESS) r = op(*d, &call);
+    if (r == CUDA_SUCCESS && (only_in == nullptr || *only_in == id)) r = op(*d, &call);
     pop = scope.leave();
   }
   if (r == CUDA_ERROR_DEINITIALIZED || pop == CUDA_ERROR_DEINITIALIZED) {

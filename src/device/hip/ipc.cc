@@ -321,7 +321,8 @@ const GpuIpc kHipIpc = {&export_memory,
                         &HipPools::open_pointer,
                         &HipPools::close_pointer,
                         &HipPools::alloc_shareable,
-                        &address_range};
+                        &address_range,
+                        &HipPools::context_alive};
 
 }  // namespace hurray::detail
 

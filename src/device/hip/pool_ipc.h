@@ -136,8 +136,9 @@ struct HipPoolTraits {
     *other = false;
     return hipSuccess;
   }
+  // No incarnations (gpu.md §4): `context` is 0.
   template <typename Op>
-  static void release(hurray_device device, const void *what, const char *kind, Op op) {
+  static void release(hurray_device device, const void *what, const char *kind, uint64_t, Op op) {
     release_with_device(device, what, kind, op);
   }
 };
