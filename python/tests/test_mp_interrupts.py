@@ -9,6 +9,7 @@ a short stress run raises KeyboardInterrupt from SIGALRM at random points.
 
 import gc
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
@@ -141,8 +142,8 @@ def test_interrupt_in_offer_before_the_key_is_registered(
     baseline: Callable[[], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     r, w = os.pipe()
-    randbits = raise_once(_fdshare.secrets.randbits, after=True)
-    monkeypatch.setattr(_fdshare.secrets, "randbits", randbits)
+    randbits = raise_once(secrets.randbits, after=True)
+    monkeypatch.setattr(secrets, "randbits", randbits)  # the module _fdshare draws keys from
     with pytest.raises(KeyboardInterrupt):
         _fdshare.offer([r, w])
     os.close(r)
