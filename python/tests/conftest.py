@@ -150,3 +150,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _collect() -> Iterator[None]:
     yield
     gc.collect()
+
+
+# For the multiprocessing tests (test_multiprocessing.py, test_buffer_sets_mp.py).
+@pytest.fixture(params=["spawn", "fork"])
+def ctx(request: pytest.FixtureRequest) -> Any:
+    """Each test taking it runs under the spawn and the fork context."""
+    import multiprocessing
+
+    return multiprocessing.get_context(request.param)
+
+
+@pytest.fixture
+def strict_checking() -> Iterator[None]:
+    """The checking mode on for the test, and no double release during it."""
+    import hurray
+
+    was = hurray.checking_enabled()
+    hurray.enable_checking()
+    before = hurray.double_releases()
+    yield
+    assert hurray.double_releases() == before
+    if not was:
+        hurray.disable_checking()

@@ -2,8 +2,10 @@
 """Worker functions of test_multiprocessing.py (importable by spawned
 processes: spawn passes the parent's sys.path)."""
 
+import gc
 import os
-from typing import Any, Dict, List, Tuple
+import time
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -196,3 +198,14 @@ def set_hold(conn: Any) -> None:
         os._exit(0)
     del d
     conn.send("released")
+
+
+def wait_for(cond: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Whether cond() holds within `seconds` (collecting garbage between tries)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        gc.collect()
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()

@@ -9,12 +9,11 @@ exactly once, after the worker lets go, exits, or is killed (within 1 s)."""
 
 import concurrent.futures
 import gc
-import multiprocessing
 import os
 import signal
 import time
 from multiprocessing.reduction import ForkingPickler
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Dict
 
 import numpy as np
 import pytest
@@ -24,35 +23,13 @@ from hurray import _fdshare
 
 import mp_aid
 
-CONTEXTS = ["spawn", "fork"]
 TIMEOUT = 60
 N = 50
 
 
-@pytest.fixture(params=CONTEXTS)
-def ctx(request: pytest.FixtureRequest) -> Any:
-    return multiprocessing.get_context(request.param)
-
-
-@pytest.fixture(autouse=True)
-def _checking() -> Iterator[None]:
-    was = hurray.checking_enabled()
-    hurray.enable_checking()
-    before = hurray.double_releases()
-    yield
-    assert hurray.double_releases() == before
-    if not was:
-        hurray.disable_checking()
-
-
-def wait_for(cond: Callable[[], bool], seconds: float = 10.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        gc.collect()
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
+# The contexts and the strict checking of every test here (conftest.py).
+pytestmark = pytest.mark.usefixtures("strict_checking")
+wait_for = mp_aid.wait_for
 
 
 def state() -> Dict[str, Any]:

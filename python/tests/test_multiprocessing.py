@@ -12,7 +12,7 @@ import multiprocessing
 import os
 import signal
 import time
-from typing import Any, Callable, Iterator, List, Type
+from typing import Any, List, Type
 
 import numpy as np
 import pytest
@@ -22,34 +22,12 @@ import hurray
 import mp_aid
 from conftest import CountingProducer
 
-CONTEXTS = ["spawn", "fork"]
 TIMEOUT = 60
 
 
-@pytest.fixture(params=CONTEXTS)
-def ctx(request: pytest.FixtureRequest) -> Any:
-    return multiprocessing.get_context(request.param)
-
-
-@pytest.fixture(autouse=True)
-def _checking() -> Iterator[None]:
-    was = hurray.checking_enabled()
-    hurray.enable_checking()
-    before = hurray.double_releases()
-    yield
-    assert hurray.double_releases() == before
-    if not was:
-        hurray.disable_checking()
-
-
-def wait_for(cond: Callable[[], bool], seconds: float = 10.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        gc.collect()
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
+# The contexts and the strict checking of every test here (conftest.py).
+pytestmark = pytest.mark.usefixtures("strict_checking")
+wait_for = mp_aid.wait_for
 
 
 def shared(n: int = 1024, dtype: str = "float64") -> hurray.Buffer:
