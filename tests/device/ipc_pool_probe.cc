@@ -596,8 +596,8 @@ int cmd_reset() {
   const auto failed_releases = [] {
     hurray_diagnostics d{};
     d.struct_size = sizeof d;
-    (void)hurray_get_diagnostics(&d);
-    return d.failed_releases;
+    // (a failed call leaves d zeroed: the counts below then cannot match)
+    return hurray_get_diagnostics(&d) == HURRAY_OK ? d.failed_releases : UINT64_MAX;
   };
   const uint64_t failed_before = failed_releases();
   hurray_buffer b{};
