@@ -173,3 +173,14 @@ def strict_checking() -> Iterator[None]:
     assert hurray.double_releases() == before
     if not was:
         hurray.disable_checking()
+
+
+def optional_module(name: str) -> Tuple[Any, pytest.MarkDecorator]:
+    """(the module, or None where it cannot be imported; a skipif mark for
+    the tests that need it, giving the import error as the reason)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name), pytest.mark.skipif(False, reason=name)
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        return None, pytest.mark.skipif(True, reason=f"{name} cannot be imported: {e}")

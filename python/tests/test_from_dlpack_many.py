@@ -19,29 +19,13 @@ import pytest
 import hurray
 from hurray import _native
 
-from conftest import CAPSULE_DESTRUCTOR, CountingProducer, _api, capsule_name
+from conftest import CAPSULE_DESTRUCTOR, CountingProducer, _api, capsule_name, optional_module
 from dlpack_ctypes import LEGACY_DELETER, DLDataType, DLDevice, DLManagedTensor
 
-try:
-    import torch
-except ImportError as e:  # pragma: no cover - depends on the environment
-    torch = None  # type: ignore[assignment]
-    _torch_reason = f"torch cannot be imported: {e}"
-try:
-    import tvm_ffi
-except ImportError as e:  # pragma: no cover
-    tvm_ffi = None  # type: ignore[assignment]
-    _tvm_reason = f"tvm_ffi cannot be imported: {e}"
-try:
-    import jax
-    import jax.numpy as jnp
-except ImportError as e:  # pragma: no cover
-    jax = None  # type: ignore[assignment]
-    _jax_reason = f"jax cannot be imported: {e}"
-
-needs_torch = pytest.mark.skipif(torch is None, reason=globals().get("_torch_reason", ""))
-needs_tvm = pytest.mark.skipif(tvm_ffi is None, reason=globals().get("_tvm_reason", ""))
-needs_jax = pytest.mark.skipif(jax is None, reason=globals().get("_jax_reason", ""))
+torch, needs_torch = optional_module("torch")
+tvm_ffi, needs_tvm = optional_module("tvm_ffi")
+jax, needs_jax = optional_module("jax")
+jnp: Any = jax.numpy if jax is not None else None
 # Notes (PEP 678) name the element of a producer's own error.
 has_notes = sys.version_info >= (3, 11)
 

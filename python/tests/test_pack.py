@@ -14,21 +14,10 @@ import pytest
 import hurray
 
 import mp_aid
-from conftest import CountingProducer
+from conftest import CountingProducer, optional_module
 
-try:
-    import torch
-except ImportError as e:  # pragma: no cover - depends on the environment
-    torch = None  # type: ignore[assignment]
-    _torch_reason = f"torch cannot be imported: {e}"
-try:
-    import ml_dtypes
-except ImportError as e:  # pragma: no cover
-    ml_dtypes = None  # type: ignore[assignment]
-    _ml_reason = f"ml_dtypes cannot be imported: {e}"
-
-needs_torch = pytest.mark.skipif(torch is None, reason=globals().get("_torch_reason", ""))
-needs_ml_dtypes = pytest.mark.skipif(ml_dtypes is None, reason=globals().get("_ml_reason", ""))
+torch, needs_torch = optional_module("torch")
+ml_dtypes, needs_ml_dtypes = optional_module("ml_dtypes")
 A = hurray.GROUP_ALIGNMENT
 _KEEP: List[Any] = []  # ctypes producers outlive any capsule a traceback keeps
 

@@ -67,6 +67,40 @@ float at(const hurray_buffer &h, int i) {
   return reinterpret_cast<const float *>(static_cast<const char *>(h.data) + h.byte_offset)[i];
 }
 
+// The sender's side of every command: the send, the child's exit status,
+// and the allocations' references coming back, `k` more than `returns`.
+void send_set_ok(int sock, hurray_buffer *s, size_t n) {
+  const int32_t st = hurray_ipc_send_set(sock, s, n, HURRAY_IPC_DEFAULT, nullptr);
+  check(st == HURRAY_OK, "send_set", "%s %s", hurray_status_name(st), hurray_last_error());
+}
+void expect_child_exit(pid_t pid, int want) {
+  const int code = wait_child(pid);
+  check(code == want, "child", "exit %d, want %d", code, want);
+}
+void expect_returns(uint64_t returns, uint64_t k) {
+  check(wait_until([&] { return ipc_returns() == returns + k; }), "returned", "%llu of %llu",
+        static_cast<unsigned long long>(ipc_returns() - returns),
+        static_cast<unsigned long long>(k));
+}
+// Shareable CPU memory in s[0], GPU memory on devices 0 and `second` in
+// s[1] and s[2] (first elements 1 and 5).
+void cpu_and_two_gpu(hurray_buffer *s, int second) {
+  const int64_t shape[1] = {16};
+  check(hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, kF32, 1, shape, HURRAY_ALLOC_SHAREABLE,
+                     &s[0]) == HURRAY_OK &&
+            alloc_on(0, 1.0f, &s[1]) == HURRAY_OK && alloc_on(second, 5.0f, &s[2]) == HURRAY_OK,
+        "alloc", "%s", hurray_last_error());
+}
+// *a shared two ways: *whole the first share, *view elements 16..19 of the second.
+void share_and_view(hurray_buffer *a, hurray_buffer *whole, hurray_buffer *view) {
+  hurray_buffer two[2]{};
+  check(hurray_share(a, 2, two) == HURRAY_OK, "share", "");
+  *whole = two[0];
+  const int64_t vshape[1] = {4};
+  const hurray_view_desc d{64, 0, hurray_device{0, 0}, kF32, 1, vshape, nullptr};
+  check(hurray_view(&two[1], &d, view) == HURRAY_OK, "view", "%s", hurray_last_error());
+}
+
 // --- set-views ---
 [[noreturn]] void views_child(int sock) {
   const int fds_before = count_fds();
@@ -119,8 +153,7 @@ int cmd_views() {
   check(call_count(N("cuIpcGetMemHandle", "hipIpcGetMemHandle")) == 1 &&
             call_count(N("cuEventCreate", "hipEventCreateWithFlags")) == events + 1,
         "one_export", "handles %d", call_count(N("cuIpcGetMemHandle", "hipIpcGetMemHandle")));
-  const int code = wait_child(pid);
-  check(code == 0, "child", "exit %d", code);
+  expect_child_exit(pid, 0);
   check(wait_until([&] { return ipc_returns() == returns + 1; }), "returned_once", "%llu",
         static_cast<unsigned long long>(ipc_returns() - returns));
   check(at(keep, 24) == 42.0f, "child_write_seen", "%g", at(keep, 24));
@@ -166,19 +199,11 @@ int cmd_mixed() {
   hurray_buffer a{};
   check(alloc_on(0, 1.0f, &a) == HURRAY_OK && alloc_on(0, 101.0f, &s[2]) == HURRAY_OK, "alloc",
         "%s", hurray_last_error());
-  hurray_buffer two[2]{};
-  check(hurray_share(&a, 2, two) == HURRAY_OK, "share", "");
-  s[1] = two[0];
-  const int64_t vshape[1] = {4};
-  const hurray_view_desc d{64, 0, hurray_device{0, 0}, kF32, 1, vshape, nullptr};
-  check(hurray_view(&two[1], &d, &s[3]) == HURRAY_OK, "view", "%s", hurray_last_error());
+  share_and_view(&a, &s[1], &s[3]);
   const uint64_t returns = ipc_returns();
-  const int32_t st = hurray_ipc_send_set(sv[0], s, 4, HURRAY_IPC_DEFAULT, nullptr);
-  check(st == HURRAY_OK, "send_set", "%s %s", hurray_status_name(st), hurray_last_error());
-  const int code = wait_child(pid);
-  check(code == 0, "child", "exit %d", code);
-  check(wait_until([&] { return ipc_returns() == returns + 3; }), "returned", "%llu",
-        static_cast<unsigned long long>(ipc_returns() - returns));
+  send_set_ok(sv[0], s, 4);
+  expect_child_exit(pid, 0);
+  expect_returns(returns, 3);
   check(wait_until([&] { return call_count(free_call()) == 2; }) && live_allocations() == 0,
         "producer_released_once", "%d", call_count(free_call()));
   close(sv[0]);
@@ -201,21 +226,15 @@ int cmd_kill() {
   }
   close(sv[1]);
   hurray_buffer s[3]{};
-  const int64_t shape[1] = {16};
-  check(hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, kF32, 1, shape, HURRAY_ALLOC_SHAREABLE,
-                     &s[0]) == HURRAY_OK &&
-            alloc_on(0, 1.0f, &s[1]) == HURRAY_OK && alloc_on(0, 5.0f, &s[2]) == HURRAY_OK,
-        "alloc", "%s", hurray_last_error());
+  cpu_and_two_gpu(s, 0);
   const uint64_t returns = ipc_returns();
-  check(hurray_ipc_send_set(sv[0], s, 3, HURRAY_IPC_DEFAULT, nullptr) == HURRAY_OK, "send_set",
-        "%s", hurray_last_error());
+  send_set_ok(sv[0], s, 3);
   char byte = 0;
   check(read(ready[0], &byte, 1) == 1 && byte == 'y', "child_imported", "%c", byte);
   check(call_count(free_call()) == 0, "held_by_child", "");
   kill(pid, SIGKILL);
-  check(wait_child(pid) == 128 + SIGKILL, "killed", "");
-  check(wait_until([&] { return ipc_returns() == returns + 3; }), "returned", "%llu",
-        static_cast<unsigned long long>(ipc_returns() - returns));
+  expect_child_exit(pid, 128 + SIGKILL);
+  expect_returns(returns, 3);
   check(wait_until([&] { return call_count(free_call()) == 2; }) && live_allocations() == 0,
         "producer_released_once", "%d", call_count(free_call()));
   return g_failures == 0 ? 0 : 1;
@@ -250,18 +269,11 @@ int cmd_invisible() {
   if (pid < 0) return 2;
   setenv(visible_env(), "0,1", 1);
   hurray_buffer s[3]{};
-  const int64_t shape[1] = {16};
-  check(hurray_alloc(hurray_device{HURRAY_DEVICE_CPU, 0}, kF32, 1, shape, HURRAY_ALLOC_SHAREABLE,
-                     &s[0]) == HURRAY_OK &&
-            alloc_on(0, 1.0f, &s[1]) == HURRAY_OK && alloc_on(1, 5.0f, &s[2]) == HURRAY_OK,
-        "alloc", "%s", hurray_last_error());
+  cpu_and_two_gpu(s, 1);
   const uint64_t returns = ipc_returns();
-  check(hurray_ipc_send_set(sv[0], s, 3, HURRAY_IPC_DEFAULT, nullptr) == HURRAY_OK, "send_set",
-        "%s", hurray_last_error());
-  const int code = wait_child(pid);
-  check(code == 0, "child", "exit %d", code);
-  check(wait_until([&] { return ipc_returns() == returns + 3; }), "returned", "%llu",
-        static_cast<unsigned long long>(ipc_returns() - returns));
+  send_set_ok(sv[0], s, 3);
+  expect_child_exit(pid, 0);
+  expect_returns(returns, 3);
   check(wait_until([&] { return call_count(free_call()) == 2; }) && live_allocations() == 0,
         "producer_released_once", "%d", call_count(free_call()));
   close(sv[0]);
@@ -315,19 +327,11 @@ int cmd_pool() {
   hurray_buffer s[3]{}, a{};
   check(pool_alloc(1.0f, &a) == HURRAY_OK && pool_alloc(101.0f, &s[1]) == HURRAY_OK, "alloc_async",
         "%s", hurray_last_error());
-  hurray_buffer two[2]{};
-  check(hurray_share(&a, 2, two) == HURRAY_OK, "share", "");
-  s[0] = two[0];
-  const int64_t vshape[1] = {4};
-  const hurray_view_desc d{64, 0, hurray_device{0, 0}, kF32, 1, vshape, nullptr};
-  check(hurray_view(&two[1], &d, &s[2]) == HURRAY_OK, "view", "%s", hurray_last_error());
+  share_and_view(&a, &s[0], &s[2]);
   const uint64_t returns = ipc_returns();
-  const int32_t st = hurray_ipc_send_set(sv[0], s, 3, HURRAY_IPC_DEFAULT, nullptr);
-  check(st == HURRAY_OK, "send_set", "%s %s", hurray_status_name(st), hurray_last_error());
-  const int code = wait_child(pid);
-  check(code == 0, "child", "exit %d", code);
-  check(wait_until([&] { return ipc_returns() == returns + 2; }), "returned", "%llu",
-        static_cast<unsigned long long>(ipc_returns() - returns));
+  send_set_ok(sv[0], s, 3);
+  expect_child_exit(pid, 0);
+  expect_returns(returns, 2);
   close(sv[0]);
   return g_failures == 0 ? 0 : 1;
 }
