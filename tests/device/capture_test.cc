@@ -95,7 +95,9 @@ void export_during_blocking_capture(Fake &fake, void *side, int mode, int32_t de
     EXPECT_EQ(capture.end(), 1) << "the other thread's capture was invalidated: "
                                 << hurray_status_name(st) << " " << hurray_last_error();
   }
-  if (a.release_fn != nullptr) EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+  if (a.release_fn != nullptr) {
+    EXPECT_EQ(hurray_buffer_release(&a), HURRAY_OK);
+  }
 }
 
 class CudaCapture : public ::testing::TestWithParam<int> {
